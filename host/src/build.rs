@@ -1,0 +1,1 @@
+//! Building plugin crates into components (being written).

@@ -1,0 +1,5 @@
+//! The `wasmctrl` command line.
+
+fn main() -> std::process::ExitCode {
+    wasmctrl::cli::main()
+}

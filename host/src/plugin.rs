@@ -1,0 +1,1 @@
+//! What a plugin declares and may do (being written).

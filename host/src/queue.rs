@@ -1,0 +1,1 @@
+//! The client-go workqueue contract (being written).

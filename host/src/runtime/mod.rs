@@ -1,0 +1,1 @@
+//! The wasmtime dispatch runtime (being written).
