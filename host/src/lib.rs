@@ -11,3 +11,5 @@ pub mod cli;
 pub mod plugin;
 pub mod queue;
 pub mod runtime;
+pub mod selector;
+pub mod view;

@@ -40,7 +40,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // One line, whatever the causes contain, so scripts can read it.
+            let message = format!("{err:#}").replace('\n', " ");
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
     }
@@ -54,5 +56,9 @@ fn init_tracing() {
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let json = std::env::var("WASMCTRL_LOG_FORMAT").is_ok_and(|v| v == "json");
     // A second init (tests calling `main` twice) is harmless; ignore it.
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
 }

@@ -1,12 +1,152 @@
-//! `wasmctrl test` (being written).
+//! `wasmctrl test`: one reconcile of a plugin, offline, printed as the JSON the host would act on.
+//! The plugin author's inner loop, like `kwctl run` for Kubewarden policies.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Value, json};
+
+use crate::plugin::wit;
+use crate::runtime::{Config, Runtime};
+use crate::view::StaticView;
 
 /// Arguments of `wasmctrl test`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The plugin component (`target/plugins/<name>.wasm`).
+    plugin: PathBuf,
+    /// The object to reconcile (YAML or JSON).
+    #[arg(long)]
+    object: PathBuf,
+    /// Objects the plugin may read from the cache (YAML or JSON; several documents or a List
+    /// per file). Repeatable.
+    #[arg(long = "cache")]
+    cache: Vec<PathBuf>,
+    /// Operator settings for the plugin (YAML or JSON).
+    #[arg(long)]
+    settings: Option<PathBuf>,
+    /// Reconcile as if the object were being deleted (deletionTimestamp set, finalizers holding).
+    #[arg(long, conflicts_with = "deleted")]
+    deleting: bool,
+    /// Reconcile as if the object no longer existed (only its namespace and name are sent).
+    #[arg(long)]
+    deleted: bool,
+    /// The time the host reports to the plugin (RFC 3339); defaults to now.
+    #[arg(long)]
+    now: Option<String>,
+    /// Per-call deadline in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    deadline_ms: u64,
+}
 
-/// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+/// Loads the plugin, runs one reconcile and prints the result. Exit 0 when the reconcile
+/// succeeded, 1 when it failed (the JSON says why), 2 is left to clap for usage errors.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(&args.plugin)
+        .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
+    let mut object = read_documents(&args.object)?
+        .into_iter()
+        .next()
+        .with_context(|| format!("{}: no object in file", args.object.display()))?;
+    let settings = match &args.settings {
+        Some(path) => read_documents(path)?
+            .into_iter()
+            .next()
+            .unwrap_or(json!({})),
+        None => json!({}),
+    };
+    let mut view = StaticView::new();
+    for path in &args.cache {
+        for doc in read_documents(path)? {
+            view.insert(doc)
+                .with_context(|| format!("{}: cache object", path.display()))?;
+        }
+    }
+
+    let meta = &object["metadata"];
+    let (Some(name), namespace) = (meta["name"].as_str(), meta["namespace"].as_str()) else {
+        bail!("{}: object has no metadata.name", args.object.display());
+    };
+    let (name, namespace) = (name.to_string(), namespace.unwrap_or_default().to_string());
+    let now = args
+        .now
+        .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    if args.deleting && object["metadata"]["deletionTimestamp"].is_null() {
+        object["metadata"]["deletionTimestamp"] = json!(now);
+    }
+    let deleting = !object["metadata"]["deletionTimestamp"].is_null();
+    if !args.deleted {
+        // The cache holds the object too, as the host's informer would.
+        view.insert(object.clone()).ok();
+    }
+
+    let config = Config {
+        deadline: std::time::Duration::from_millis(args.deadline_ms),
+        max_instances: 2,
+        ..Config::default()
+    };
+    let runtime = Runtime::new(config)?;
+    let source = args.plugin.display().to_string();
+    let plugin = runtime.load(&source, &bytes, &settings.to_string())?;
+    let request = wit::Request {
+        namespace,
+        name,
+        object: (!args.deleted).then(|| object.to_string()),
+        deleting: deleting && !args.deleted,
+        settings: String::new(),
+        now,
+    };
+    let manifest = plugin.manifest();
+    let mut report = json!({
+        "plugin": manifest.name,
+        "version": manifest.version,
+        "digest": plugin.digest(),
+        "key": if request.namespace.is_empty() { request.name.clone() } else { format!("{}/{}", request.namespace, request.name) },
+    });
+    let code = match plugin.reconcile(request, Arc::new(view)) {
+        Ok(done) => {
+            report["result"] = json!("ok");
+            report["actions"] = serde_json::to_value(&done.intents)?;
+            report["requeueAfterMs"] = json!(done.requeue_after.map(|d| d.as_millis() as u64));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            report["result"] = json!("error");
+            report["error"] = json!({
+                "reason": e.kind.label(),
+                "retryable": e.kind.retryable(),
+                "message": e.to_string(),
+            });
+            ExitCode::FAILURE
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(code)
+}
+
+/// Every object in a YAML or JSON file: multi-document YAML and `kind: List` are flattened.
+fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(doc)
+            .map_err(|e| anyhow::anyhow!("{}: invalid YAML/JSON: {e}", path.display()))?;
+        match value {
+            Value::Null => {}
+            Value::Object(ref o) if o.get("kind").and_then(Value::as_str) == Some("List") => {
+                out.extend(
+                    o.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            Value::Object(_) => out.push(value),
+            _ => bail!("{}: expected an object, found {value}", path.display()),
+        }
+    }
+    Ok(out)
 }

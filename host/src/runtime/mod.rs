@@ -1,1 +1,408 @@
-//! The wasmtime dispatch runtime (being written).
+//! The dispatch runtime: one wasmtime [`Engine`] for the process, each plugin compiled once per
+//! content hash and pre-linked, and a **fresh store and instance for every call**, with a deadline
+//! (epoch ticks checked against the wall clock), a memory cap and a cap on the result size.
+//!
+//! A trap, timeout or runaway allocation ends that one call with a typed [`Error`]; the engine,
+//! the plugin and every other call carry on.
+
+mod artifacts;
+mod error;
+mod host;
+mod permits;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{
+    Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
+};
+
+pub use artifacts::digest;
+pub use error::{Error, ErrorKind, LoadError};
+
+use crate::plugin::bindings::{Plugin as Bindings, PluginPre};
+use crate::plugin::{Intent, Manifest, check_actions, wit};
+use crate::view::{EmptyView, View};
+use host::{Limits, State};
+use permits::Permits;
+
+/// How often the engine's epoch advances: the granularity of deadline checks.
+const TICK: Duration = Duration::from_millis(10);
+
+/// Limits and resources of the runtime; the defaults suit a controller host.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Wall-clock budget of one call (`manifest` or `reconcile`).
+    pub deadline: Duration,
+    /// Largest linear memory one instance may grow to.
+    pub memory_limit: usize,
+    /// Largest result (sum of the actions' JSON) accepted from one reconcile.
+    pub max_result_bytes: usize,
+    /// Instances alive at once across all plugins; further calls wait for a slot.
+    pub max_instances: u32,
+    /// Directory for compiled artifacts; `None` compiles on every start.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(2),
+            memory_limit: 64 << 20,
+            max_result_bytes: 4 << 20,
+            max_instances: 64,
+            cache_dir: None,
+        }
+    }
+}
+
+/// The engine, linker and limits shared by every plugin. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<State>,
+    config: Config,
+    artifacts: artifacts::Artifacts,
+    permits: Permits,
+    pooling: bool,
+}
+
+impl Runtime {
+    /// Builds the engine: epoch interruption, and the pooling allocator when the machine lets us
+    /// reserve its address space (falling back to on-demand allocation when it does not).
+    pub fn new(config: Config) -> anyhow::Result<Self> {
+        let (engine, pooling) = match Engine::new(&engine_config(&config, true)) {
+            Ok(engine) => (engine, true),
+            Err(e) => {
+                tracing::warn!(error = %e, "instance pool unavailable; allocating on demand");
+                (Engine::new(&engine_config(&config, false))?, false)
+            }
+        };
+        let mut linker = Linker::new(&engine);
+        Bindings::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s)?;
+        start_ticker(&engine);
+        let artifacts = artifacts::Artifacts::new(&engine, config.cache_dir.clone());
+        let permits = Permits::new(config.max_instances as usize);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                config,
+                artifacts,
+                permits,
+                pooling,
+            }),
+        })
+    }
+
+    /// Whether instances come from the pre-reserved pool.
+    pub fn pooling(&self) -> bool {
+        self.inner.pooling
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Compiles (or fetches from cache), links and validates a plugin, then asks it for its
+    /// manifest under `settings` (JSON). `source` names it in errors (usually the file path).
+    pub fn load(&self, source: &str, bytes: &[u8], settings: &str) -> Result<Plugin, LoadError> {
+        let source_name = source.to_string();
+        let digest = digest(bytes);
+        let component = self
+            .inner
+            .artifacts
+            .get(&self.inner.engine, &digest, bytes)
+            .map_err(|e| LoadError::Compile {
+                source_name: source_name.clone(),
+                reason: format!("{e:#}"),
+            })?;
+        let pre = self.pre_link(&component).map_err(|e| LoadError::Contract {
+            source_name: source_name.clone(),
+            reason: format!("{e:#}"),
+        })?;
+        let mut plugin = Plugin {
+            runtime: self.clone(),
+            pre,
+            manifest: Arc::new(placeholder_manifest()),
+            name: Arc::from(source),
+            digest,
+            settings: settings.to_string(),
+        };
+        let wit_manifest = plugin
+            .call_manifest()
+            .map_err(|reason| LoadError::Manifest {
+                source_name: source_name.clone(),
+                reason,
+            })?;
+        let manifest =
+            Manifest::from_wit(&wit_manifest).map_err(|source| LoadError::InvalidManifest {
+                source_name,
+                source,
+            })?;
+        plugin.name = Arc::from(manifest.name.as_str());
+        plugin.manifest = Arc::new(manifest);
+        Ok(plugin)
+    }
+
+    /// Drops compiled code that no loaded plugin uses any more.
+    pub fn retain_artifacts(&self, digests: &[&str]) {
+        self.inner.artifacts.retain(digests);
+    }
+
+    fn pre_link(&self, component: &Component) -> wasmtime::Result<PluginPre<State>> {
+        PluginPre::new(self.inner.linker.instantiate_pre(component)?)
+    }
+}
+
+/// What one successful reconcile asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reconciled {
+    /// Checked actions, in the plugin's order.
+    pub intents: Vec<Intent>,
+    /// When to reconcile again regardless of changes.
+    pub requeue_after: Option<Duration>,
+}
+
+/// A loaded plugin version: pre-linked, its manifest validated. Cheap to share behind an `Arc`;
+/// every call gets its own instance.
+pub struct Plugin {
+    runtime: Runtime,
+    pre: PluginPre<State>,
+    manifest: Arc<Manifest>,
+    name: Arc<str>,
+    digest: String,
+    settings: String,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .field("manifest", &self.manifest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugin {
+    /// The validated manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The sha256 of the component's bytes.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The operator settings (JSON) this version was loaded with.
+    pub fn settings(&self) -> &str {
+        &self.settings
+    }
+
+    /// Runs one reconcile in a fresh sandbox and checks its actions against the manifest.
+    ///
+    /// `request.settings` is filled in from the plugin's settings. Blocking: call it from a
+    /// blocking thread in async code.
+    pub fn reconcile(
+        &self,
+        mut request: wit::Request,
+        view: Arc<dyn View>,
+    ) -> Result<Reconciled, Error> {
+        request.settings.clone_from(&self.settings);
+        let key = if request.namespace.is_empty() {
+            request.name.clone()
+        } else {
+            format!("{}/{}", request.namespace, request.name)
+        };
+        let fail = |kind| Error {
+            plugin: self.manifest.name.clone(),
+            key: key.clone(),
+            kind,
+        };
+        let result = self.call(
+            &key,
+            Some(self.manifest.clone()),
+            view,
+            |bindings, store| bindings.call_reconcile(store, &request),
+        );
+        let outcome = match result.map_err(&fail)? {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                return Err(fail(ErrorKind::Plugin {
+                    message: e.message,
+                    retryable: e.retryable,
+                }));
+            }
+        };
+        let size: usize = outcome.actions.iter().map(action_size).sum();
+        let limit = self.runtime.inner.config.max_result_bytes;
+        if size > limit {
+            return Err(fail(ErrorKind::ResultTooLarge { size, limit }));
+        }
+        let intents = check_actions(&self.manifest, &request, &outcome.actions)
+            .map_err(|e| fail(ErrorKind::Action(e)))?;
+        Ok(Reconciled {
+            intents,
+            requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
+        })
+    }
+
+    fn call_manifest(&self) -> Result<wit::Manifest, String> {
+        let settings = self.settings.clone();
+        let view: Arc<dyn View> = Arc::new(EmptyView);
+        match self.call("manifest", None, view, |b, s| b.call_manifest(s, &settings)) {
+            Ok(Ok(m)) => Ok(m),
+            Ok(Err(message)) => Err(format!("rejected the settings: {message}")),
+            Err(kind) => Err(kind.to_string()),
+        }
+    }
+
+    /// One call in a fresh store: instantiate from the pre-linked component, run `f` under the
+    /// deadline and memory cap, and classify any failure.
+    fn call<R>(
+        &self,
+        key: &str,
+        manifest: Option<Arc<Manifest>>,
+        view: Arc<dyn View>,
+        f: impl FnOnce(&Bindings, &mut Store<State>) -> wasmtime::Result<R>,
+    ) -> Result<R, ErrorKind> {
+        let inner = &self.runtime.inner;
+        let _permit = inner.permits.acquire();
+        let state = State {
+            plugin: self.name.clone(),
+            key: key.to_string(),
+            manifest,
+            view,
+            limits: Limits {
+                memory: inner.config.memory_limit,
+                exceeded: false,
+            },
+            started: Instant::now(),
+            deadline: inner.config.deadline,
+            log_budget: 100,
+            panic: None,
+        };
+        let mut store = Store::new(&inner.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| {
+            let s = ctx.data();
+            if s.started.elapsed() >= s.deadline {
+                Err(wasmtime::Error::new(DeadlineExceeded))
+            } else {
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+        let bindings = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| classify(&store, e, true))?;
+        f(&bindings, &mut store).map_err(|e| classify(&store, e, false))
+    }
+}
+
+/// Raised by the epoch callback when a call has used up its wall-clock budget.
+#[derive(Debug, thiserror::Error)]
+#[error("deadline exceeded")]
+struct DeadlineExceeded;
+
+fn classify(store: &Store<State>, e: wasmtime::Error, instantiating: bool) -> ErrorKind {
+    let state = store.data();
+    if e.downcast_ref::<DeadlineExceeded>().is_some() {
+        return ErrorKind::Timeout(state.deadline);
+    }
+    if state.limits.exceeded {
+        return ErrorKind::Memory {
+            limit: state.limits.memory,
+        };
+    }
+    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        return match &state.panic {
+            Some(message) => ErrorKind::Trap(format!("plugin panicked: {message}")),
+            None => ErrorKind::Trap(trap.to_string()),
+        };
+    }
+    if instantiating {
+        return ErrorKind::Sandbox(format!("{e:#}"));
+    }
+    // Lifting a result the guest wrote badly (invalid UTF-8, bad discriminant, out of bounds).
+    ErrorKind::Trap(format!("{e:#}"))
+}
+
+fn action_size(action: &wit::Action) -> usize {
+    match action {
+        wit::Action::Apply(s) | wit::Action::UpdateStatus(s) => s.len(),
+        wit::Action::AddFinalizer(s) | wit::Action::RemoveFinalizer(s) => s.len(),
+        wit::Action::Patch(p) => match &p.body {
+            wit::PatchBody::Merge(s) | wit::PatchBody::Json(s) => s.len() + p.target.name.len(),
+        },
+        wit::Action::Delete(r) => r.name.len() + r.kind.len(),
+        wit::Action::EmitEvent(e) => e.note.len() + e.reason.len() + e.action.len(),
+    }
+}
+
+/// Stands in until `manifest()` has answered; never visible outside `Runtime::load`.
+fn placeholder_manifest() -> Manifest {
+    Manifest {
+        name: String::new(),
+        version: String::new(),
+        kind: kube::core::GroupVersionKind::gvk("", "", ""),
+        namespaces: Vec::new(),
+        selector: Default::default(),
+        predicates: Vec::new(),
+        owns: Vec::new(),
+        reads: Vec::new(),
+        writes: Vec::new(),
+        capabilities: Vec::new(),
+    }
+}
+
+fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
+    let mut c = wasmtime::Config::new();
+    c.wasm_component_model(true);
+    c.epoch_interruption(true);
+    c.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    if pooling {
+        let n = config.max_instances;
+        let mut pool = PoolingAllocationConfig::default();
+        // A wit-bindgen component is a handful of core instances (module, shims, fixups) with
+        // one memory and a few tables.
+        pool.total_component_instances(n)
+            .total_core_instances(n * 8)
+            .total_memories(n * 2)
+            .total_tables(n * 4)
+            .max_core_instances_per_component(8)
+            .max_memories_per_component(2)
+            .max_tables_per_component(4)
+            .max_memory_size(config.memory_limit);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    c
+}
+
+/// Advances the engine's epoch every [`TICK`] on a thread that ends when the engine is dropped.
+fn start_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("wasmctrl-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        // Without ticks deadlines cannot fire; that is a broken invariant, not a user error.
+        tracing::error!(error = %e, "could not start the epoch thread; deadlines will not fire");
+    }
+}

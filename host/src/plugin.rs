@@ -1,1 +1,0 @@
-//! What a plugin declares and may do (being written).

@@ -1,0 +1,219 @@
+//! A plugin's validated manifest: what it watches, owns, reads and writes.
+
+use kube::core::GroupVersionKind;
+
+use super::wit;
+use crate::selector::{ParseError, Selector};
+
+/// A manifest that was checked when the plugin loaded. Kinds are kube `GroupVersionKind`s and
+/// selectors are parsed, so nothing downstream re-validates them.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// Plugin name (field manager `wasmctrl/<name>`).
+    pub name: String,
+    /// Plugin version string.
+    pub version: String,
+    /// The reconciled kind.
+    pub kind: GroupVersionKind,
+    /// Namespaces watched; empty for all.
+    pub namespaces: Vec<String>,
+    /// Label selector on the reconciled kind.
+    pub selector: Selector,
+    /// Event filters.
+    pub predicates: Vec<wit::Predicate>,
+    /// Owned child kinds.
+    pub owns: Vec<GroupVersionKind>,
+    /// Related kinds read from the cache, with their selectors and triggers.
+    pub reads: Vec<(GroupVersionKind, Selector, Option<wit::Mapping>)>,
+    /// Kinds writable without owning them.
+    pub writes: Vec<GroupVersionKind>,
+    /// Requested capabilities (`sql:<db>`).
+    pub capabilities: Vec<String>,
+}
+
+/// Why a manifest was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The name is not a DNS-1123 label.
+    #[error(
+        "plugin name {0:?} must be a DNS-1123 label (lowercase alphanumerics and '-', at most 63)"
+    )]
+    Name(String),
+    /// A kind lacks version or kind.
+    #[error("{field}: group/version/kind {gvk:?} needs a version and a kind")]
+    Kind {
+        /// Where in the manifest.
+        field: &'static str,
+        /// What was given.
+        gvk: String,
+    },
+    /// A label selector does not parse.
+    #[error("{field}: {source}")]
+    Selector {
+        /// Where in the manifest.
+        field: &'static str,
+        /// The parse failure.
+        source: ParseError,
+    },
+}
+
+fn gvk(field: &'static str, g: &wit::Gvk) -> Result<GroupVersionKind, ManifestError> {
+    if g.version.is_empty() || g.kind.is_empty() {
+        let gvk = format!("{}/{}/{}", g.group, g.version, g.kind);
+        return Err(ManifestError::Kind { field, gvk });
+    }
+    Ok(GroupVersionKind::gvk(&g.group, &g.version, &g.kind))
+}
+
+fn selector(field: &'static str, s: &str) -> Result<Selector, ManifestError> {
+    Selector::parse(s).map_err(|source| ManifestError::Selector { field, source })
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+impl Manifest {
+    /// Validates what the plugin's `manifest()` returned.
+    pub fn from_wit(m: &wit::Manifest) -> Result<Self, ManifestError> {
+        if !is_dns_label(&m.name) {
+            return Err(ManifestError::Name(m.name.clone()));
+        }
+        Ok(Self {
+            name: m.name.clone(),
+            version: m.version.clone(),
+            kind: gvk("watches.kind", &m.watches.kind)?,
+            namespaces: m.watches.selector.namespaces.clone(),
+            selector: selector("watches.selector.labels", &m.watches.selector.labels)?,
+            predicates: m.watches.predicates.clone(),
+            owns: m
+                .owns
+                .iter()
+                .map(|g| gvk("owns", g))
+                .collect::<Result<_, _>>()?,
+            reads: m
+                .reads
+                .iter()
+                .map(|r| {
+                    Ok((
+                        gvk("reads.kind", &r.kind)?,
+                        selector("reads.selector.labels", &r.selector.labels)?,
+                        r.trigger.clone(),
+                    ))
+                })
+                .collect::<Result<_, ManifestError>>()?,
+            writes: m
+                .writes
+                .iter()
+                .map(|g| gvk("writes", g))
+                .collect::<Result<_, _>>()?,
+            capabilities: m.capabilities.clone(),
+        })
+    }
+
+    /// The field manager used for this plugin's server-side applies.
+    pub fn field_manager(&self) -> String {
+        format!("wasmctrl/{}", self.name)
+    }
+
+    /// Whether `kind` is owned by this plugin.
+    pub fn owns(&self, kind: &GroupVersionKind) -> bool {
+        self.owns.contains(kind)
+    }
+
+    /// The watched kind, owned kinds and `reads` may be read from the cache.
+    pub fn can_read(&self, kind: &GroupVersionKind) -> bool {
+        *kind == self.kind || self.owns(kind) || self.reads.iter().any(|(k, _, _)| k == kind)
+    }
+
+    /// The watched kind, owned kinds and `writes` may be applied, patched and deleted.
+    pub fn can_write(&self, kind: &GroupVersionKind) -> bool {
+        *kind == self.kind || self.owns(kind) || self.writes.contains(kind)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    fn wit_gvk(group: &str, version: &str, kind: &str) -> wit::Gvk {
+        wit::Gvk {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    pub(crate) fn sample() -> wit::Manifest {
+        wit::Manifest {
+            name: "sample".into(),
+            version: "1".into(),
+            watches: wit::Watch {
+                kind: wit_gvk("example.com", "v1", "Thing"),
+                selector: wit::Selector {
+                    namespaces: vec![],
+                    labels: "app=x".into(),
+                },
+                predicates: vec![],
+            },
+            owns: vec![wit_gvk("", "v1", "Pod")],
+            reads: vec![wit::Related {
+                kind: wit_gvk("", "v1", "ConfigMap"),
+                selector: wit::Selector {
+                    namespaces: vec![],
+                    labels: String::new(),
+                },
+                trigger: None,
+            }],
+            writes: vec![wit_gvk("apps", "v1", "Deployment")],
+            capabilities: vec![],
+        }
+    }
+
+    #[test]
+    fn grants_follow_the_declaration() {
+        let m = Manifest::from_wit(&sample()).unwrap();
+        let (thing, pod) = (m.kind.clone(), GroupVersionKind::gvk("", "v1", "Pod"));
+        let cm = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let deploy = GroupVersionKind::gvk("apps", "v1", "Deployment");
+        let secret = GroupVersionKind::gvk("", "v1", "Secret");
+        assert!(m.can_read(&thing) && m.can_read(&pod) && m.can_read(&cm));
+        assert!(!m.can_read(&deploy) && !m.can_read(&secret));
+        assert!(m.can_write(&thing) && m.can_write(&pod) && m.can_write(&deploy));
+        assert!(!m.can_write(&cm) && !m.can_write(&secret));
+        assert_eq!(m.field_manager(), "wasmctrl/sample");
+    }
+
+    #[test]
+    fn bad_manifests_say_what_is_wrong() {
+        let mut bad = sample();
+        bad.name = "Not_A_Label".into();
+        assert!(
+            Manifest::from_wit(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("DNS-1123")
+        );
+        let mut bad = sample();
+        bad.owns[0].kind.clear();
+        assert!(
+            Manifest::from_wit(&bad)
+                .unwrap_err()
+                .to_string()
+                .starts_with("owns")
+        );
+        let mut bad = sample();
+        bad.watches.selector.labels = "a in (b".into();
+        assert!(
+            Manifest::from_wit(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("watches.selector")
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! Compile each plugin once per content hash: an in-memory map for this process and an optional
+//! on-disk cache of serialized components so restarts skip Cranelift.
+
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Compiled components by content hash.
+pub(crate) struct Artifacts {
+    dir: Option<PathBuf>,
+    engine_tag: String,
+    compiled: Mutex<HashMap<String, Component>>,
+}
+
+/// The sha256 of a plugin's bytes, hex-encoded: its identity for caching and for logs.
+pub fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Artifacts {
+    pub(crate) fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
+        // Serialized code is only valid for an identical engine configuration and wasmtime build.
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_tag = format!("{:016x}", hasher.finish());
+        Self {
+            dir,
+            engine_tag,
+            compiled: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The component for `bytes`, compiling only when neither cache has it.
+    pub(crate) fn get(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Component> {
+        if let Some(c) = self.lock().get(digest) {
+            return Ok(c.clone());
+        }
+        let component = match self.load_from_disk(engine, digest) {
+            Some(c) => c,
+            None => {
+                let c = Component::new(engine, bytes)?;
+                self.store_on_disk(digest, &c);
+                c
+            }
+        };
+        self.lock().insert(digest.to_string(), component.clone());
+        Ok(component)
+    }
+
+    /// Forgets in-memory entries not in `keep` (plugins that were replaced or removed).
+    pub(crate) fn retain(&self, keep: &[&str]) {
+        self.lock().retain(|k, _| keep.contains(&k.as_str()));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
+        // The map holds no invariants a panic could break; recover from poisoning.
+        self.compiled.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn path(&self, digest: &str) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{digest}-{}.cwasm", self.engine_tag)))
+    }
+
+    fn load_from_disk(&self, engine: &Engine, digest: &str) -> Option<Component> {
+        let path = self.path(digest)?;
+        if !path.exists() {
+            return None;
+        }
+        // SAFETY: the file was written by `store_on_disk` from `Component::serialize` of this
+        // engine configuration (the engine tag is in the name) into our own cache directory;
+        // wasmtime still checks its header and version before using it. A file we cannot load
+        // is ignored and recompiled.
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring unusable compiled artifact");
+                None
+            }
+        }
+    }
+
+    fn store_on_disk(&self, digest: &str, component: &Component) {
+        let Some(path) = self.path(digest) else {
+            return;
+        };
+        let write = || -> anyhow::Result<()> {
+            let dir = path.parent().ok_or_else(|| anyhow::anyhow!("no parent"))?;
+            std::fs::create_dir_all(dir)?;
+            let tmp = dir.join(format!(".{digest}.{}.tmp", std::process::id()));
+            std::fs::write(&tmp, component.serialize()?)?;
+            std::fs::rename(&tmp, &path)?;
+            Ok(())
+        };
+        // The cache is an optimisation: failing to write it must not fail the load.
+        if let Err(e) = write() {
+            tracing::warn!(path = %path.display(), error = %e, "could not cache compiled plugin");
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Why a plugin failed to load or a reconcile failed: one variant per cause, each with a stable
+//! metric label, each message naming the plugin (and key).
+
+use std::time::Duration;
+
+use crate::plugin::{ActionError, ManifestError};
+
+/// A reconcile that did not produce checked intents.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin {plugin}, key {key}: {kind}")]
+pub struct Error {
+    /// Plugin name.
+    pub plugin: String,
+    /// `namespace/name` being reconciled.
+    pub key: String,
+    /// What went wrong.
+    #[source]
+    pub kind: ErrorKind,
+}
+
+/// The cause of a failed reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum ErrorKind {
+    /// The plugin returned an error.
+    #[error("plugin returned a {} error: {message}", if *retryable { "retryable" } else { "terminal" })]
+    Plugin {
+        /// Its message.
+        message: String,
+        /// Whether it asked to be retried.
+        retryable: bool,
+    },
+    /// The guest trapped (panic, unreachable, out-of-bounds access, ...).
+    #[error("trap: {0}")]
+    Trap(String),
+    /// The call ran past its deadline and was interrupted.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The guest tried to grow its memory past the cap.
+    #[error("memory limit of {limit} bytes exceeded")]
+    Memory {
+        /// The cap.
+        limit: usize,
+    },
+    /// The result was bigger than the cap.
+    #[error("result of {size} bytes exceeds the {limit}-byte limit")]
+    ResultTooLarge {
+        /// Its size.
+        size: usize,
+        /// The cap.
+        limit: usize,
+    },
+    /// An action was malformed or targeted an undeclared kind.
+    #[error(transparent)]
+    Action(#[from] ActionError),
+    /// The sandbox could not be set up (instance pool exhausted, ...).
+    #[error("sandbox: {0}")]
+    Sandbox(String),
+}
+
+impl ErrorKind {
+    /// A short stable label for metrics (`controller_runtime_reconcile_errors_total{reason}`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            ErrorKind::Plugin {
+                retryable: true, ..
+            } => "plugin_retryable",
+            ErrorKind::Plugin {
+                retryable: false, ..
+            } => "plugin_terminal",
+            ErrorKind::Trap(_) => "trap",
+            ErrorKind::Timeout(_) => "timeout",
+            ErrorKind::Memory { .. } => "memory",
+            ErrorKind::ResultTooLarge { .. } => "result_too_large",
+            ErrorKind::Action(ActionError::Undeclared { .. }) => "undeclared_kind",
+            ErrorKind::Action(ActionError::Malformed { .. }) => "malformed_action",
+            ErrorKind::Sandbox(_) => "sandbox",
+        }
+    }
+
+    /// Whether retrying the same input could succeed. Only the plugin's own terminal errors are
+    /// final; traps and timeouts may depend on cache contents and are retried with backoff.
+    pub fn retryable(&self) -> bool {
+        !matches!(
+            self,
+            ErrorKind::Plugin {
+                retryable: false,
+                ..
+            }
+        )
+    }
+}
+
+/// A plugin that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not a valid component for this engine.
+    #[error("{source_name}: not a loadable WebAssembly component: {reason}")]
+    Compile {
+        /// File or label of the plugin.
+        source_name: String,
+        /// Compiler message.
+        reason: String,
+    },
+    /// It does not implement `wasmctrl:plugin@0.1.0` (wrong exports or imports).
+    #[error("{source_name}: does not implement the wasmctrl:plugin@0.1.0 contract: {reason}")]
+    Contract {
+        /// File or label of the plugin.
+        source_name: String,
+        /// Linker message.
+        reason: String,
+    },
+    /// `manifest()` trapped, timed out or returned an error for these settings.
+    #[error("{source_name}: manifest() failed: {reason}")]
+    Manifest {
+        /// File or label of the plugin.
+        source_name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The manifest was returned but is invalid.
+    #[error("{source_name}: invalid manifest: {source}")]
+    InvalidManifest {
+        /// File or label of the plugin.
+        source_name: String,
+        /// Why.
+        source: ManifestError,
+    },
+    /// The compiled-artifact cache failed in a way that prevents loading.
+    #[error("{source_name}: {reason}")]
+    Io {
+        /// File or label of the plugin.
+        source_name: String,
+        /// Why.
+        reason: String,
+    },
+}

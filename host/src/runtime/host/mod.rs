@@ -1,0 +1,61 @@
+//! The host side of the plugin's imports, one file per WIT interface, plus the per-call store
+//! state they share.
+
+mod cache;
+mod log;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::plugin::Manifest;
+use crate::view::View;
+
+/// Everything one sandboxed call can see. A fresh `State` (and store) is made for every call.
+pub(crate) struct State {
+    pub(crate) plugin: Arc<str>,
+    pub(crate) key: String,
+    /// `None` while `manifest()` runs: nothing is declared yet, so nothing may be read.
+    pub(crate) manifest: Option<Arc<Manifest>>,
+    pub(crate) view: Arc<dyn View>,
+    pub(crate) limits: Limits,
+    pub(crate) started: Instant,
+    pub(crate) deadline: Duration,
+    /// Log lines left for this call; a plugin cannot flood the host's logs.
+    pub(crate) log_budget: u32,
+    /// The message of the guest's panic, if it reported one before trapping.
+    pub(crate) panic: Option<String>,
+}
+
+impl crate::plugin::bindings::wasmctrl::plugin::types::Host for State {}
+
+/// Caps what a guest may allocate; remembers that it tried to go over so the resulting trap can
+/// be reported as memory exhaustion rather than a generic failure.
+pub(crate) struct Limits {
+    pub(crate) memory: usize,
+    pub(crate) exceeded: bool,
+}
+
+impl wasmtime::ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory {
+            self.exceeded = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables hold function references; 100k entries is far beyond any reconciler.
+        Ok(desired <= 100_000)
+    }
+}

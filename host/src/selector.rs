@@ -1,0 +1,247 @@
+//! Kubernetes label selectors in their string form (`app=nginx,tier in (web,api),!canary`).
+//!
+//! Written by hand: kube-core models selectors but does not parse the string syntax, and both the
+//! plugin manifests and the cache's `list` import receive strings.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A parsed label selector; the empty selector matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selector {
+    requirements: Vec<Requirement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+/// A selector string that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid label selector {selector:?}: {reason}")]
+pub struct ParseError {
+    selector: String,
+    reason: String,
+}
+
+impl Selector {
+    /// Parses the string form; `""` selects everything.
+    pub fn parse(selector: &str) -> Result<Self, ParseError> {
+        let err = |reason: &str| ParseError {
+            selector: selector.into(),
+            reason: reason.into(),
+        };
+        let mut requirements = Vec::new();
+        for term in split_terms(selector).map_err(|r| err(&r))? {
+            let term = term.trim();
+            if term.is_empty() {
+                return Err(err("empty requirement"));
+            }
+            requirements.push(parse_term(term).map_err(|r| err(&r))?);
+        }
+        Ok(Self { requirements })
+    }
+
+    /// True when it has no requirements.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// Whether labels (a JSON object of strings, or null) satisfy every requirement.
+    pub fn matches_json(&self, labels: &serde_json::Value) -> bool {
+        self.matches(|key| labels.get(key).and_then(|v| v.as_str()))
+    }
+
+    /// Whether a label map satisfies every requirement.
+    pub fn matches_map(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches(|key| labels.get(key).map(String::as_str))
+    }
+
+    fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.requirements.iter().all(|r| match r {
+            Requirement::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|v| vs.iter().all(|x| x != v)),
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::DoesNotExist(k) => get(k).is_none(),
+        })
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.requirements.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            match r {
+                Requirement::In(k, vs) if vs.len() == 1 => write!(f, "{k}={}", vs[0])?,
+                Requirement::In(k, vs) => write!(f, "{k} in ({})", vs.join(","))?,
+                Requirement::NotIn(k, vs) if vs.len() == 1 => write!(f, "{k}!={}", vs[0])?,
+                Requirement::NotIn(k, vs) => write!(f, "{k} notin ({})", vs.join(","))?,
+                Requirement::Exists(k) => f.write_str(k)?,
+                Requirement::DoesNotExist(k) => write!(f, "!{k}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits on commas that are not inside a parenthesised value set.
+fn split_terms(selector: &str) -> Result<Vec<&str>, String> {
+    if selector.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let (mut depth, mut start, mut terms) = (0i32, 0, Vec::new());
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                terms.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if !(0..=1).contains(&depth) {
+            return Err("unbalanced parentheses".into());
+        }
+    }
+    if depth != 0 {
+        return Err("unbalanced parentheses".into());
+    }
+    terms.push(&selector[start..]);
+    Ok(terms)
+}
+
+fn parse_term(term: &str) -> Result<Requirement, String> {
+    if let Some(key) = term.strip_prefix('!') {
+        return Ok(Requirement::DoesNotExist(label_key(key.trim())?));
+    }
+    for (op, negate) in [(" notin ", true), (" in ", false)] {
+        if let Some((key, set)) = term.split_once(op) {
+            let set = set.trim();
+            let inner = set
+                .strip_prefix('(')
+                .and_then(|s| s.strip_suffix(')'))
+                .ok_or_else(|| format!("`{op}` needs a parenthesised set, got {set:?}"))?;
+            let values = inner
+                .split(',')
+                .map(|v| label_value(v.trim()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let key = label_key(key.trim())?;
+            return Ok(if negate {
+                Requirement::NotIn(key, values)
+            } else {
+                Requirement::In(key, values)
+            });
+        }
+    }
+    if let Some((key, value)) = term.split_once("!=") {
+        return Ok(Requirement::NotIn(
+            label_key(key.trim())?,
+            vec![label_value(value.trim())?],
+        ));
+    }
+    if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
+        return Ok(Requirement::In(
+            label_key(key.trim())?,
+            vec![label_value(value.trim())?],
+        ));
+    }
+    Ok(Requirement::Exists(label_key(term)?))
+}
+
+/// `[prefix/]name`: prefix a DNS subdomain, name 1-63 alphanumerics, `-`, `_`, `.`.
+fn label_key(key: &str) -> Result<String, String> {
+    let name = match key.rsplit_once('/') {
+        Some((prefix, name)) => {
+            let ok = !prefix.is_empty()
+                && prefix.len() <= 253
+                && prefix
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+            if !ok {
+                return Err(format!("invalid label key prefix in {key:?}"));
+            }
+            name
+        }
+        None => key,
+    };
+    if name.is_empty() || name.len() > 63 || !is_label_chars(name) {
+        return Err(format!("invalid label key {key:?}"));
+    }
+    Ok(key.into())
+}
+
+fn label_value(value: &str) -> Result<String, String> {
+    if value.len() > 63 || (!value.is_empty() && !is_label_chars(value)) {
+        return Err(format!("invalid label value {value:?}"));
+    }
+    Ok(value.into())
+}
+
+fn is_label_chars(s: &str) -> bool {
+    let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    edge_ok(s.chars().next())
+        && edge_ok(s.chars().last())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn m(sel: &str, labels: serde_json::Value) -> bool {
+        Selector::parse(sel).unwrap().matches_json(&labels)
+    }
+
+    #[test]
+    fn every_operator_matches_like_kubernetes() {
+        let l = json!({"app": "nginx", "tier": "web"});
+        assert!(m("", json!(null)));
+        assert!(m("app=nginx", l.clone()) && m("app==nginx", l.clone()));
+        assert!(!m("app!=nginx", l.clone()) && m("app!=other", l.clone()));
+        assert!(
+            m("app!=x", json!({})),
+            "!= matches objects without the label"
+        );
+        assert!(m("tier in (web, api)", l.clone()) && !m("tier in (api)", l.clone()));
+        assert!(m("tier notin (api)", l.clone()) && !m("tier notin (web)", l.clone()));
+        assert!(m("app", l.clone()) && !m("!app", l.clone()) && m("!canary", l.clone()));
+        assert!(m("app=nginx,tier in (web),!canary", l.clone()));
+        assert!(!m("app=nginx,tier=api", l));
+    }
+
+    #[test]
+    fn bad_selectors_are_rejected_with_the_selector_named() {
+        for bad in [
+            "app=",
+            "=x",
+            "a in web",
+            "a in (b",
+            "app=ngi nx",
+            ",",
+            "-a=b",
+            "a=b,",
+        ] {
+            if bad == "app=" {
+                assert!(Selector::parse(bad).is_ok(), "empty values are legal");
+                continue;
+            }
+            let e = Selector::parse(bad).unwrap_err();
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips() {
+        let s = Selector::parse("app=nginx,tier in (web,api),!canary,x!=y,k").unwrap();
+        assert_eq!(Selector::parse(&s.to_string()).unwrap(), s);
+    }
+}

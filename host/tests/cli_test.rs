@@ -1,0 +1,118 @@
+//! `wasmctrl test`: one offline reconcile through the real binary, and one-line errors for bad input.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn wasmctrl_test(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .arg("test")
+        .args(args)
+        .current_dir(common::repo_root())
+        .output()
+        .expect("run wasmctrl")
+}
+
+fn vm_plugin() -> String {
+    common::plugin_path("virtualmachine").display().to_string()
+}
+
+/// Exit status is failure and stderr is exactly one line mentioning `needle`.
+fn assert_one_line_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure, stderr: {stderr}");
+    let lines: Vec<_> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    assert!(lines[0].contains(needle), "expected {needle:?} in {stderr}");
+}
+
+#[test]
+fn reconciling_the_sample_vm_prints_a_status_update_with_a_phase() {
+    let out = wasmctrl_test(&[
+        &vm_plugin(),
+        "--object",
+        "examples/virtualmachine/test-vm.yaml",
+        "--now",
+        "2026-11-22T10:00:00Z",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(report["plugin"], "virtualmachine");
+    assert_eq!(report["key"], "default/test-vm");
+    assert_eq!(report["result"], "ok");
+    let status = report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "updateStatus")
+        .expect("a status update");
+    assert_eq!(status["status"]["phase"], "Active");
+    assert_eq!(status["status"]["lastUpdateTime"], "2026-11-22T10:00:00Z");
+    assert_eq!(status["status"]["server"]["cpu"], 2);
+}
+
+#[test]
+fn a_deleted_object_is_handled_quietly() {
+    let out = wasmctrl_test(&[
+        &vm_plugin(),
+        "--object",
+        "examples/virtualmachine/test-vm.yaml",
+        "--deleted",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["actions"], serde_json::json!([]));
+}
+
+#[test]
+fn bad_input_exits_non_zero_with_a_one_line_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let vm = "examples/virtualmachine/test-vm.yaml";
+
+    let out = wasmctrl_test(&[&vm_plugin(), "--object", "no/such/file.yaml"]);
+    assert_one_line_error(&out, "no/such/file.yaml");
+
+    let bad_yaml = write("bad.yaml", "metadata: [unclosed\n  name: x");
+    let out = wasmctrl_test(&[&vm_plugin(), "--object", &bad_yaml]);
+    assert_one_line_error(&out, "invalid YAML/JSON");
+
+    let nameless = write(
+        "nameless.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n",
+    );
+    let out = wasmctrl_test(&[&vm_plugin(), "--object", &nameless]);
+    assert_one_line_error(&out, "metadata.name");
+
+    let junk = write("junk.wasm", "this is not webassembly");
+    let out = wasmctrl_test(&[&junk, "--object", vm]);
+    assert_one_line_error(&out, "not a loadable WebAssembly component");
+
+    let out = wasmctrl_test(&["no-such-plugin.wasm", "--object", vm]);
+    assert_one_line_error(&out, "no-such-plugin.wasm");
+
+    // A component that does not implement this contract version (here: exports nothing).
+    let other = write("other.wasm", "(component)");
+    let out = wasmctrl_test(&[&other, "--object", vm]);
+    assert_one_line_error(
+        &out,
+        "does not implement the wasmctrl:plugin@0.1.0 contract",
+    );
+    assert!(Path::new(&other).exists());
+}

@@ -1,0 +1,233 @@
+//! The dispatch runtime contains misbehaving plugins: each failure is a typed error naming the
+//! plugin and key, and the next reconcile in the same process still works.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use wasmctrl::plugin::{Intent, wit};
+use wasmctrl::runtime::{Config, ErrorKind, LoadError, Plugin, Runtime};
+use wasmctrl::view::{EmptyView, View};
+
+fn runtime() -> Runtime {
+    Runtime::new(Config::default()).expect("runtime")
+}
+
+fn hostile(rt: &Runtime, mode: &str) -> Plugin {
+    rt.load(
+        "hostile.wasm",
+        &common::plugin_bytes("hostile"),
+        &json!({ "mode": mode }).to_string(),
+    )
+    .expect("load hostile plugin")
+}
+
+fn request() -> wit::Request {
+    let object = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+        "metadata": {"namespace": "default", "name": "t1", "uid": "u1", "generation": 1}});
+    wit::Request {
+        namespace: "default".into(),
+        name: "t1".into(),
+        object: Some(object.to_string()),
+        deleting: false,
+        settings: String::new(),
+        now: "2026-11-22T00:00:00Z".into(),
+    }
+}
+
+fn view() -> Arc<dyn View> {
+    Arc::new(EmptyView)
+}
+
+/// After any failure, a well-behaved plugin in the same runtime still reconciles.
+fn assert_still_serving(rt: &Runtime) {
+    let ok = hostile(rt, "ok");
+    let done = ok
+        .reconcile(request(), view())
+        .expect("well-behaved plugin after a failure");
+    assert_eq!(
+        done.intents,
+        vec![Intent::UpdateStatus {
+            status: json!({"phase": "Ready"})
+        }]
+    );
+}
+
+#[test]
+fn infinite_loop_times_out_within_twice_the_deadline() {
+    let rt = runtime();
+    let deadline = rt.config().deadline;
+    let started = Instant::now();
+    let err = hostile(&rt, "loop")
+        .reconcile(request(), view())
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(matches!(err.kind, ErrorKind::Timeout(_)), "{err}");
+    assert!(
+        took < deadline * 2,
+        "timed out after {took:?}, deadline {deadline:?}"
+    );
+    assert_eq!(err.plugin, "hostile-loop");
+    assert_eq!(err.key, "default/t1");
+    assert_eq!(err.kind.label(), "timeout");
+    assert_still_serving(&rt);
+}
+
+#[test]
+fn unbounded_allocation_is_a_memory_error() {
+    let rt = runtime();
+    let err = hostile(&rt, "alloc")
+        .reconcile(request(), view())
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, ErrorKind::Memory { limit } if limit == 64 << 20),
+        "{err}"
+    );
+    assert!(err.to_string().contains("hostile-alloc") && err.to_string().contains("default/t1"));
+    assert_still_serving(&rt);
+}
+
+#[test]
+fn panic_is_a_trap_error_carrying_the_panic_message() {
+    let rt = runtime();
+    let err = hostile(&rt, "panic")
+        .reconcile(request(), view())
+        .unwrap_err();
+    let ErrorKind::Trap(message) = &err.kind else {
+        panic!("expected a trap, got {err}")
+    };
+    assert!(message.contains("panicked on purpose"), "{message}");
+    assert!(err.kind.retryable());
+    assert_still_serving(&rt);
+}
+
+#[test]
+fn oversized_result_is_rejected() {
+    let rt = runtime();
+    let err = hostile(&rt, "huge")
+        .reconcile(request(), view())
+        .unwrap_err();
+    assert!(
+        matches!(err.kind, ErrorKind::ResultTooLarge { limit, .. } if limit == 4 << 20),
+        "{err}"
+    );
+    assert_still_serving(&rt);
+}
+
+#[test]
+fn action_on_an_undeclared_kind_is_rejected() {
+    let rt = runtime();
+    let err = hostile(&rt, "undeclared")
+        .reconcile(request(), view())
+        .unwrap_err();
+    assert_eq!(err.kind.label(), "undeclared_kind", "{err}");
+    assert!(err.to_string().contains("v1/Secret"), "{err}");
+    assert_still_serving(&rt);
+}
+
+#[test]
+fn reconciles_never_share_guest_state() {
+    let rt = runtime();
+    let counter = hostile(&rt, "count");
+    for _ in 0..5 {
+        let done = counter.reconcile(request(), view()).unwrap();
+        assert_eq!(
+            done.intents,
+            vec![Intent::UpdateStatus {
+                status: json!({"calls": 1})
+            }]
+        );
+    }
+}
+
+#[test]
+fn concurrent_reconciles_are_isolated_and_bounded() {
+    let rt = Runtime::new(Config {
+        max_instances: 3,
+        ..Config::default()
+    })
+    .unwrap();
+    let counter = Arc::new(hostile(&rt, "count"));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                for _ in 0..20 {
+                    let done = counter.reconcile(request(), view()).unwrap();
+                    assert_eq!(
+                        done.intents[0],
+                        Intent::UpdateStatus {
+                            status: json!({"calls": 1})
+                        }
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn a_plugin_error_keeps_its_retryability() {
+    // The virtualmachine plugin returns a terminal error for an object it cannot parse.
+    let rt = runtime();
+    let vm = rt
+        .load("vm", &common::plugin_bytes("virtualmachine"), "{}")
+        .unwrap();
+    let mut req = request();
+    req.object = Some(json!({"metadata": {"name": 5}}).to_string());
+    let err = vm.reconcile(req, view()).unwrap_err();
+    assert!(
+        matches!(
+            err.kind,
+            ErrorKind::Plugin {
+                retryable: false,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!err.kind.retryable());
+}
+
+#[test]
+fn loading_rejects_what_is_not_a_plugin() {
+    let rt = runtime();
+    let err = rt
+        .load("junk.wasm", b"definitely not wasm", "{}")
+        .unwrap_err();
+    assert!(matches!(err, LoadError::Compile { .. }), "{err}");
+    assert!(err.to_string().starts_with("junk.wasm: "), "{err}");
+
+    // A valid component (wasmtime accepts the text format) that exports nothing of the contract.
+    let err = rt.load("empty.wasm", b"(component)", "{}").unwrap_err();
+    assert!(matches!(err, LoadError::Contract { .. }), "{err}");
+    assert!(err.to_string().contains("wasmctrl:plugin@0.1.0"), "{err}");
+}
+
+#[test]
+fn compiled_artifacts_are_cached_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        cache_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    };
+    let bytes = common::plugin_bytes("virtualmachine");
+    let first = Runtime::new(config.clone())
+        .unwrap()
+        .load("vm", &bytes, "{}")
+        .unwrap();
+    let cached: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(cached.len(), 1, "one artifact per content hash");
+    // A second process (runtime) loads from the artifact instead of compiling.
+    let second = Runtime::new(config)
+        .unwrap()
+        .load("vm", &bytes, "{}")
+        .unwrap();
+    assert_eq!(first.digest(), second.digest());
+    assert_eq!(second.manifest().name, "virtualmachine");
+}

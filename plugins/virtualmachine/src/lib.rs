@@ -1,0 +1,318 @@
+//! The controller101 VirtualMachine controller as a wasmctrl plugin.
+//!
+//! For each `VirtualMachine` (`cloudnative.tw/v1alpha1`) it validates `spec.resource`, decides the
+//! phase (`Active`, `Stopped`, or `Failed` with a reason) and reports it with the server's resources
+//! and `lastUpdateTime` in `.status`. It writes status only when what it reports changes, so its own
+//! status writes never start a reconcile loop. An object that no longer exists is logged and left.
+
+use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::{
+    Action, Context, Error, Gvk, Manifest, Outcome, Predicate, Reconciler, Request, Settings,
+};
+
+/// The kind this plugin reconciles.
+pub fn kind() -> Gvk {
+    Gvk::new("cloudnative.tw", "v1alpha1", "VirtualMachine")
+}
+
+/// A VirtualMachine object (only the fields this controller reads).
+#[derive(Debug, Deserialize)]
+pub struct VirtualMachine {
+    /// Standard metadata.
+    pub metadata: Metadata,
+    /// Desired state.
+    #[serde(default)]
+    pub spec: Spec,
+    /// Reported state.
+    #[serde(default)]
+    pub status: Option<Status>,
+}
+
+/// The metadata fields used.
+#[derive(Debug, Deserialize)]
+pub struct Metadata {
+    /// Object name.
+    pub name: String,
+    /// Spec generation.
+    #[serde(default)]
+    pub generation: i64,
+}
+
+/// `spec`: requested resources and power action.
+#[derive(Debug, Default, Deserialize)]
+pub struct Spec {
+    /// Requested resources.
+    #[serde(default)]
+    pub resource: Resource,
+    /// `start` (default) or `stop`.
+    #[serde(default)]
+    pub action: Option<String>,
+}
+
+/// `spec.resource` / `status.server`: CPU count and memory / root disk quantities.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resource {
+    /// Virtual CPUs.
+    #[serde(default)]
+    pub cpu: i64,
+    /// Memory, a Kubernetes quantity such as `4Gi`.
+    #[serde(default)]
+    pub memory: String,
+    /// Root disk size, a Kubernetes quantity such as `40Gi`.
+    #[serde(default)]
+    pub root_disk: String,
+}
+
+/// `.status` as this controller writes it.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// `Active`, `Stopped` or `Failed`.
+    pub phase: String,
+    /// Why the phase is `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The resources the server runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<Resource>,
+    /// The generation this status describes.
+    #[serde(default)]
+    pub observed_generation: i64,
+    /// When the status last changed (RFC 3339).
+    #[serde(default)]
+    pub last_update_time: String,
+}
+
+/// The plugin.
+pub struct VirtualMachineController;
+
+impl Reconciler for VirtualMachineController {
+    fn manifest(_settings: &Settings) -> Result<Manifest, String> {
+        Ok(Manifest::new("virtualmachine", kind())
+            .version(env!("CARGO_PKG_VERSION"))
+            // Status writes do not bump the generation, so they do not trigger us again.
+            .predicate(Predicate::GenerationChanged))
+    }
+
+    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+        let key = req.key();
+        let Some(vm) = req.object::<VirtualMachine>()? else {
+            ctx.info("virtualmachine no longer exists", &[("key", &key)]);
+            return Ok(Outcome::done());
+        };
+        if req.deleting {
+            ctx.info("virtualmachine is being deleted", &[("key", &key)]);
+            return Ok(Outcome::done());
+        }
+        ctx.info(
+            "reconciling virtualmachine",
+            &[
+                ("key", &key),
+                ("object", req.object.as_deref().unwrap_or_default()),
+            ],
+        );
+
+        let desired = desired_status(&vm);
+        let current = vm.status.clone().unwrap_or_default();
+        let unchanged = current.phase == desired.phase
+            && current.reason == desired.reason
+            && current.server == desired.server
+            && current.observed_generation == desired.observed_generation;
+        if unchanged {
+            return Ok(Outcome::done());
+        }
+
+        let status = Status {
+            last_update_time: req.now.clone(),
+            ..desired
+        };
+        let mut outcome = Outcome::with(vec![Action::update_status(&status)?]);
+        if current.phase != status.phase {
+            let note = match &status.reason {
+                Some(reason) => format!("{} is {}: {reason}", vm.metadata.name, status.phase),
+                None => format!("{} is {}", vm.metadata.name, status.phase),
+            };
+            outcome = outcome.push(if status.phase == "Failed" {
+                Action::warning("Failed", &note)
+            } else {
+                Action::event(&status.phase, &note)
+            });
+        }
+        Ok(outcome)
+    }
+}
+
+/// The status the spec calls for, without a timestamp.
+pub fn desired_status(vm: &VirtualMachine) -> Status {
+    let generation = vm.metadata.generation;
+    let failed = |reason: String| Status {
+        phase: "Failed".into(),
+        reason: Some(reason),
+        observed_generation: generation,
+        ..Status::default()
+    };
+    let resource = &vm.spec.resource;
+    if resource.cpu <= 0 {
+        return failed(format!(
+            "spec.resource.cpu must be positive, got {}",
+            resource.cpu
+        ));
+    }
+    for (field, value) in [
+        ("memory", &resource.memory),
+        ("rootDisk", &resource.root_disk),
+    ] {
+        if !is_quantity(value) {
+            return failed(format!(
+                "spec.resource.{field} is not a quantity: {value:?}"
+            ));
+        }
+    }
+    let phase = match vm.spec.action.as_deref().unwrap_or("start") {
+        "start" => "Active",
+        "stop" => "Stopped",
+        other => return failed(format!("spec.action must be start or stop, got {other:?}")),
+    };
+    Status {
+        phase: phase.into(),
+        reason: None,
+        server: Some(resource.clone()),
+        observed_generation: generation,
+        last_update_time: String::new(),
+    }
+}
+
+/// A Kubernetes quantity: a decimal number with an optional binary or decimal suffix.
+fn is_quantity(value: &str) -> bool {
+    const SUFFIXES: [&str; 13] = [
+        "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", "m",
+    ];
+    let number = SUFFIXES
+        .iter()
+        .find_map(|s| value.strip_suffix(s))
+        .unwrap_or(value);
+    !number.is_empty()
+        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && number.chars().filter(|&c| c == '.').count() <= 1
+        && number != "."
+}
+
+wasmctrl_sdk::export!(VirtualMachineController);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmctrl_sdk::testing::Harness;
+    use wasmctrl_sdk::{EventType, json};
+
+    fn vm(spec: serde_json::Value, status: serde_json::Value) -> serde_json::Value {
+        json!({
+            "apiVersion": "cloudnative.tw/v1alpha1",
+            "kind": "VirtualMachine",
+            "metadata": {"name": "test-vm", "namespace": "default", "generation": 1},
+            "spec": spec,
+            "status": status,
+        })
+    }
+
+    fn status_of(outcome: &Outcome) -> Status {
+        let Some(Action::UpdateStatus(json)) = outcome.actions.first() else {
+            panic!("expected a status update first, got {:?}", outcome.actions);
+        };
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn new_vm_becomes_active_with_its_resources() {
+        let h = Harness::new().now("2026-11-22T00:00:00Z");
+        let spec = json!({"resource": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}});
+        let outcome = h
+            .reconcile::<VirtualMachineController>(&vm(spec, json!(null)))
+            .unwrap();
+        let status = status_of(&outcome);
+        assert_eq!(status.phase, "Active");
+        assert_eq!(status.last_update_time, "2026-11-22T00:00:00Z");
+        assert_eq!(status.server.unwrap().memory, "4Gi");
+        assert!(matches!(&outcome.actions[1], Action::EmitEvent(e) if e.reason == "Active"));
+    }
+
+    #[test]
+    fn unchanged_status_writes_nothing() {
+        let h = Harness::new();
+        let spec = json!({"resource": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}});
+        let status = json!({"phase": "Active", "observedGeneration": 1,
+            "server": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}, "lastUpdateTime": "x"});
+        let outcome = h
+            .reconcile::<VirtualMachineController>(&vm(spec, status))
+            .unwrap();
+        assert_eq!(outcome, Outcome::done());
+    }
+
+    #[test]
+    fn spec_change_updates_status_without_a_second_event() {
+        let h = Harness::new();
+        let spec = json!({"resource": {"cpu": 4, "memory": "8Gi", "rootDisk": "40Gi"}});
+        let status = json!({"phase": "Active", "observedGeneration": 0,
+            "server": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}});
+        let outcome = h
+            .reconcile::<VirtualMachineController>(&vm(spec, status))
+            .unwrap();
+        assert_eq!(status_of(&outcome).server.unwrap().cpu, 4);
+        assert_eq!(outcome.actions.len(), 1);
+    }
+
+    #[test]
+    fn invalid_resources_fail_with_a_warning() {
+        let h = Harness::new();
+        let spec = json!({"resource": {"cpu": 0, "memory": "4Gi", "rootDisk": "40Gi"}});
+        let outcome = h
+            .reconcile::<VirtualMachineController>(&vm(spec, json!(null)))
+            .unwrap();
+        let status = status_of(&outcome);
+        assert_eq!(status.phase, "Failed");
+        assert!(status.reason.unwrap().contains("cpu"));
+        assert!(
+            matches!(&outcome.actions[1], Action::EmitEvent(e) if e.type_ == EventType::Warning)
+        );
+        let spec = json!({"resource": {"cpu": 1, "memory": "lots", "rootDisk": "40Gi"}});
+        let outcome = h
+            .reconcile::<VirtualMachineController>(&vm(spec, json!(null)))
+            .unwrap();
+        assert!(status_of(&outcome).reason.unwrap().contains("memory"));
+    }
+
+    #[test]
+    fn stop_action_stops() {
+        let h = Harness::new();
+        let spec =
+            json!({"resource": {"cpu": 1, "memory": "1Gi", "rootDisk": "1Gi"}, "action": "stop"});
+        let outcome = h
+            .reconcile::<VirtualMachineController>(&vm(spec, json!(null)))
+            .unwrap();
+        assert_eq!(status_of(&outcome).phase, "Stopped");
+    }
+
+    #[test]
+    fn deleted_vm_is_logged_and_left_alone() {
+        let h = Harness::new();
+        let outcome = h
+            .reconcile_deleted::<VirtualMachineController>("default", "gone")
+            .unwrap();
+        assert_eq!(outcome, Outcome::done());
+        assert!(
+            h.logs()
+                .iter()
+                .any(|l| l.message.contains("no longer exists"))
+        );
+    }
+
+    #[test]
+    fn manifest_watches_virtualmachines_on_generation_changes() {
+        let m = Harness::new()
+            .manifest::<VirtualMachineController>()
+            .unwrap();
+        assert_eq!(m.watches.kind, kind());
+        assert_eq!(m.watches.predicates, vec![Predicate::GenerationChanged]);
+    }
+}

@@ -1,0 +1,112 @@
+//! What a reconcile can ask of the host: logging and reads from the host's cache.
+
+use serde::de::DeserializeOwned;
+
+use crate::bindings::wasmctrl::plugin::{cache, log};
+use crate::{Error, Gvk, Level};
+
+/// The host services a plugin uses. In wasm these are the component's imports; natively
+/// [`crate::testing::Harness`] stands in for them.
+pub trait Host {
+    /// Records a log line with key/value fields.
+    fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]);
+    /// Reads one object as JSON; `Ok(None)` when it is not in the cache.
+    fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String>;
+    /// Lists objects as JSON in a namespace (empty: all) matching a label selector (empty: all).
+    fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String>;
+}
+
+/// The real host: the component's imports.
+pub(crate) struct Imports;
+
+impl Host for Imports {
+    fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]) {
+        let fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        log::log(level, message, &fields);
+    }
+
+    fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String> {
+        cache::get(kind, namespace, name)
+    }
+
+    fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
+        cache::list(kind, namespace, labels)
+    }
+}
+
+/// Handed to [`crate::Reconciler::reconcile`]: logging and typed cache reads.
+pub struct Context<'a> {
+    host: &'a dyn Host,
+}
+
+impl<'a> Context<'a> {
+    /// A context over any [`Host`]; plugins get theirs from the host or the test harness.
+    pub fn new(host: &'a dyn Host) -> Self {
+        Self { host }
+    }
+
+    /// Logs at `level` with key/value fields; the host adds plugin name and key.
+    pub fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]) {
+        self.host.log(level, message, fields);
+    }
+
+    /// Logs at debug level.
+    pub fn debug(&self, message: &str, fields: &[(&str, &str)]) {
+        self.log(Level::Debug, message, fields);
+    }
+
+    /// Logs at info level.
+    pub fn info(&self, message: &str, fields: &[(&str, &str)]) {
+        self.log(Level::Info, message, fields);
+    }
+
+    /// Logs at warn level.
+    pub fn warn(&self, message: &str, fields: &[(&str, &str)]) {
+        self.log(Level::Warn, message, fields);
+    }
+
+    /// Reads one cached object of a declared kind, deserialized into `T`.
+    ///
+    /// A kind the manifest did not declare, or an object that does not fit `T`, is a retryable
+    /// error naming the object.
+    pub fn get<T: DeserializeOwned>(
+        &self,
+        kind: &Gvk,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<T>, Error> {
+        let Some(json) = self
+            .host
+            .get(kind, namespace, name)
+            .map_err(Error::retryable)?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| Error::retryable(format!("{} {namespace}/{name}: {e}", kind.kind)))
+    }
+
+    /// Lists cached objects of a declared kind, deserialized into `T`, in namespace/name order.
+    pub fn list<T: DeserializeOwned>(
+        &self,
+        kind: &Gvk,
+        namespace: &str,
+        labels: &str,
+    ) -> Result<Vec<T>, Error> {
+        let items = self
+            .host
+            .list(kind, namespace, labels)
+            .map_err(Error::retryable)?;
+        items
+            .iter()
+            .map(|json| {
+                serde_json::from_str(json)
+                    .map_err(|e| Error::retryable(format!("listing {}: {e}", kind.kind)))
+            })
+            .collect()
+    }
+}

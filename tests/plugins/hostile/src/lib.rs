@@ -1,0 +1,64 @@
+//! A plugin that misbehaves on request, to prove the sandbox contains it. Its settings choose
+//! the misbehaviour: `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "ok"}`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use wasmctrl_sdk::{
+    Action, Context, Error, Gvk, Manifest, Outcome, Reconciler, Request, Settings, json,
+};
+
+/// Calls this instance has seen. A fresh instance per call means it is always 1.
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// The plugin.
+pub struct Hostile;
+
+fn mode(settings: &Settings) -> String {
+    settings.value()["mode"]
+        .as_str()
+        .unwrap_or("ok")
+        .to_string()
+}
+
+impl Reconciler for Hostile {
+    fn manifest(settings: &Settings) -> Result<Manifest, String> {
+        let name = format!("hostile-{}", mode(settings));
+        Ok(Manifest::new(&name, Gvk::new("example.com", "v1", "Thing")))
+    }
+
+    fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {
+        let calls = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+        match mode(&req.settings()?).as_str() {
+            "loop" => loop {
+                std::hint::black_box(calls);
+            },
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "panic" => panic!("hostile plugin panicked on purpose"),
+            "huge" => {
+                let big = "x".repeat(8 << 20);
+                Ok(Outcome::with(vec![Action::update_status(
+                    &json!({ "blob": big }),
+                )?]))
+            }
+            "undeclared" => {
+                let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "stolen", "namespace": req.namespace}});
+                Ok(Outcome::with(vec![Action::apply(&secret)?]))
+            }
+            "count" => Ok(Outcome::with(vec![Action::update_status(
+                &json!({ "calls": calls }),
+            )?])),
+            _ => Ok(Outcome::with(vec![Action::update_status(
+                &json!({ "phase": "Ready" }),
+            )?])),
+        }
+    }
+}
+
+wasmctrl_sdk::export!(Hostile);
