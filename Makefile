@@ -7,10 +7,11 @@ CARGO ?= cargo
 # Cargo's target directory, honouring CARGO_TARGET_DIR like cargo itself does.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 WASMCTRL := $(TARGET_DIR)/debug/wasmctrl
-# The plugins `make dev` loads. Test plugins (some hostile on purpose) go elsewhere so that
-# `make dev` never loads them.
+# Built components. The host's integration tests read test plugins from the same directory
+# (WASMCTRL_PLUGIN_DIR, set below for cargo test/bench); note that `make dev` loads this directory
+# too, test plugins included.
 PLUGIN_OUT := $(TARGET_DIR)/plugins
-TEST_PLUGIN_OUT := $(TARGET_DIR)/test-plugins
+TEST_PLUGIN_OUT := $(PLUGIN_OUT)
 
 # Every crate directory that has a Cargo.toml; empty lists make the plugin targets no-ops.
 PLUGINS := $(patsubst %/Cargo.toml,%,$(wildcard plugins/*/Cargo.toml))
@@ -43,20 +44,21 @@ else
 	@echo "plugins: no plugin crates under plugins/ yet, nothing to build"
 endif
 
-test-plugins: deps host ## Build every tests/plugins/*/ crate into target/test-plugins/<name>.wasm
+test-plugins: deps host ## Build every tests/plugins/*/ crate into target/plugins/<name>.wasm
 ifneq ($(TEST_PLUGINS),)
 	$(BUILD_PLUGINS) --out-dir $(TEST_PLUGIN_OUT) $(TEST_PLUGINS)
 else
 	@echo "test-plugins: no test plugin crates under tests/plugins/, nothing to build"
 endif
 
+# WASMCTRL_PLUGIN_DIR: where the tests find built plugins, wherever CARGO_TARGET_DIR points.
 # WASMCTRL_REQUIRE_WASM: `deps` has installed a wasm toolchain, so tests that build plugins must
 # not skip for the lack of one.
 test: deps fmt-check clippy plugins test-plugins ## Everything CI runs: format, lints, plugins, all tests
-	WASMCTRL_REQUIRE_WASM=1 $(CARGO) test --workspace
+	WASMCTRL_PLUGIN_DIR=$(PLUGIN_OUT) WASMCTRL_REQUIRE_WASM=1 $(CARGO) test --workspace
 
 bench: plugins test-plugins ## Build the plugins, then run the benchmarks
-	$(CARGO) bench --workspace
+	WASMCTRL_PLUGIN_DIR=$(PLUGIN_OUT) $(CARGO) bench --workspace
 
 dev: plugins ## Build the plugins and run the controller against examples/
 	@if $(WASMCTRL) dev --help >/dev/null 2>&1; then \
@@ -79,7 +81,7 @@ clippy: ## Lint everything, warnings as errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 clean-plugins: ## Remove built plugin components (keeps compiled std and dependencies)
-	rm -rf $(PLUGIN_OUT) $(TEST_PLUGIN_OUT)
+	rm -rf $(sort $(PLUGIN_OUT) $(TEST_PLUGIN_OUT))
 
 clean: ## Remove everything cargo built (the next Debian-toolchain plugin build recompiles std)
 	$(CARGO) clean
