@@ -215,7 +215,7 @@ pub fn toolchain_for(crate_dir: &Path) -> Result<Toolchain, Missing> {
 
 /// Wraps a wit-bindgen core module (which carries its world in a custom section) into a
 /// validated component.
-pub fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
+fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
     wit_component::ComponentEncoder::default()
         .module(module)?
         .validate(true)
