@@ -1,1 +1,497 @@
-//! Building plugin crates into components (being written).
+//! Building plugin crates into WebAssembly components (`wasmctrl build`).
+//!
+//! A plugin is an ordinary Rust `cdylib` crate that uses wit-bindgen against `wit/plugin.wit`.
+//! Building one takes four steps, each its own function below: ask `cargo metadata` for the
+//! package name and target directory; pick a toolchain that can compile `wasm32-unknown-unknown`
+//! ([`toolchain`]); run `cargo build` with the `plugin` profile; wrap the resulting core module into
+//! a component with `wit-component` and write it atomically, so that a host watching the output
+//! directory never loads a half-written file. Plugin authors need no tool besides cargo.
+
+pub mod toolchain;
+
+use std::fs;
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+
+use serde::Deserialize;
+
+pub use toolchain::{Missing, PROFILE, Probe, TARGET, Toolchain, detect};
+
+/// What to build and where to put it.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The plugin crate's directory (holding its `Cargo.toml`).
+    pub crate_dir: PathBuf,
+    /// Where `<package-name>.wasm` goes; defaults to `<target dir>/plugins` of the crate's
+    /// workspace.
+    pub out_dir: Option<PathBuf>,
+}
+
+/// Why a plugin could not be built. Every message names the crate (or its directory when the
+/// name is not known yet).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The directory has no `Cargo.toml`.
+    #[error("plugin crate at {}: no Cargo.toml there", dir.display())]
+    NoManifest {
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// `cargo metadata` failed or printed something unreadable.
+    #[error("plugin crate at {}: cargo metadata failed: {detail}", dir.display())]
+    Metadata {
+        /// The directory given.
+        dir: PathBuf,
+        /// Cargo's complaint, on one line.
+        detail: String,
+    },
+    /// The `Cargo.toml` is a virtual workspace manifest, not a package.
+    #[error("plugin crate at {}: Cargo.toml declares no package (a virtual workspace?)", dir.display())]
+    NotAPackage {
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// The package has no `cdylib` library, so cargo would produce no `.wasm`.
+    #[error(
+        "plugin crate `{krate}`: no cdylib library target; add `[lib] crate-type = [\"cdylib\"]` \
+         (plus \"rlib\" to keep native unit tests) to its Cargo.toml"
+    )]
+    NotCdylib {
+        /// The package name.
+        krate: String,
+    },
+    /// No toolchain on this machine can compile `wasm32-unknown-unknown`.
+    #[error("plugin crate `{krate}`: cannot compile for wasm32-unknown-unknown: {missing}")]
+    NoToolchain {
+        /// The package name.
+        krate: String,
+        /// What is missing and how to install it.
+        missing: Missing,
+    },
+    /// Cargo could not be started.
+    #[error("plugin crate `{krate}`: could not run {program}")]
+    Spawn {
+        /// The package name.
+        krate: String,
+        /// The program that failed to start.
+        program: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// Cargo ran and failed; its diagnostics went to stderr.
+    #[error("plugin crate `{krate}`: cargo build failed ({status}); its errors are printed above")]
+    Cargo {
+        /// The package name.
+        krate: String,
+        /// Cargo's exit status.
+        status: ExitStatus,
+    },
+    /// Cargo succeeded but left no core module where one was expected.
+    #[error(
+        "plugin crate `{krate}`: cargo produced no core module at {}; is \"cdylib\" in its \
+         crate-type?",
+        path.display()
+    )]
+    ModuleMissing {
+        /// The package name.
+        krate: String,
+        /// Where the module was expected.
+        path: PathBuf,
+    },
+    /// Reading the core module failed.
+    #[error("plugin crate `{krate}`: reading {}", path.display())]
+    Read {
+        /// The package name.
+        krate: String,
+        /// The module's path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The core module is not a valid wit-bindgen guest of a well-formed world.
+    #[error("plugin crate `{krate}`: turning {} into a component failed: {detail}", path.display())]
+    Encode {
+        /// The package name.
+        krate: String,
+        /// The core module's path.
+        path: PathBuf,
+        /// wit-component's error chain, on one line.
+        detail: String,
+    },
+    /// Writing the component failed.
+    #[error("plugin crate `{krate}`: writing {}", path.display())]
+    Write {
+        /// The package name.
+        krate: String,
+        /// The component's path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Builds the plugin crate in `opts.crate_dir` and returns the path of the written component,
+/// `<out_dir>/<package-name>.wasm`. Cargo's output goes to stderr as it happens.
+pub fn build(opts: &Options) -> Result<PathBuf, Error> {
+    let dir = &opts.crate_dir;
+    let manifest = dir.join("Cargo.toml");
+    if !manifest.is_file() {
+        return Err(Error::NoManifest { dir: dir.clone() });
+    }
+    let (package, meta) = package_at(dir)?;
+    let krate = package.name.clone();
+    let lib = package
+        .targets
+        .iter()
+        .find(|t| t.crate_types.iter().any(|c| c == "cdylib"))
+        .ok_or_else(|| Error::NotCdylib {
+            krate: krate.clone(),
+        })?;
+
+    let toolchain = detect(&Probe::system(dir)).map_err(|missing| Error::NoToolchain {
+        krate: krate.clone(),
+        missing,
+    })?;
+    let wasm_target_dir = meta.target_directory.join(toolchain.target_subdir());
+    let extra = if defines_plugin_profile(&meta.workspace_root.join("Cargo.toml")) {
+        Vec::new()
+    } else {
+        default_profile_args()
+    };
+    tracing::info!(plugin.name = %krate, toolchain = toolchain.describe(), "building plugin");
+    if matches!(toolchain, Toolchain::Debian { .. }) && !wasm_target_dir.exists() {
+        tracing::info!(
+            plugin.name = %krate,
+            "first build into {}: std is compiled from source, this takes a few minutes",
+            wasm_target_dir.display()
+        );
+    }
+    let mut cmd = toolchain.cargo_build(dir, &krate, &wasm_target_dir, &extra);
+    run_cargo(&mut cmd, &krate)?;
+
+    let module = wasm_target_dir
+        .join(TARGET)
+        .join(PROFILE)
+        .join(format!("{}.wasm", lib.name.replace('-', "_")));
+    let bytes = fs::read(&module).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => Error::ModuleMissing {
+            krate: krate.clone(),
+            path: module.clone(),
+        },
+        _ => Error::Read {
+            krate: krate.clone(),
+            path: module.clone(),
+            source,
+        },
+    })?;
+    let component = componentize(&bytes).map_err(|err| Error::Encode {
+        krate: krate.clone(),
+        path: module.clone(),
+        detail: format!("{err:#}"),
+    })?;
+
+    let out_dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| meta.target_directory.join("plugins"));
+    let out = out_dir.join(format!("{krate}.wasm"));
+    write_atomically(&out, &component).map_err(|source| Error::Write {
+        krate,
+        path: out.clone(),
+        source,
+    })?;
+    Ok(out)
+}
+
+/// Whether some toolchain on this machine can build plugins in `crate_dir` (tests use this to
+/// decide whether to skip, with the reason).
+pub fn toolchain_for(crate_dir: &Path) -> Result<Toolchain, Missing> {
+    detect(&Probe::system(crate_dir))
+}
+
+/// Wraps a wit-bindgen core module (which carries its world in a custom section) into a
+/// validated component.
+fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
+    wit_component::ComponentEncoder::default()
+        .module(module)?
+        .validate(true)
+        .encode()
+}
+
+/// The parts of `cargo metadata` output used here.
+#[derive(Debug, Deserialize)]
+struct Metadata {
+    packages: Vec<Package>,
+    target_directory: PathBuf,
+    workspace_root: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+struct Package {
+    name: String,
+    manifest_path: PathBuf,
+    targets: Vec<Target>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Target {
+    name: String,
+    crate_types: Vec<String>,
+}
+
+/// The package whose manifest is `<dir>/Cargo.toml`, with its workspace's metadata. The
+/// directory may be a workspace member, so the match is on the manifest path rather than on
+/// "the only package".
+fn package_at(dir: &Path) -> Result<(Package, Metadata), Error> {
+    let fail = |detail: String| Error::Metadata {
+        dir: dir.to_path_buf(),
+        detail,
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(dir)
+        .output()
+        .map_err(|err| fail(format!("could not run {}: {err}", cargo.to_string_lossy())))?;
+    if !out.status.success() {
+        return Err(fail(one_line(&String::from_utf8_lossy(&out.stderr))));
+    }
+    let mut meta: Metadata = serde_json::from_slice(&out.stdout)
+        .map_err(|err| fail(format!("unreadable output: {err}")))?;
+    let manifest = canonical(&dir.join("Cargo.toml"));
+    let index = meta
+        .packages
+        .iter()
+        .position(|p| canonical(&p.manifest_path) == manifest)
+        .ok_or_else(|| Error::NotAPackage {
+            dir: dir.to_path_buf(),
+        })?;
+    let package = meta.packages.swap_remove(index);
+    Ok((package, meta))
+}
+
+/// Symlinks resolved where possible, so `plugins/x` and `./plugins/x/` compare equal.
+fn canonical(path: &Path) -> PathBuf {
+    fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Cargo's multi-line error as one line, for a one-line CLI error.
+fn one_line(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "Caused by:")
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .collect();
+    if lines.is_empty() {
+        "no error message".to_owned()
+    } else {
+        lines.join(": ")
+    }
+}
+
+fn run_cargo(cmd: &mut Command, krate: &str) -> Result<(), Error> {
+    // Cargo's stdout goes to our stderr: our stdout carries only the written paths.
+    let status = cmd
+        .stdout(io::stderr())
+        .status()
+        .map_err(|source| Error::Spawn {
+            krate: krate.to_owned(),
+            program: cmd.get_program().to_string_lossy().into_owned(),
+            source,
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::Cargo {
+            krate: krate.to_owned(),
+            status,
+        })
+    }
+}
+
+/// The `plugin` profile, as in the wasmctrl workspace's root `Cargo.toml`, for crates whose own
+/// workspace does not define one (a standalone plugin crate). Kept in step by a unit test.
+const DEFAULT_PROFILE: &[(&str, &str)] = &[
+    ("inherits", "\"release\""),
+    ("opt-level", "\"s\""),
+    ("lto", "true"),
+    ("codegen-units", "1"),
+    ("panic", "\"abort\""),
+    ("debug", "false"),
+    ("strip", "true"),
+];
+
+fn default_profile_args() -> Vec<String> {
+    DEFAULT_PROFILE
+        .iter()
+        .flat_map(|(key, value)| {
+            [
+                "--config".to_owned(),
+                format!("profile.plugin.{key}={value}"),
+            ]
+        })
+        .collect()
+}
+
+/// Whether the workspace manifest has a `[profile.plugin]` table. A plain text check: the
+/// workspace has no TOML parser, and cargo config given on the command line would override
+/// (not complement) the workspace's own profile, so it is only passed when there is none.
+fn defines_plugin_profile(manifest: &Path) -> bool {
+    fs::read_to_string(manifest).is_ok_and(|text| {
+        text.lines()
+            .any(|l| l.trim_start().starts_with("[profile.plugin]"))
+    })
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// readers see either the old file or the complete new one. The temporary name does not end in
+/// `.wasm`, so a directory watcher filtering on that suffix ignores it.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_manifest_is_one_line_naming_the_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            crate_dir: dir.path().join("nope"),
+            out_dir: None,
+        };
+        let err = build(&opts).unwrap_err();
+        assert!(matches!(err, Error::NoManifest { .. }));
+        let message = err.to_string();
+        assert!(message.contains("nope"), "{message}");
+        assert!(!message.contains('\n'), "{message}");
+    }
+
+    #[test]
+    fn error_messages_name_the_crate() {
+        let missing = Missing {
+            rustup_std: None,
+            debian: vec!["wasm-ld on PATH".into()],
+        };
+        let errors = [
+            Error::NotCdylib { krate: "vm".into() },
+            Error::NoToolchain {
+                krate: "vm".into(),
+                missing,
+            },
+            Error::ModuleMissing {
+                krate: "vm".into(),
+                path: "/t/vm.wasm".into(),
+            },
+            Error::Encode {
+                krate: "vm".into(),
+                path: "/t/vm.wasm".into(),
+                detail: "bad".into(),
+            },
+        ];
+        for err in errors {
+            let message = err.to_string();
+            assert!(message.starts_with("plugin crate `vm`: "), "{message}");
+            assert!(!message.contains('\n'), "{message}");
+        }
+        let message = Error::ModuleMissing {
+            krate: "vm".into(),
+            path: "/x".into(),
+        }
+        .to_string();
+        assert!(message.contains("cdylib"), "{message}");
+    }
+
+    #[test]
+    fn cargo_errors_collapse_to_one_line() {
+        let stderr = "error: failed to parse manifest at `/x/Cargo.toml`\n\nCaused by:\n  \
+                      missing field `name`\n";
+        assert_eq!(
+            one_line(stderr),
+            "failed to parse manifest at `/x/Cargo.toml`: missing field `name`"
+        );
+        assert_eq!(one_line(""), "no error message");
+    }
+
+    #[test]
+    fn default_profile_matches_the_workspace_profile() {
+        // The default given to standalone crates must be the profile workspace members get.
+        let root = include_str!("../../Cargo.toml");
+        let mut in_table = false;
+        let mut workspace: Vec<String> = Vec::new();
+        for line in root.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_table = line == "[profile.plugin]";
+            } else if in_table && !line.is_empty() && !line.starts_with('#') {
+                workspace.push(line.replace(' ', ""));
+            }
+        }
+        let mut ours: Vec<String> = DEFAULT_PROFILE
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        workspace.sort();
+        ours.sort();
+        assert_eq!(workspace, ours);
+    }
+
+    #[test]
+    fn plugin_profile_detection() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir.path().join("Cargo.toml");
+        fs::write(&manifest, "[workspace]\n\n[profile.release]\nlto = true\n").unwrap();
+        assert!(!defines_plugin_profile(&manifest));
+        fs::write(
+            &manifest,
+            "[workspace]\n  [profile.plugin] # small\ninherits = \"release\"\n",
+        )
+        .unwrap();
+        assert!(defines_plugin_profile(&manifest));
+        assert!(!defines_plugin_profile(&dir.path().join("absent.toml")));
+        assert_eq!(
+            default_profile_args()[..2],
+            ["--config", "profile.plugin.inherits=\"release\""]
+        );
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("sub/p.wasm");
+        write_atomically(&out, b"one").unwrap();
+        write_atomically(&out, b"two").unwrap();
+        assert_eq!(fs::read(&out).unwrap(), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path().join("sub")).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn componentize_rejects_what_is_not_a_module() {
+        assert!(componentize(b"not wasm").is_err());
+    }
+}

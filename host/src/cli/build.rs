@@ -1,12 +1,48 @@
-//! `wasmctrl build` (being written).
+//! `wasmctrl build`: compile plugin crates to WebAssembly components.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use crate::build::{self, Options};
 
 /// Arguments of `wasmctrl build`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Plugin crate directories (each holding a Cargo.toml with a cdylib library).
+    #[arg(required = true, value_name = "CRATE_DIR")]
+    pub crate_dir: Vec<PathBuf>,
+    /// Where to write `<package-name>.wasm` [default: `<target dir>/plugins` of each crate's
+    /// workspace].
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+}
 
-/// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+/// Builds every crate, printing each written component's path on stdout.
+///
+/// A failing crate does not stop the others (a `make plugins` run reports every broken plugin at
+/// once); the exit code is failure if any failed.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let total = args.crate_dir.len();
+    let mut failures = Vec::new();
+    for crate_dir in args.crate_dir {
+        let opts = Options {
+            crate_dir,
+            out_dir: args.out_dir.clone(),
+        };
+        match build::build(&opts) {
+            Ok(path) => println!("{}", path.display()),
+            Err(err) => failures.push(err),
+        }
+    }
+    match failures.len() {
+        0 => Ok(ExitCode::SUCCESS),
+        // One failure is the whole story: let `main` print it as the single error line.
+        1 if total == 1 => Err(failures.remove(0).into()),
+        failed => {
+            for err in failures {
+                eprintln!("error: {:#}", anyhow::Error::from(err));
+            }
+            anyhow::bail!("{failed} of {total} plugins failed to build")
+        }
+    }
 }

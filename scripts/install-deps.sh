@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Installs what `make dev` and `make test` need beyond the rustup toolchain the machine ships with.
+# Idempotent and quick when everything is present: it only looks at files until something is
+# missing, and only then runs `apt-get update` and one `apt-get install`.
+#
+#   - a wasm32 toolchain: the rustup `wasm32-unknown-unknown` target if installed, otherwise
+#     Debian's rustc-web + cargo-web + rust-web-src + lld (`wasmctrl build` uses either; see
+#     host/src/build/toolchain.rs for how it picks)
+#   - PostgreSQL (server and initdb) for the postgres-writer plugin's end-to-end tests
+#   - kubectl, only when none is on PATH (Debian's kubernetes-client is older but enough)
+set -euo pipefail
+
+log() { echo "install-deps: $*"; }
+
+# Debian package name -> why it is wanted, for the one line printed per installed package.
+declare -A why=()
+packages=()
+want() {
+    if [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" != "install ok installed" ]; then
+        packages+=("$1")
+        why[$1]=$2
+    fi
+}
+
+have_dpkg=true
+command -v dpkg-query >/dev/null 2>&1 || have_dpkg=false
+missing_elsewhere=()
+
+# 1. wasm32 toolchain. Same test as `wasmctrl build`: the std of the rustc that applies here.
+sysroot=$(rustc --print sysroot 2>/dev/null || true)
+if [ -z "$sysroot" ] || [ ! -d "$sysroot/lib/rustlib/wasm32-unknown-unknown/lib" ]; then
+    if $have_dpkg; then
+        want rustc-web "Debian rustc, to build plugins for wasm32 with std from source"
+        want cargo-web "Debian cargo matching rustc-web"
+        want rust-web-src "std sources for -Zbuild-std"
+        want lld "wasm-ld, the wasm32 linker"
+    else
+        missing_elsewhere+=("a wasm32 toolchain: run \`rustup target add wasm32-unknown-unknown\`")
+    fi
+fi
+
+# 2. PostgreSQL server with initdb (tests run a private cluster).
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    if $have_dpkg; then
+        want postgresql "PostgreSQL server and initdb, for the postgres-writer tests"
+    else
+        missing_elsewhere+=("PostgreSQL (server and initdb)")
+    fi
+fi
+
+# 3. kubectl, only if the machine image has none.
+if ! command -v kubectl >/dev/null 2>&1; then
+    if $have_dpkg; then
+        want kubernetes-client "kubectl (Debian's older build; the machine image has none)"
+    else
+        missing_elsewhere+=("kubectl")
+    fi
+fi
+
+if [ ${#missing_elsewhere[@]} -gt 0 ]; then
+    for thing in "${missing_elsewhere[@]}"; do log "missing (not a Debian system, install it yourself): $thing"; done
+    exit 1
+fi
+
+if [ ${#packages[@]} -eq 0 ]; then
+    log "everything present"
+    exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { log "need root or sudo to install: ${packages[*]}"; exit 1; }
+    sudo=(sudo)
+fi
+
+# Quiet apt: its output would bury the one line per package below; errors still show.
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+for pkg in "${packages[@]}"; do log "installed $pkg (${why[$pkg]})"; done
