@@ -54,5 +54,9 @@ fn init_tracing() {
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let json = std::env::var("WASMCTRL_LOG_FORMAT").is_ok_and(|v| v == "json");
     // A second init (tests calling `main` twice) is harmless; ignore it.
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
 }

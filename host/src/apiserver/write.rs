@@ -1,0 +1,755 @@
+//! The write verbs: create, update (PUT), patch, delete, and the shared update path that
+//! enforces resourceVersion preconditions, status/main-resource separation, generation,
+//! finalizer rules and no-op detection.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Inner;
+use super::apply::{self, ApplyRequest, Scope};
+use super::handlers::{Query, Target, flag};
+use super::patch::{self, PatchType};
+use super::registry::{crd_resource, crd_status};
+use super::status::{ApiError, ApiResult};
+use super::store::{State, str_at};
+
+/// Current time in the RFC 3339 form Kubernetes uses (second precision, `Z`).
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Who is writing: the `fieldManager` query parameter, else the User-Agent's program name.
+pub fn manager(q: &Query, user_agent: &str) -> Option<String> {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return Some(m.clone());
+    }
+    let ua = user_agent.split('/').next().unwrap_or("").trim();
+    (!ua.is_empty()).then(|| ua.to_string())
+}
+
+fn dry_run(q: &Query) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+/// DNS-1123 subdomain (most names) or label (namespaces).
+pub fn name_error(name: &str, label: bool) -> Option<String> {
+    let max = if label { 63 } else { 253 };
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if name.len() > max {
+        return Some(format!(
+            "Invalid value: \"{name}\": must be no more than {max} characters"
+        ));
+    }
+    if !ok_chars || !ends(name.chars().next()) || !ends(name.chars().last()) {
+        let what = if label {
+            "RFC 1123 label"
+        } else {
+            "RFC 1123 subdomain"
+        };
+        return Some(format!(
+            "Invalid value: \"{name}\": a lowercase {what} must consist of lower case alphanumeric \
+             characters, '-'{} and must start and end with an alphanumeric character",
+            if label { "" } else { " or '.'," }
+        ));
+    }
+    None
+}
+
+fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut r = rand::rng();
+    (0..5)
+        .map(|_| ALPHA[r.random_range(0..ALPHA.len())] as char)
+        .collect()
+}
+
+fn invalid(t: &Target, name: &str, field: &str, msg: String) -> ApiError {
+    ApiError::invalid(&t.res.kind, &t.res.group, name, &[(field.into(), msg)])
+}
+
+/// Checks `apiVersion`/`kind` of a body against the target and fills them in.
+fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the object provided is unrecognized (must be a JSON object)",
+        ));
+    }
+    if !obj.get("metadata").is_none_or(Value::is_object) {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    let av = t.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != av && !(t.res.group.is_empty() && v.is_empty()) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({av})"
+            )));
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(k) if !k.is_empty() && k != t.res.kind => {
+            return Err(ApiError::bad_request(format!(
+                "{k} in version \"{}\" cannot be handled as a {}: the kind in the data does not match",
+                t.version, t.res.kind
+            )));
+        }
+        _ => {}
+    }
+    obj["apiVersion"] = json!(av);
+    obj["kind"] = json!(t.res.kind);
+    Ok(())
+}
+
+/// The namespace must exist and not be terminating.
+fn check_namespace(st: &State, ns: &str) -> ApiResult<()> {
+    let key = (String::new(), "namespaces".to_string());
+    match st.get(&key, "", ns) {
+        None => Err(ApiError::not_found("", "namespaces", ns)),
+        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
+        )
+        .with_details(ns, "", "namespaces")),
+        Some(_) => Ok(()),
+    }
+}
+
+/// POST: creates an object (201).
+pub fn create(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    mut obj: Value,
+    ua: &str,
+) -> ApiResult<(u16, Value)> {
+    check_type(t, &mut obj)?;
+    let mut st = inner.store.lock();
+    let out = create_locked(&mut st, t, q, obj, ua)?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok((201, out))
+}
+
+/// Create under the lock (also used by apply's upsert).
+pub fn create_locked(
+    st: &mut State,
+    t: &Target,
+    q: &Query,
+    mut obj: Value,
+    ua: &str,
+) -> ApiResult<Value> {
+    let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let mut name = str_at(&meta, "/name").to_string();
+    let generate = str_at(&meta, "/generateName").to_string();
+    if name.is_empty() {
+        if generate.is_empty() {
+            return Err(invalid(
+                t,
+                "",
+                "metadata.name",
+                "Required value: name or generateName is required".into(),
+            ));
+        }
+        name = format!("{generate}{}", random_suffix());
+    }
+    let label = t.res.plural == "namespaces";
+    if let Some(e) = name_error(&name, label) {
+        return Err(invalid(t, &name, "metadata.name", e));
+    }
+    let ns = if t.res.namespaced {
+        let url_ns = t.namespace.clone().unwrap_or_default();
+        let body_ns = str_at(&meta, "/namespace");
+        if !body_ns.is_empty() && body_ns != url_ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        check_namespace(st, &url_ns)?;
+        url_ns
+    } else {
+        String::new()
+    };
+    if st.get(&t.key(), &ns, &name).is_some() {
+        return Err(ApiError::already_exists(&t.res.group, &t.res.plural, &name));
+    }
+    let now = now();
+    let m = &mut obj["metadata"];
+    m["name"] = json!(name);
+    if ns.is_empty() {
+        if let Some(mm) = m.as_object_mut() {
+            mm.remove("namespace");
+        }
+    } else {
+        m["namespace"] = json!(ns);
+    }
+    m["uid"] = json!(uuid::Uuid::new_v4().to_string());
+    m["creationTimestamp"] = json!(now);
+    m["generation"] = json!(1);
+    if let Some(mm) = m.as_object_mut() {
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "selfLink",
+        ] {
+            mm.remove(k);
+        }
+    }
+    if t.res.status {
+        if let Some(o) = obj.as_object_mut() {
+            o.remove("status");
+        }
+    }
+    match (t.res.group.as_str(), t.res.plural.as_str()) {
+        ("", "namespaces") => {
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+            obj["spec"]["finalizers"] = json!(["kubernetes"]);
+            obj["status"] = json!({"phase": "Active"});
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            check_crd(st, &obj, None)?;
+            obj["status"] = crd_status(&obj, &now);
+        }
+        _ => {}
+    }
+    if let Some(mgr) = manager(q, ua) {
+        let scope = Scope::Main {
+            status_sub: t.res.status,
+        };
+        apply::record_update(
+            None,
+            &mut obj,
+            &mgr,
+            &t.api_version(),
+            t.res.custom,
+            scope,
+            &now,
+        );
+    }
+    if dry_run(q) {
+        return Ok(obj);
+    }
+    if t.res.plural == "customresourcedefinitions" {
+        st.registry.register_crd(&obj);
+    }
+    Ok((*st.put(&t.key(), obj)?).clone())
+}
+
+fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let name = str_at(crd, "/metadata/name");
+    let t_invalid = |f: &str, m: String| {
+        ApiError::invalid(
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io",
+            name,
+            &[(f.into(), m)],
+        )
+    };
+    let Some(r) = crd_resource(crd) else {
+        return Err(t_invalid(
+            "spec",
+            "Invalid value: spec must name a group, names.plural, names.kind and a served version"
+                .into(),
+        ));
+    };
+    if name != format!("{}.{}", r.plural, r.group) {
+        return Err(t_invalid(
+            "metadata.name",
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    if old.is_none() {
+        if let Some(existing) = st.registry.get(&r.group, &r.versions[0], &r.plural) {
+            if !existing.custom {
+                return Err(t_invalid(
+                    "spec.group",
+                    "Invalid value: group is served by a built-in API".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn strip_spec(o: &Value) -> Value {
+    let mut v = o.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    v
+}
+
+/// How an update was requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Put,
+    Patch,
+    Apply,
+}
+
+/// Finishes any update: `new` is the requested full object (body or patched result).
+fn update_locked(
+    st: &mut State,
+    t: &Target,
+    q: &Query,
+    cur: &Value,
+    mut new: Value,
+    kind: Kind,
+    ua: &str,
+) -> ApiResult<Value> {
+    let name = str_at(cur, "/metadata/name").to_string();
+    let status = t.sub.as_deref() == Some("status");
+    // Optimistic concurrency: a resourceVersion in the request must match.
+    let want = str_at(&new, "/metadata/resourceVersion");
+    let have = str_at(cur, "/metadata/resourceVersion");
+    if !want.is_empty() && want != have {
+        return Err(ApiError::conflict(
+            &t.res.group,
+            &t.res.plural,
+            &name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        ));
+    }
+    let mut out = if status {
+        let mut o = cur.clone();
+        o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        if kind == Kind::Apply {
+            o["metadata"]["managedFields"] = new
+                .pointer("/metadata/managedFields")
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
+        o
+    } else {
+        // Identity and system fields are the server's; the status is the subresource's.
+        let keep = [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ];
+        for k in keep {
+            match cur["metadata"].get(k) {
+                Some(v) => new["metadata"][k] = v.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(k);
+                    }
+                }
+            }
+        }
+        if new.pointer("/metadata/managedFields").is_none() {
+            if let Some(mf) = cur.pointer("/metadata/managedFields") {
+                new["metadata"]["managedFields"] = mf.clone();
+            }
+        }
+        if t.res.status {
+            match cur.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        new
+    };
+    if let Some(m) = out["metadata"].as_object_mut() {
+        if m.get("managedFields").is_some_and(Value::is_null) {
+            m.remove("managedFields");
+        }
+    }
+    out["apiVersion"] = cur["apiVersion"].clone();
+    out["kind"] = cur["kind"].clone();
+    let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
+    let fins = |o: &Value| -> Vec<String> {
+        o.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if deleting {
+        let old_f = fins(cur);
+        if let Some(f) = fins(&out).into_iter().find(|f| !old_f.contains(f)) {
+            return Err(invalid(
+                t,
+                &name,
+                "metadata.finalizers",
+                format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"
+                ),
+            ));
+        }
+    }
+    if !status && strip_spec(cur) != strip_spec(&out) {
+        let g = cur
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        out["metadata"]["generation"] = json!(g + 1);
+    }
+    let now = now();
+    if t.res.plural == "customresourcedefinitions" && !status {
+        check_crd(st, &out, Some(cur))?;
+        let mut s = crd_status(&out, &now);
+        // Keep condition timestamps stable across unrelated updates.
+        if let Some(c) = cur.pointer("/status/conditions") {
+            s["conditions"] = c.clone();
+        }
+        out["status"] = s;
+    }
+    if kind != Kind::Apply {
+        if let Some(mgr) = manager(q, ua) {
+            let scope = if status {
+                Scope::Status
+            } else {
+                Scope::Main {
+                    status_sub: t.res.status,
+                }
+            };
+            apply::record_update(
+                Some(cur),
+                &mut out,
+                &mgr,
+                &t.api_version(),
+                t.res.custom,
+                scope,
+                &now,
+            );
+        }
+    }
+    let mut cmp = out.clone();
+    cmp["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+    if cmp == *cur {
+        return Ok(cur.clone());
+    }
+    if dry_run(q) {
+        return Ok(out);
+    }
+    if deleting && fins(&out).is_empty() && !has_spec_finalizers(&out) {
+        return finalize_delete(st, t, &out);
+    }
+    if t.res.plural == "customresourcedefinitions" {
+        st.registry.register_crd(&out);
+    }
+    Ok((*st.put(&t.key(), out)?).clone())
+}
+
+fn has_spec_finalizers(o: &Value) -> bool {
+    o.get("kind").and_then(Value::as_str) == Some("Namespace")
+        && o.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+}
+
+/// Removes an object for good (after its last finalizer), cascading CRD removal.
+fn finalize_delete(st: &mut State, t: &Target, obj: &Value) -> ApiResult<Value> {
+    let ns = str_at(obj, "/metadata/namespace").to_string();
+    let name = str_at(obj, "/metadata/name").to_string();
+    if t.res.plural == "customresourcedefinitions" {
+        if let Some(r) = crd_resource(obj) {
+            let key = (r.group.clone(), r.plural.clone());
+            let names: Vec<(String, String)> = st
+                .tables
+                .get(&key)
+                .map(|tab| tab.objects.keys().cloned().collect())
+                .unwrap_or_default();
+            for (n, m) in names {
+                st.remove(&key, &n, &m)?;
+            }
+            st.registry.unregister_crd(obj);
+        }
+    }
+    let last = st
+        .remove(&t.key(), &ns, &name)?
+        .map(|a| (*a).clone())
+        .unwrap_or_else(|| obj.clone());
+    Ok(last)
+}
+
+/// PUT.
+pub fn update(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    mut obj: Value,
+    ua: &str,
+) -> ApiResult<Value> {
+    check_type(t, &mut obj)?;
+    let body_name = str_at(&obj, "/metadata/name");
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if t.res.namespaced {
+        let body_ns = str_at(&obj, "/metadata/namespace");
+        if !body_ns.is_empty() && Some(body_ns) != t.namespace.as_deref() {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    let mut st = inner.store.lock();
+    let cur = st
+        .get(&t.key(), t.ns(), name)
+        .ok_or_else(|| t.not_found(name))?;
+    let out = update_locked(&mut st, t, q, &cur, obj, Kind::Put, ua)?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok(out)
+}
+
+/// Decodes a YAML or JSON body (apply patches are YAML; JSON is YAML).
+pub fn decode_yaml(body: &[u8]) -> ApiResult<Value> {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return Ok(v);
+    }
+    let v: serde_yaml::Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    serde_json::to_value(v).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+}
+
+/// PATCH with any of the four patch types.
+pub fn patch(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    pt: PatchType,
+    body: &[u8],
+    ua: &str,
+) -> ApiResult<(u16, Value)> {
+    if pt == PatchType::Strategic && t.res.custom {
+        return Err(ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json",
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ],
+        ));
+    }
+    let mut st = inner.store.lock();
+    let cur = st.get(&t.key(), t.ns(), name);
+    let result = match pt {
+        PatchType::Apply => {
+            let Some(mgr) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
+                return Err(ApiError::bad_request(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            };
+            let mut config = decode_yaml(body)?;
+            check_type(t, &mut config)?;
+            let cname = str_at(&config, "/metadata/name");
+            if !cname.is_empty() && cname != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({cname}) does not match the name on the URL ({name})"
+                )));
+            }
+            let req = ApplyRequest {
+                manager: mgr,
+                force: flag(q, "force"),
+                api_version: &t.api_version(),
+                custom: t.res.custom,
+                scope: if t.sub.as_deref() == Some("status") {
+                    Scope::Status
+                } else {
+                    Scope::Main {
+                        status_sub: t.res.status,
+                    }
+                },
+                now: &now(),
+            };
+            match cur {
+                None => {
+                    if t.sub.is_some() {
+                        return Err(t.not_found(name));
+                    }
+                    let mut seed = json!({"apiVersion": t.api_version(), "kind": t.res.kind, "metadata": {"name": name}});
+                    if let Some(ns) = &t.namespace {
+                        seed["metadata"]["namespace"] = json!(ns);
+                    }
+                    let mut applied = apply::apply(&seed, &config, req)?;
+                    for k in ["name", "generateName", "namespace"] {
+                        if let Some(v) = config.pointer(&format!("/metadata/{k}")) {
+                            applied["metadata"][k] = v.clone();
+                        }
+                    }
+                    applied["metadata"]["name"] = json!(name);
+                    let mut q2 = q.clone();
+                    q2.remove("fieldManager");
+                    let out = create_locked(&mut st, t, &q2, applied, "")?;
+                    let rv = st.rv;
+                    drop(st);
+                    inner.store.notify(rv);
+                    return Ok((201, out));
+                }
+                Some(cur) => {
+                    let mut out = apply::apply(&cur, &config, req)?;
+                    if let Some(rv) = config.pointer("/metadata/resourceVersion") {
+                        out["metadata"]["resourceVersion"] = rv.clone();
+                    } else {
+                        out["metadata"]["resourceVersion"] =
+                            cur["metadata"]["resourceVersion"].clone();
+                    }
+                    update_locked(&mut st, t, q, &cur, out, Kind::Apply, ua)?
+                }
+            }
+        }
+        _ => {
+            let cur = cur.ok_or_else(|| t.not_found(name))?;
+            let patched = match pt {
+                PatchType::Json => patch::json_patch(&cur, body)?,
+                PatchType::Merge => patch::merge_patch(&cur, body)?,
+                _ => patch::strategic_patch(&cur, body)?,
+            };
+            if !patched.is_object() {
+                return Err(ApiError::bad_request(
+                    "the patch produced something that is not an object",
+                ));
+            }
+            let mut patched = patched;
+            let pname = str_at(&patched, "/metadata/name");
+            if pname != name {
+                return Err(invalid(
+                    t,
+                    name,
+                    "metadata.name",
+                    "Invalid value: field is immutable".into(),
+                ));
+            }
+            // A patch that does not mention resourceVersion carries the current one.
+            if str_at(&patched, "/metadata/resourceVersion").is_empty() {
+                patched["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+            }
+            update_locked(&mut st, t, q, &cur, patched, Kind::Patch, ua)?
+        }
+    };
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok((200, result))
+}
+
+/// DELETE: immediate without finalizers, else marks the object as deleting.
+pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> ApiResult<Value> {
+    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    };
+    let dry = dry_run(q)
+        || opts
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
+    let mut st = inner.store.lock();
+    let cur = st
+        .get(&t.key(), t.ns(), name)
+        .ok_or_else(|| t.not_found(name))?;
+    if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
+        let have = str_at(&cur, "/metadata/uid");
+        if uid != have {
+            return Err(ApiError::conflict(
+                &t.res.group,
+                &t.res.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                ),
+            ));
+        }
+    }
+    if let Some(rv) = opts
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        let have = str_at(&cur, "/metadata/resourceVersion");
+        if rv != have {
+            return Err(ApiError::conflict(
+                &t.res.group,
+                &t.res.plural,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                ),
+            ));
+        }
+    }
+    let out = delete_locked(&mut st, t, &cur, dry)?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok(out)
+}
+
+/// Deletes (or starts deleting) `cur` under the lock; shared with the background controllers.
+pub fn delete_locked(st: &mut State, t: &Target, cur: &Arc<Value>, dry: bool) -> ApiResult<Value> {
+    let has_fins = cur
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+        || has_spec_finalizers(cur);
+    if cur.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok((**cur).clone());
+    }
+    if !has_fins {
+        if dry {
+            return Ok((**cur).clone());
+        }
+        return finalize_delete(st, t, cur);
+    }
+    let mut out = (**cur).clone();
+    out["metadata"]["deletionTimestamp"] = json!(now());
+    out["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    let g = cur
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    out["metadata"]["generation"] = json!(g + 1);
+    if t.res.plural == "namespaces" {
+        out["status"]["phase"] = json!("Terminating");
+    }
+    if dry {
+        return Ok(out);
+    }
+    Ok((*st.put(&t.key(), out)?).clone())
+}
+
+/// Finishes deleting a namespace once it is empty (the namespace controller's last step).
+pub fn finish_namespace(st: &mut State, ns_target: &Target, ns: &Arc<Value>) -> ApiResult<()> {
+    let mut out = (**ns).clone();
+    out["spec"]["finalizers"] = json!([]);
+    let fins_left = out
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if fins_left {
+        st.put(&ns_target.key(), out)?;
+    } else {
+        finalize_delete(st, ns_target, &out)?;
+    }
+    Ok(())
+}
