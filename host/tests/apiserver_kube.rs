@@ -25,7 +25,7 @@ fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"a": "1"}})).unwrap()
 }
 
-pub fn crd_json() -> serde_json::Value {
+fn crd_json() -> serde_json::Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
@@ -293,7 +293,7 @@ async fn strategic_merge_on_deployment() {
         .patch("web", &PatchParams::default(), &Patch::Strategic(p))
         .await
         .unwrap();
-    let cs = out.spec.unwrap().template.spec.unwrap().containers;
+    let cs = out.spec.template.spec.unwrap().containers;
     assert_eq!(cs.len(), 2);
     assert_eq!(cs[1].image.as_deref(), Some("b:2"));
     assert_eq!(out.metadata.generation, Some(2));

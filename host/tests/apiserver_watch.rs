@@ -10,6 +10,7 @@ use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::core::PartialObjectMeta;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
@@ -137,7 +138,8 @@ async fn metadata_watcher_sees_partial_objects() {
     assert_eq!(meta.types.as_ref().unwrap().kind, "PartialObjectMetadata");
     let list = api.list_metadata(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
-    let mut events = watcher::metadata_watcher(api.clone(), watcher::Config::default())
+    let meta_api: Api<PartialObjectMeta<ConfigMap>> = Api::default_namespaced(server.client());
+    let mut events = watcher(meta_api, watcher::Config::default())
         .applied_objects()
         .boxed();
     let first = tokio::time::timeout(Duration::from_secs(5), events.try_next())
