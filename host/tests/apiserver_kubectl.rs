@@ -187,7 +187,8 @@ fn kubectl_end_to_end() {
     ]);
     let mut seen = String::new();
     let start = Instant::now();
-    while !seen.contains("\"size\": 3") && start.elapsed() < Duration::from_secs(15) {
+    let has_change = |s: &str| s.replace(' ', "").contains("\"size\":3");
+    while !has_change(&seen) && start.elapsed() < Duration::from_secs(15) {
         if let Ok(s) = rx.recv_timeout(Duration::from_millis(200)) {
             seen.push_str(&s);
         }
@@ -195,7 +196,7 @@ fn kubectl_end_to_end() {
     let _ = watch.kill();
     let _ = watch.wait();
     assert!(
-        seen.contains("\"size\": 3") && seen.contains("MODIFIED"),
+        has_change(&seen) && seen.contains("MODIFIED"),
         "watch output: {seen}"
     );
 
@@ -300,7 +301,11 @@ fn kubectl_end_to_end() {
     );
 
     // Built-in kinds: create, strategic patch via client-side apply, get -o json, delete.
-    env.run(&["create", "configmap", "c1", "--from-literal=a=1"]);
+    let c1 = env.file(
+        "c1.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1}\ndata: {a: '1'}\n",
+    );
+    env.run(&["create", "-f", &c1]);
     let dep = env.file("dep.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d1}\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec: {containers: [{name: c, image: nginx}]}\n");
     env.run(&["apply", "-f", &dep]);
     env.run(&[
