@@ -1,6 +1,9 @@
 //! Error bodies are `Status` objects with kube-apiserver's reason and code; bad input never
 //! panics (a bounded, seeded fuzz over bodies and paths); discovery and health endpoints.
 
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
 use axum::body::Body;
 use http::{Method, Request};
 use rand::rngs::StdRng;

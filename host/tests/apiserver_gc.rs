@@ -1,6 +1,9 @@
 //! The optional background controllers: owner-reference garbage collection and namespace
 //! deletion.
 
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

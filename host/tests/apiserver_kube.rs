@@ -1,6 +1,9 @@
 //! The embedded API server through a real `kube::Client` (in-process, no sockets): CRUD,
 //! CRDs, patches, server-side apply, status, finalizers.
 
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;

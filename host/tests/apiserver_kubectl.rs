@@ -1,5 +1,8 @@
 //! kubectl (the real binary) against the HTTP listener, without `--validate=false`.
 
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

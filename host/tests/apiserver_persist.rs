@@ -1,5 +1,8 @@
 //! `--data-dir`: the real binary killed with SIGKILL keeps every acknowledged write.
 
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,6 +1,9 @@
 //! Watches through kube-runtime: a `watcher` + `reflector` store stays correct across a forced
 //! 410, dropped streams and `timeoutSeconds` expiry; metadata-only watches; raw watch protocol.
 
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -167,10 +167,10 @@ fn remove_at(obj: &mut Value, path: &[String]) {
         if let Some(m) = parent.as_object_mut() {
             m.remove(f);
         }
-    } else if let Some(v) = last.strip_prefix("v:") {
-        if let (Ok(vv), Some(list)) = (serde_json::from_str::<Value>(v), parent.as_array_mut()) {
-            list.retain(|i| *i != vv);
-        }
+    } else if let Some(v) = last.strip_prefix("v:")
+        && let (Ok(vv), Some(list)) = (serde_json::from_str::<Value>(v), parent.as_array_mut())
+    {
+        list.retain(|i| *i != vv);
     }
 }
 

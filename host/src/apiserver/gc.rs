@@ -88,10 +88,10 @@ fn collect_garbage(st: &mut State) -> bool {
     }
     let changed = !orphans.is_empty();
     for (key, o) in orphans {
-        if let Some(t) = target_for(st, &key) {
-            if let Err(e) = write::delete_locked(st, &t, &o, false) {
-                tracing::warn!(error = %e, "garbage collection");
-            }
+        if let Some(t) = target_for(st, &key)
+            && let Err(e) = write::delete_locked(st, &t, &o, false)
+        {
+            tracing::warn!(error = %e, "garbage collection");
         }
     }
     changed
@@ -154,12 +154,12 @@ fn clean_namespaces(st: &mut State) -> bool {
             .filter(|(k, _)| **k != ns_key)
             .map(|(_, t)| t.objects.keys().filter(|(n, _)| *n == name).count())
             .sum();
-        if left == 0 || still == 0 {
-            if let Some(t) = target_for(st, &ns_key) {
-                changed = true;
-                if let Err(e) = write::finish_namespace(st, &t, &ns) {
-                    tracing::warn!(error = %e, "namespace cleanup");
-                }
+        if (left == 0 || still == 0)
+            && let Some(t) = target_for(st, &ns_key)
+        {
+            changed = true;
+            if let Err(e) = write::finish_namespace(st, &t, &ns) {
+                tracing::warn!(error = %e, "namespace cleanup");
             }
         }
     }

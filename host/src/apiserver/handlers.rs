@@ -207,10 +207,11 @@ pub fn get(inner: &Inner, t: &Target, name: &str, shape: Shape) -> ApiResult<Res
 
 /// Whether an object is visible through this target's namespace and selectors.
 pub fn visible(t: &Target, ls: &LabelSelector, fs: &FieldSelector, obj: &Value) -> bool {
-    if let Some(ns) = &t.namespace {
-        if t.res.namespaced && str_at(obj, "/metadata/namespace") != ns {
-            return false;
-        }
+    if let Some(ns) = &t.namespace
+        && t.res.namespaced
+        && str_at(obj, "/metadata/namespace") != ns
+    {
+        return false;
     }
     ls.matches(obj) && fs.matches(obj)
 }

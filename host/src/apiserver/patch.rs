@@ -50,10 +50,11 @@ pub fn json_patch(doc: &Value, body: &[u8]) -> ApiResult<Value> {
     for op in &p.0 {
         // kube-apiserver's JSON Patch (evanphx/json-patch) treats `test` of `null` against a
         // missing member as a match; kube-runtime's finalizer helper relies on that.
-        if let json_patch::PatchOperation::Test(t) = op {
-            if t.value.is_null() && out.pointer(t.path.as_str()).is_none() {
-                continue;
-            }
+        if let json_patch::PatchOperation::Test(t) = op
+            && t.value.is_null()
+            && out.pointer(t.path.as_str()).is_none()
+        {
+            continue;
         }
         json_patch::patch(&mut out, std::slice::from_ref(op))
             .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;

@@ -111,10 +111,10 @@ impl Log {
             f.sync_all()?;
         }
         std::fs::rename(&tmp, &self.path)?;
-        if let Some(dir) = self.path.parent() {
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
+        if let Some(dir) = self.path.parent()
+            && let Ok(d) = File::open(dir)
+        {
+            let _ = d.sync_all();
         }
         self.file = OpenOptions::new()
             .append(true)

@@ -306,15 +306,15 @@ pub fn crd_status(crd: &Value, now: &str) -> Value {
         .cloned()
         .unwrap_or_else(|| json!({}));
     let mut accepted = names.clone();
-    if accepted.get("singular").is_none() {
-        if let Some(k) = names.get("kind").and_then(Value::as_str) {
-            accepted["singular"] = json!(k.to_lowercase());
-        }
+    if accepted.get("singular").is_none()
+        && let Some(k) = names.get("kind").and_then(Value::as_str)
+    {
+        accepted["singular"] = json!(k.to_lowercase());
     }
-    if accepted.get("listKind").is_none() {
-        if let Some(k) = names.get("kind").and_then(Value::as_str) {
-            accepted["listKind"] = json!(format!("{k}List"));
-        }
+    if accepted.get("listKind").is_none()
+        && let Some(k) = names.get("kind").and_then(Value::as_str)
+    {
+        accepted["listKind"] = json!(format!("{k}List"));
     }
     let stored: Vec<Value> = crd
         .pointer("/spec/versions")

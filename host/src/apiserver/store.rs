@@ -274,10 +274,10 @@ impl Store {
                         rv,
                     } => {
                         st.rv = st.rv.max(rv);
-                        if let Some(old) = st.table(&key).objects.remove(&(namespace, name)) {
-                            if key.0 == "apiextensions.k8s.io" {
-                                st.registry.unregister_crd(&old);
-                            }
+                        if let Some(old) = st.table(&key).objects.remove(&(namespace, name))
+                            && key.0 == "apiextensions.k8s.io"
+                        {
+                            st.registry.unregister_crd(&old);
                         }
                     }
                 }

@@ -212,11 +212,10 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
                         return;
                     };
                     for ev in events {
-                        if let Some(b) = filter.event(&ev) {
-                            if tx.send(b).await.is_err() {
+                        if let Some(b) = filter.event(&ev)
+                            && tx.send(b).await.is_err() {
                                 return;
                             }
-                        }
                     }
                     last = last.max(cur);
                 }

@@ -204,10 +204,10 @@ pub fn create_locked(
             mm.remove(k);
         }
     }
-    if t.res.status {
-        if let Some(o) = obj.as_object_mut() {
-            o.remove("status");
-        }
+    if t.res.status
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
     }
     match (t.res.group.as_str(), t.res.plural.as_str()) {
         ("", "namespaces") => {
@@ -267,15 +267,14 @@ fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
             format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
         ));
     }
-    if old.is_none() {
-        if let Some(existing) = st.registry.get(&r.group, &r.versions[0], &r.plural) {
-            if !existing.custom {
-                return Err(t_invalid(
-                    "spec.group",
-                    "Invalid value: group is served by a built-in API".into(),
-                ));
-            }
-        }
+    if old.is_none()
+        && let Some(existing) = st.registry.get(&r.group, &r.versions[0], &r.plural)
+        && !existing.custom
+    {
+        return Err(t_invalid(
+            "spec.group",
+            "Invalid value: group is served by a built-in API".into(),
+        ));
     }
     Ok(())
 }
@@ -351,10 +350,10 @@ fn update_locked(
                 }
             }
         }
-        if new.pointer("/metadata/managedFields").is_none() {
-            if let Some(mf) = cur.pointer("/metadata/managedFields") {
-                new["metadata"]["managedFields"] = mf.clone();
-            }
+        if new.pointer("/metadata/managedFields").is_none()
+            && let Some(mf) = cur.pointer("/metadata/managedFields")
+        {
+            new["metadata"]["managedFields"] = mf.clone();
         }
         if t.res.status {
             match cur.get("status") {
@@ -368,10 +367,10 @@ fn update_locked(
         }
         new
     };
-    if let Some(m) = out["metadata"].as_object_mut() {
-        if m.get("managedFields").is_some_and(Value::is_null) {
-            m.remove("managedFields");
-        }
+    if let Some(m) = out["metadata"].as_object_mut()
+        && m.get("managedFields").is_some_and(Value::is_null)
+    {
+        m.remove("managedFields");
     }
     out["apiVersion"] = cur["apiVersion"].clone();
     out["kind"] = cur["kind"].clone();
@@ -416,25 +415,25 @@ fn update_locked(
         }
         out["status"] = s;
     }
-    if kind != Kind::Apply {
-        if let Some(mgr) = manager(q, ua) {
-            let scope = if status {
-                Scope::Status
-            } else {
-                Scope::Main {
-                    status_sub: t.res.status,
-                }
-            };
-            apply::record_update(
-                Some(cur),
-                &mut out,
-                &mgr,
-                &t.api_version(),
-                t.res.custom,
-                scope,
-                &now,
-            );
-        }
+    if kind != Kind::Apply
+        && let Some(mgr) = manager(q, ua)
+    {
+        let scope = if status {
+            Scope::Status
+        } else {
+            Scope::Main {
+                status_sub: t.res.status,
+            }
+        };
+        apply::record_update(
+            Some(cur),
+            &mut out,
+            &mgr,
+            &t.api_version(),
+            t.res.custom,
+            scope,
+            &now,
+        );
     }
     let mut cmp = out.clone();
     cmp["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
@@ -464,19 +463,19 @@ fn has_spec_finalizers(o: &Value) -> bool {
 fn finalize_delete(st: &mut State, t: &Target, obj: &Value) -> ApiResult<Value> {
     let ns = str_at(obj, "/metadata/namespace").to_string();
     let name = str_at(obj, "/metadata/name").to_string();
-    if t.res.plural == "customresourcedefinitions" {
-        if let Some(r) = crd_resource(obj) {
-            let key = (r.group.clone(), r.plural.clone());
-            let names: Vec<(String, String)> = st
-                .tables
-                .get(&key)
-                .map(|tab| tab.objects.keys().cloned().collect())
-                .unwrap_or_default();
-            for (n, m) in names {
-                st.remove(&key, &n, &m)?;
-            }
-            st.registry.unregister_crd(obj);
+    if t.res.plural == "customresourcedefinitions"
+        && let Some(r) = crd_resource(obj)
+    {
+        let key = (r.group.clone(), r.plural.clone());
+        let names: Vec<(String, String)> = st
+            .tables
+            .get(&key)
+            .map(|tab| tab.objects.keys().cloned().collect())
+            .unwrap_or_default();
+        for (n, m) in names {
+            st.remove(&key, &n, &m)?;
         }
+        st.registry.unregister_crd(obj);
     }
     let last = st
         .remove(&t.key(), &ns, &name)?
