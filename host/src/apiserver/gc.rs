@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Inner;
+use super::delete;
 use super::handlers::Target;
 use super::registry::ResKey;
 use super::store::{State, str_at};
-use super::write;
 
 fn target_for(st: &State, key: &ResKey) -> Option<Target> {
     let res = st.registry.by_key(key)?;
@@ -89,7 +89,7 @@ fn collect_garbage(st: &mut State) -> bool {
     let changed = !orphans.is_empty();
     for (key, o) in orphans {
         if let Some(t) = target_for(st, &key)
-            && let Err(e) = write::delete_locked(st, &t, &o, false)
+            && let Err(e) = delete::delete_locked(st, &t, &o, false)
         {
             tracing::warn!(error = %e, "garbage collection");
         }
@@ -142,7 +142,7 @@ fn clean_namespaces(st: &mut State) -> bool {
                 left += 1;
                 if o.pointer("/metadata/deletionTimestamp").is_none() {
                     changed = true;
-                    if let Err(e) = write::delete_locked(st, &t, &o, false) {
+                    if let Err(e) = delete::delete_locked(st, &t, &o, false) {
                         tracing::warn!(error = %e, "namespace cleanup");
                     }
                 }
@@ -158,7 +158,7 @@ fn clean_namespaces(st: &mut State) -> bool {
             && let Some(t) = target_for(st, &ns_key)
         {
             changed = true;
-            if let Err(e) = write::finish_namespace(st, &t, &ns) {
+            if let Err(e) = delete::finish_namespace(st, &t, &ns) {
                 tracing::warn!(error = %e, "namespace cleanup");
             }
         }

@@ -15,9 +15,12 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod apply;
+mod delete;
 mod discovery;
 mod faults;
+mod fields;
 mod gc;
 mod handlers;
 mod listener;
@@ -171,7 +174,7 @@ fn seed_namespaces(store: &Store) {
         let obj = serde_json::json!({
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(),
-                          "creationTimestamp": write::now(), "generation": 1,
+                          "creationTimestamp": admission::now(), "generation": 1,
                           "labels": {"kubernetes.io/metadata.name": ns}},
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},

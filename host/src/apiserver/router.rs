@@ -13,7 +13,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
-use super::{listener as admin, watch, write};
+use super::{admission, delete, listener as admin, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -61,7 +61,7 @@ fn decode_object(ct: &str, body: &[u8]) -> ApiResult<Value> {
         "" | "application/json" | "*/*" => serde_json::from_slice(body).map_err(|e| {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         }),
-        "application/yaml" => write::decode_yaml(body),
+        "application/yaml" => admission::decode_yaml(body),
         other => Err(ApiError::unsupported_media_type(
             other,
             &["application/json", "application/yaml"],
@@ -211,7 +211,7 @@ async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResul
         }
         (Method::DELETE, Some(n)) if t.sub.is_none() => {
             let body = body_bytes(req).await?;
-            let out = write::delete(inner, &t, &q, &n, &body)?;
+            let out = delete::delete(inner, &t, &q, &n, &body)?;
             Ok(render(200, &out))
         }
         (Method::DELETE, None) if t.sub.is_none() => delete_collection(inner, &t, &q),
@@ -241,7 +241,7 @@ fn delete_collection(
         .unwrap_or_default();
     let mut items = Vec::new();
     for v in victims {
-        items.push(write::delete_locked(&mut st, t, &v, dry)?);
+        items.push(delete::delete_locked(&mut st, t, &v, dry)?);
     }
     let rv = st.rv;
     drop(st);

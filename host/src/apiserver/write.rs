@@ -1,126 +1,22 @@
-//! The write verbs: create, update (PUT), patch, delete, and the shared update path that
-//! enforces resourceVersion preconditions, status/main-resource separation, generation,
-//! finalizer rules and no-op detection.
-
-use std::sync::Arc;
+//! The write verbs create, update (PUT) and patch, and the shared update path that enforces
+//! resourceVersion preconditions, status/main-resource separation, generation, finalizer rules
+//! and no-op detection. Deletion lives in [`super::delete`], input checks in
+//! [`super::admission`].
 
 use serde_json::{Value, json};
 
 use super::Inner;
+use super::admission::{
+    check_crd, check_namespace, check_type, decode_yaml, dry_run, invalid, manager, name_error,
+    now, random_suffix,
+};
 use super::apply::{self, ApplyRequest, Scope};
+use super::delete::{finalize_delete, has_spec_finalizers};
 use super::handlers::{Query, Target, flag};
 use super::patch::{self, PatchType};
-use super::registry::{crd_resource, crd_status};
+use super::registry::crd_status;
 use super::status::{ApiError, ApiResult};
 use super::store::{State, str_at};
-
-/// Current time in the RFC 3339 form Kubernetes uses (second precision, `Z`).
-pub fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// Who is writing: the `fieldManager` query parameter, else the User-Agent's program name.
-pub fn manager(q: &Query, user_agent: &str) -> Option<String> {
-    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
-        return Some(m.clone());
-    }
-    let ua = user_agent.split('/').next().unwrap_or("").trim();
-    (!ua.is_empty()).then(|| ua.to_string())
-}
-
-fn dry_run(q: &Query) -> bool {
-    q.get("dryRun").is_some_and(|v| v == "All")
-}
-
-/// DNS-1123 subdomain (most names) or label (namespaces).
-pub fn name_error(name: &str, label: bool) -> Option<String> {
-    let max = if label { 63 } else { 253 };
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
-    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if name.len() > max {
-        return Some(format!(
-            "Invalid value: \"{name}\": must be no more than {max} characters"
-        ));
-    }
-    if !ok_chars || !ends(name.chars().next()) || !ends(name.chars().last()) {
-        let what = if label {
-            "RFC 1123 label"
-        } else {
-            "RFC 1123 subdomain"
-        };
-        return Some(format!(
-            "Invalid value: \"{name}\": a lowercase {what} must consist of lower case alphanumeric \
-             characters, '-'{} and must start and end with an alphanumeric character",
-            if label { "" } else { " or '.'," }
-        ));
-    }
-    None
-}
-
-fn random_suffix() -> String {
-    use rand::Rng;
-    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut r = rand::rng();
-    (0..5)
-        .map(|_| ALPHA[r.random_range(0..ALPHA.len())] as char)
-        .collect()
-}
-
-fn invalid(t: &Target, name: &str, field: &str, msg: String) -> ApiError {
-    ApiError::invalid(&t.res.kind, &t.res.group, name, &[(field.into(), msg)])
-}
-
-/// Checks `apiVersion`/`kind` of a body against the target and fills them in.
-fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
-    if !obj.is_object() {
-        return Err(ApiError::bad_request(
-            "the object provided is unrecognized (must be a JSON object)",
-        ));
-    }
-    if !obj.get("metadata").is_none_or(Value::is_object) {
-        return Err(ApiError::bad_request("metadata must be an object"));
-    }
-    let av = t.api_version();
-    match obj.get("apiVersion").and_then(Value::as_str) {
-        Some(v) if v != av && !(t.res.group.is_empty() && v.is_empty()) => {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({v}) does not match the expected API version ({av})"
-            )));
-        }
-        _ => {}
-    }
-    match obj.get("kind").and_then(Value::as_str) {
-        Some(k) if !k.is_empty() && k != t.res.kind => {
-            return Err(ApiError::bad_request(format!(
-                "{k} in version \"{}\" cannot be handled as a {}: the kind in the data does not match",
-                t.version, t.res.kind
-            )));
-        }
-        _ => {}
-    }
-    obj["apiVersion"] = json!(av);
-    obj["kind"] = json!(t.res.kind);
-    Ok(())
-}
-
-/// The namespace must exist and not be terminating.
-fn check_namespace(st: &State, ns: &str) -> ApiResult<()> {
-    let key = (String::new(), "namespaces".to_string());
-    match st.get(&key, "", ns) {
-        None => Err(ApiError::not_found("", "namespaces", ns)),
-        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
-            403,
-            "Forbidden",
-            format!(
-                "unable to create new content in namespace {ns} because it is being terminated"
-            ),
-        )
-        .with_details(ns, "", "namespaces")),
-        Some(_) => Ok(()),
-    }
-}
 
 /// POST: creates an object (201).
 pub fn create(
@@ -242,41 +138,6 @@ pub fn create_locked(
         st.registry.register_crd(&obj);
     }
     Ok((*st.put(&t.key(), obj)?).clone())
-}
-
-fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
-    let name = str_at(crd, "/metadata/name");
-    let t_invalid = |f: &str, m: String| {
-        ApiError::invalid(
-            "CustomResourceDefinition",
-            "apiextensions.k8s.io",
-            name,
-            &[(f.into(), m)],
-        )
-    };
-    let Some(r) = crd_resource(crd) else {
-        return Err(t_invalid(
-            "spec",
-            "Invalid value: spec must name a group, names.plural, names.kind and a served version"
-                .into(),
-        ));
-    };
-    if name != format!("{}.{}", r.plural, r.group) {
-        return Err(t_invalid(
-            "metadata.name",
-            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
-        ));
-    }
-    if old.is_none()
-        && let Some(existing) = st.registry.get(&r.group, &r.versions[0], &r.plural)
-        && !existing.custom
-    {
-        return Err(t_invalid(
-            "spec.group",
-            "Invalid value: group is served by a built-in API".into(),
-        ));
-    }
-    Ok(())
 }
 
 fn strip_spec(o: &Value) -> Value {
@@ -452,38 +313,6 @@ fn update_locked(
     Ok((*st.put(&t.key(), out)?).clone())
 }
 
-fn has_spec_finalizers(o: &Value) -> bool {
-    o.get("kind").and_then(Value::as_str) == Some("Namespace")
-        && o.pointer("/spec/finalizers")
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
-}
-
-/// Removes an object for good (after its last finalizer), cascading CRD removal.
-fn finalize_delete(st: &mut State, t: &Target, obj: &Value) -> ApiResult<Value> {
-    let ns = str_at(obj, "/metadata/namespace").to_string();
-    let name = str_at(obj, "/metadata/name").to_string();
-    if t.res.plural == "customresourcedefinitions"
-        && let Some(r) = crd_resource(obj)
-    {
-        let key = (r.group.clone(), r.plural.clone());
-        let names: Vec<(String, String)> = st
-            .tables
-            .get(&key)
-            .map(|tab| tab.objects.keys().cloned().collect())
-            .unwrap_or_default();
-        for (n, m) in names {
-            st.remove(&key, &n, &m)?;
-        }
-        st.registry.unregister_crd(obj);
-    }
-    let last = st
-        .remove(&t.key(), &ns, &name)?
-        .map(|a| (*a).clone())
-        .unwrap_or_else(|| obj.clone());
-    Ok(last)
-}
-
 /// PUT.
 pub fn update(
     inner: &Inner,
@@ -517,16 +346,6 @@ pub fn update(
     drop(st);
     inner.store.notify(rv);
     Ok(out)
-}
-
-/// Decodes a YAML or JSON body (apply patches are YAML; JSON is YAML).
-pub fn decode_yaml(body: &[u8]) -> ApiResult<Value> {
-    if let Ok(v) = serde_json::from_slice::<Value>(body) {
-        return Ok(v);
-    }
-    let v: serde_yaml::Value = serde_yaml::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-    serde_json::to_value(v).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 
 /// PATCH with any of the four patch types.
@@ -649,106 +468,4 @@ pub fn patch(
     drop(st);
     inner.store.notify(rv);
     Ok((200, result))
-}
-
-/// DELETE: immediate without finalizers, else marks the object as deleting.
-pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> ApiResult<Value> {
-    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
-    };
-    let dry = dry_run(q)
-        || opts
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|v| v == "All"));
-    let mut st = inner.store.lock();
-    let cur = st
-        .get(&t.key(), t.ns(), name)
-        .ok_or_else(|| t.not_found(name))?;
-    if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
-        let have = str_at(&cur, "/metadata/uid");
-        if uid != have {
-            return Err(ApiError::conflict(
-                &t.res.group,
-                &t.res.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
-                ),
-            ));
-        }
-    }
-    if let Some(rv) = opts
-        .pointer("/preconditions/resourceVersion")
-        .and_then(Value::as_str)
-    {
-        let have = str_at(&cur, "/metadata/resourceVersion");
-        if rv != have {
-            return Err(ApiError::conflict(
-                &t.res.group,
-                &t.res.plural,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
-                ),
-            ));
-        }
-    }
-    let out = delete_locked(&mut st, t, &cur, dry)?;
-    let rv = st.rv;
-    drop(st);
-    inner.store.notify(rv);
-    Ok(out)
-}
-
-/// Deletes (or starts deleting) `cur` under the lock; shared with the background controllers.
-pub fn delete_locked(st: &mut State, t: &Target, cur: &Arc<Value>, dry: bool) -> ApiResult<Value> {
-    let has_fins = cur
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-        || has_spec_finalizers(cur);
-    if cur.pointer("/metadata/deletionTimestamp").is_some() {
-        return Ok((**cur).clone());
-    }
-    if !has_fins {
-        if dry {
-            return Ok((**cur).clone());
-        }
-        return finalize_delete(st, t, cur);
-    }
-    let mut out = (**cur).clone();
-    out["metadata"]["deletionTimestamp"] = json!(now());
-    out["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-    let g = cur
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    out["metadata"]["generation"] = json!(g + 1);
-    if t.res.plural == "namespaces" {
-        out["status"]["phase"] = json!("Terminating");
-    }
-    if dry {
-        return Ok(out);
-    }
-    Ok((*st.put(&t.key(), out)?).clone())
-}
-
-/// Finishes deleting a namespace once it is empty (the namespace controller's last step).
-pub fn finish_namespace(st: &mut State, ns_target: &Target, ns: &Arc<Value>) -> ApiResult<()> {
-    let mut out = (**ns).clone();
-    out["spec"]["finalizers"] = json!([]);
-    let fins_left = out
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty());
-    if fins_left {
-        st.put(&ns_target.key(), out)?;
-    } else {
-        finalize_delete(st, ns_target, &out)?;
-    }
-    Ok(())
 }
