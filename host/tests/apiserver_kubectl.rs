@@ -304,11 +304,24 @@ fn kubectl_end_to_end() {
     );
 
     // Built-in kinds: create, strategic patch via client-side apply, get -o json, delete.
-    let c1 = env.file(
-        "c1.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1}\ndata: {a: '1'}\n",
+    // Typed kubectl commands send protobuf bodies.
+    env.run(&["create", "configmap", "c1", "--from-literal=a=1"]);
+    env.run(&["create", "namespace", "team"]);
+    env.run(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "--from-literal=k=v",
+        "-n",
+        "team",
+    ]);
+    let s1 = env.json(&["get", "secret", "s1", "-n", "team", "-o", "json"]);
+    assert_eq!(s1["data"]["k"], "dg==");
+    assert_eq!(
+        env.json(&["get", "cm", "c1", "-o", "json"])["data"]["a"],
+        "1"
     );
-    env.run(&["create", "-f", &c1]);
     let dep = env.file("dep.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d1}\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec: {containers: [{name: c, image: nginx}]}\n");
     env.run(&["apply", "-f", &dep]);
     env.run(&[

@@ -26,6 +26,7 @@ mod handlers;
 mod listener;
 mod patch;
 mod persist;
+mod protobuf;
 mod registry;
 mod router;
 mod selector;

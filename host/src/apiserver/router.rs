@@ -13,7 +13,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
-use super::{admission, delete, listener as admin, watch, write};
+use super::{admission, delete, listener as admin, protobuf, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -62,6 +62,7 @@ fn decode_object(ct: &str, body: &[u8]) -> ApiResult<Value> {
             ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         }),
         "application/yaml" => admission::decode_yaml(body),
+        protobuf::MEDIA_TYPE => protobuf::decode(body),
         other => Err(ApiError::unsupported_media_type(
             other,
             &["application/json", "application/yaml"],
