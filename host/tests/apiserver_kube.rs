@@ -242,6 +242,23 @@ async fn dynamic_crd_and_discovery() {
         .await
         .unwrap();
     assert_eq!(m.metadata.generation, Some(2));
+    // Server-side apply to the status subresource.
+    let applied = widgets
+        .patch_status(
+            "w1",
+            &PatchParams::apply("status-writer"),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "status": {"phase": "Up"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data["status"]["phase"], "Up");
+    assert_eq!(applied.data["spec"]["size"], 2);
+    let mf = applied.metadata.managed_fields.unwrap();
+    assert!(
+        mf.iter()
+            .any(|e| e.manager.as_deref() == Some("status-writer")
+                && e.subresource.as_deref() == Some("status"))
+    );
     // Strategic merge on a CRD: 415.
     let e = widgets
         .patch(

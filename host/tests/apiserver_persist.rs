@@ -8,8 +8,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
 
@@ -64,6 +66,24 @@ async fn sigkill_keeps_acknowledged_writes() {
         api.create(&PostParams::default(), &c).await.unwrap();
     }
     api.delete("p0", &DeleteParams::default()).await.unwrap();
+    // A CRD and one of its objects: the resource must be served again after the restart.
+    let crds: Api<CustomResourceDefinition> = Api::all(api.clone().into_client());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(api.clone().into_client(), &ar);
+    let w: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"n": 1}})).unwrap();
+    widgets.create(&PostParams::default(), &w).await.unwrap();
     let before = api.list(&ListParams::default()).await.unwrap();
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -79,6 +99,8 @@ async fn sigkill_keeps_acknowledged_writes() {
     };
     assert_eq!(names(&before), names(&after));
     assert_eq!(after.items.len(), 49);
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(api.clone().into_client(), &ar);
+    assert_eq!(widgets.get("w").await.unwrap().data["spec"]["n"], 1);
     // resourceVersions keep growing after the restart.
     let c: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "after"}})).unwrap();
     let created = api.create(&PostParams::default(), &c).await.unwrap();
