@@ -70,6 +70,16 @@ async fn status_bodies_for_each_error() {
     let stale = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "resourceVersion": "1"}})).unwrap();
     let (_, v, _) = call(&s, Method::PUT, &format!("{CMS}/a"), json_ct, stale).await;
     assert_status(&v, 409, "Conflict");
+    // resourceVersion on create.
+    let (_, v, _) = call(
+        &s,
+        Method::POST,
+        CMS,
+        json_ct,
+        serde_json::to_vec(&json!({"metadata": {"name": "rv", "resourceVersion": "3"}})).unwrap(),
+    )
+    .await;
+    assert_status(&v, 400, "BadRequest");
     // Invalid names.
     for bad in ["UPPER", "-x", "a_b", &"x".repeat(254)] {
         let (_, v, _) = call(&s, Method::POST, CMS, json_ct, cm(bad)).await;

@@ -27,6 +27,11 @@ pub fn create(
     ua: &str,
 ) -> ApiResult<(u16, Value)> {
     check_type(t, &mut obj)?;
+    if !str_at(&obj, "/metadata/resourceVersion").is_empty() {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
     let mut st = inner.store.lock();
     let out = create_locked(&mut st, t, q, obj, ua)?;
     let rv = st.rv;
