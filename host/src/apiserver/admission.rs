@@ -1,0 +1,167 @@
+//! Checks a write must pass before it is stored: body type and apiVersion, names (DNS-1123),
+//! namespaces that exist and are not terminating, CRD naming; plus the small helpers every
+//! write uses (timestamps, field manager, dry run, body decoding).
+
+use serde_json::{Value, json};
+
+use super::handlers::{Query, Target};
+use super::registry::crd_resource;
+use super::status::{ApiError, ApiResult};
+use super::store::{State, str_at};
+
+/// Current time in the RFC 3339 form Kubernetes uses (second precision, `Z`).
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Who is writing: the `fieldManager` query parameter, else the User-Agent's program name.
+pub fn manager(q: &Query, user_agent: &str) -> Option<String> {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return Some(m.clone());
+    }
+    let ua = user_agent.split('/').next().unwrap_or("").trim();
+    (!ua.is_empty()).then(|| ua.to_string())
+}
+
+/// `dryRun=All`.
+pub(crate) fn dry_run(q: &Query) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+/// DNS-1123 subdomain (most names) or label (namespaces).
+pub fn name_error(name: &str, label: bool) -> Option<String> {
+    let max = if label { 63 } else { 253 };
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if name.len() > max {
+        return Some(format!(
+            "Invalid value: \"{name}\": must be no more than {max} characters"
+        ));
+    }
+    if !ok_chars || !ends(name.chars().next()) || !ends(name.chars().last()) {
+        let what = if label {
+            "RFC 1123 label"
+        } else {
+            "RFC 1123 subdomain"
+        };
+        return Some(format!(
+            "Invalid value: \"{name}\": a lowercase {what} must consist of lower case alphanumeric \
+             characters, '-'{} and must start and end with an alphanumeric character",
+            if label { "" } else { " or '.'," }
+        ));
+    }
+    None
+}
+
+/// The five random characters `generateName` appends.
+pub(crate) fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut r = rand::rng();
+    (0..5)
+        .map(|_| ALPHA[r.random_range(0..ALPHA.len())] as char)
+        .collect()
+}
+
+/// 422 Invalid for one field of the target's kind.
+pub(crate) fn invalid(t: &Target, name: &str, field: &str, msg: String) -> ApiError {
+    ApiError::invalid(&t.res.kind, &t.res.group, name, &[(field.into(), msg)])
+}
+
+/// Checks `apiVersion`/`kind` of a body against the target and fills them in.
+pub(crate) fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the object provided is unrecognized (must be a JSON object)",
+        ));
+    }
+    if !obj.get("metadata").is_none_or(Value::is_object) {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    let av = t.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != av && !(t.res.group.is_empty() && v.is_empty()) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({av})"
+            )));
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(k) if !k.is_empty() && k != t.res.kind => {
+            return Err(ApiError::bad_request(format!(
+                "{k} in version \"{}\" cannot be handled as a {}: the kind in the data does not match",
+                t.version, t.res.kind
+            )));
+        }
+        _ => {}
+    }
+    obj["apiVersion"] = json!(av);
+    obj["kind"] = json!(t.res.kind);
+    Ok(())
+}
+
+/// The namespace must exist and not be terminating.
+pub(crate) fn check_namespace(st: &State, ns: &str) -> ApiResult<()> {
+    let key = (String::new(), "namespaces".to_string());
+    match st.get(&key, "", ns) {
+        None => Err(ApiError::not_found("", "namespaces", ns)),
+        Some(n) if n.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::new(
+            403,
+            "Forbidden",
+            format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
+        )
+        .with_details(ns, "", "namespaces")),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A CRD must be named `plural.group` and not take over a built-in group.
+pub(crate) fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let name = str_at(crd, "/metadata/name");
+    let t_invalid = |f: &str, m: String| {
+        ApiError::invalid(
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io",
+            name,
+            &[(f.into(), m)],
+        )
+    };
+    let Some(r) = crd_resource(crd) else {
+        return Err(t_invalid(
+            "spec",
+            "Invalid value: spec must name a group, names.plural, names.kind and a served version"
+                .into(),
+        ));
+    };
+    if name != format!("{}.{}", r.plural, r.group) {
+        return Err(t_invalid(
+            "metadata.name",
+            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    if old.is_none()
+        && let Some(existing) = st.registry.get(&r.group, &r.versions[0], &r.plural)
+        && !existing.custom
+    {
+        return Err(t_invalid(
+            "spec.group",
+            "Invalid value: group is served by a built-in API".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes a YAML or JSON body (apply patches are YAML; JSON is YAML).
+pub fn decode_yaml(body: &[u8]) -> ApiResult<Value> {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return Ok(v);
+    }
+    let v: serde_yaml::Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    serde_json::to_value(v).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+}

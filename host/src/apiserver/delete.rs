@@ -1,0 +1,149 @@
+//! DELETE and the end of an object's life: immediate removal without finalizers, otherwise
+//! `deletionTimestamp` (+ generation bump) and removal once the last finalizer is gone; CRD
+//! removal cascades to its custom resources; the namespace controller's final step.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Inner;
+use super::admission::{dry_run, now};
+use super::handlers::{Query, Target};
+use super::registry::crd_resource;
+use super::status::{ApiError, ApiResult};
+use super::store::{State, str_at};
+
+/// Namespaces also wait for `spec.finalizers`.
+pub(crate) fn has_spec_finalizers(o: &Value) -> bool {
+    o.get("kind").and_then(Value::as_str) == Some("Namespace")
+        && o.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+}
+
+/// Removes an object for good (after its last finalizer), cascading CRD removal.
+pub(crate) fn finalize_delete(st: &mut State, t: &Target, obj: &Value) -> ApiResult<Value> {
+    let ns = str_at(obj, "/metadata/namespace").to_string();
+    let name = str_at(obj, "/metadata/name").to_string();
+    if t.res.plural == "customresourcedefinitions"
+        && let Some(r) = crd_resource(obj)
+    {
+        let key = (r.group.clone(), r.plural.clone());
+        let names: Vec<(String, String)> = st
+            .tables
+            .get(&key)
+            .map(|tab| tab.objects.keys().cloned().collect())
+            .unwrap_or_default();
+        for (n, m) in names {
+            st.remove(&key, &n, &m)?;
+        }
+        st.registry.unregister_crd(obj);
+    }
+    let last = st
+        .remove(&t.key(), &ns, &name)?
+        .map(|a| (*a).clone())
+        .unwrap_or_else(|| obj.clone());
+    Ok(last)
+}
+
+/// DELETE: immediate without finalizers, else marks the object as deleting.
+pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> ApiResult<Value> {
+    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+    };
+    let dry = dry_run(q)
+        || opts
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
+    let mut st = inner.store.lock();
+    let cur = st
+        .get(&t.key(), t.ns(), name)
+        .ok_or_else(|| t.not_found(name))?;
+    if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
+        let have = str_at(&cur, "/metadata/uid");
+        if uid != have {
+            return Err(ApiError::conflict(
+                &t.res.group,
+                &t.res.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
+                ),
+            ));
+        }
+    }
+    if let Some(rv) = opts
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+    {
+        let have = str_at(&cur, "/metadata/resourceVersion");
+        if rv != have {
+            return Err(ApiError::conflict(
+                &t.res.group,
+                &t.res.plural,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                ),
+            ));
+        }
+    }
+    let out = delete_locked(&mut st, t, &cur, dry)?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok(out)
+}
+
+/// Deletes (or starts deleting) `cur` under the lock; shared with the background controllers.
+pub fn delete_locked(st: &mut State, t: &Target, cur: &Arc<Value>, dry: bool) -> ApiResult<Value> {
+    let has_fins = cur
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+        || has_spec_finalizers(cur);
+    if cur.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok((**cur).clone());
+    }
+    if !has_fins {
+        if dry {
+            return Ok((**cur).clone());
+        }
+        return finalize_delete(st, t, cur);
+    }
+    let mut out = (**cur).clone();
+    out["metadata"]["deletionTimestamp"] = json!(now());
+    out["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    let g = cur
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    out["metadata"]["generation"] = json!(g + 1);
+    if t.res.plural == "namespaces" {
+        out["status"]["phase"] = json!("Terminating");
+    }
+    if dry {
+        return Ok(out);
+    }
+    Ok((*st.put(&t.key(), out)?).clone())
+}
+
+/// Finishes deleting a namespace once it is empty (the namespace controller's last step).
+pub fn finish_namespace(st: &mut State, ns_target: &Target, ns: &Arc<Value>) -> ApiResult<()> {
+    let mut out = (**ns).clone();
+    out["spec"]["finalizers"] = json!([]);
+    let fins_left = out
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if fins_left {
+        st.put(&ns_target.key(), out)?;
+    } else {
+        finalize_delete(st, ns_target, &out)?;
+    }
+    Ok(())
+}

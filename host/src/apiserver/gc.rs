@@ -1,0 +1,167 @@
+//! Optional background controllers: owner-reference garbage collection (background
+//! propagation: an object whose owners are all gone is deleted) and namespace cleanup (a
+//! terminating namespace has its objects deleted, then disappears).
+//!
+//! Both run as one task that wakes on every write (debounced) and on a slow timer, and act
+//! through the same delete path as API requests, so finalizers are respected.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Inner;
+use super::delete;
+use super::handlers::Target;
+use super::registry::ResKey;
+use super::store::{State, str_at};
+
+fn target_for(st: &State, key: &ResKey) -> Option<Target> {
+    let res = st.registry.by_key(key)?;
+    Some(Target {
+        version: res.versions[0].clone(),
+        res,
+        namespace: None,
+        name: None,
+        sub: None,
+    })
+}
+
+/// The controller loop; ends when the server is dropped.
+pub(crate) async fn run(inner: Weak<Inner>, gc: bool, namespaces: bool) {
+    let mut rx = match inner.upgrade() {
+        Some(i) => i.store.subscribe(),
+        None => return,
+    };
+    loop {
+        let _ = tokio::time::timeout(Duration::from_secs(1), rx.changed()).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let Some(inner) = inner.upgrade() else { return };
+        if gc {
+            pass(&inner, collect_garbage);
+        }
+        if namespaces {
+            pass(&inner, clean_namespaces);
+        }
+    }
+}
+
+fn pass(inner: &Arc<Inner>, f: fn(&mut State) -> bool) {
+    let mut st = inner.store.lock();
+    if f(&mut st) {
+        let rv = st.rv;
+        drop(st);
+        inner.store.notify(rv);
+    }
+}
+
+fn collect_garbage(st: &mut State) -> bool {
+    let uids: HashSet<String> = st
+        .tables
+        .values()
+        .flat_map(|t| {
+            t.objects
+                .values()
+                .map(|o| str_at(o, "/metadata/uid").to_string())
+        })
+        .collect();
+    let mut orphans = Vec::new();
+    for (key, t) in &st.tables {
+        for o in t.objects.values() {
+            let Some(refs) = o
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            if refs.is_empty() || o.pointer("/metadata/deletionTimestamp").is_some() {
+                continue;
+            }
+            if refs
+                .iter()
+                .all(|r| !uids.contains(r.get("uid").and_then(Value::as_str).unwrap_or("")))
+            {
+                orphans.push((key.clone(), o.clone()));
+            }
+        }
+    }
+    let changed = !orphans.is_empty();
+    for (key, o) in orphans {
+        if let Some(t) = target_for(st, &key)
+            && let Err(e) = delete::delete_locked(st, &t, &o, false)
+        {
+            tracing::warn!(error = %e, "garbage collection");
+        }
+    }
+    changed
+}
+
+fn clean_namespaces(st: &mut State) -> bool {
+    let ns_key: ResKey = (String::new(), "namespaces".into());
+    let terminating: Vec<Arc<Value>> = st
+        .tables
+        .get(&ns_key)
+        .map(|t| {
+            t.objects
+                .values()
+                .filter(|o| o.pointer("/metadata/deletionTimestamp").is_some())
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut changed = false;
+    for ns in terminating {
+        let name = str_at(&ns, "/metadata/name").to_string();
+        let mut left = 0usize;
+        let keys: Vec<ResKey> = st
+            .tables
+            .keys()
+            .filter(|k| **k != ns_key)
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(t) = target_for(st, &key) else {
+                continue;
+            };
+            if !t.res.namespaced {
+                continue;
+            }
+            let objs: Vec<Arc<Value>> = st
+                .tables
+                .get(&key)
+                .map(|tab| {
+                    tab.objects
+                        .range((name.clone(), String::new())..)
+                        .take_while(|((n, _), _)| *n == name)
+                        .map(|(_, o)| o.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for o in objs {
+                left += 1;
+                if o.pointer("/metadata/deletionTimestamp").is_none() {
+                    changed = true;
+                    if let Err(e) = delete::delete_locked(st, &t, &o, false) {
+                        tracing::warn!(error = %e, "namespace cleanup");
+                    }
+                }
+            }
+        }
+        let still: usize = st
+            .tables
+            .iter()
+            .filter(|(k, _)| **k != ns_key)
+            .map(|(_, t)| t.objects.keys().filter(|(n, _)| *n == name).count())
+            .sum();
+        if (left == 0 || still == 0)
+            && let Some(t) = target_for(st, &ns_key)
+        {
+            changed = true;
+            if let Err(e) = delete::finish_namespace(st, &t, &ns) {
+                tracing::warn!(error = %e, "namespace cleanup");
+            }
+        }
+    }
+    changed
+}

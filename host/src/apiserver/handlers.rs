@@ -1,0 +1,375 @@
+//! Request routing and the read verbs: path parsing into a [`Target`], query parameters,
+//! content negotiation (JSON, `as=PartialObjectMetadata`), get and list.
+//!
+//! Writes live in [`super::write`], watches in [`super::watch`], discovery in
+//! [`super::discovery`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use http::{Method, Request, Response, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::Inner;
+use super::registry::{ResKey, Resource};
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::{ApiError, ApiResult};
+use super::store::{Snapshot, str_at};
+
+/// Largest request body accepted (kube-apiserver's limit).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// The resource (and object) a request addresses.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The resource.
+    pub res: Arc<Resource>,
+    /// Version in the URL.
+    pub version: String,
+    /// Namespace in the URL.
+    pub namespace: Option<String>,
+    /// Object name in the URL.
+    pub name: Option<String>,
+    /// Subresource (`status`).
+    pub sub: Option<String>,
+}
+
+impl Target {
+    /// Storage key.
+    pub fn key(&self) -> ResKey {
+        (self.res.group.clone(), self.res.plural.clone())
+    }
+
+    /// apiVersion for responses.
+    pub fn api_version(&self) -> String {
+        self.res.api_version(&self.version)
+    }
+
+    /// Namespace an object lives in (`""` for cluster-scoped).
+    pub fn ns(&self) -> &str {
+        if self.res.namespaced {
+            self.namespace.as_deref().unwrap_or("")
+        } else {
+            ""
+        }
+    }
+
+    /// 404 for the named object.
+    pub fn not_found(&self, name: &str) -> ApiError {
+        ApiError::not_found(&self.res.group, &self.res.plural, name)
+    }
+}
+
+/// Query parameters.
+pub type Query = HashMap<String, String>;
+
+/// Parses the query string.
+pub fn query(req: &Request<Body>) -> Query {
+    axum::extract::Query::<Query>::try_from_uri(req.uri())
+        .map(|q| q.0)
+        .unwrap_or_default()
+}
+
+/// Whether a boolean query parameter is set.
+pub fn flag(q: &Query, k: &str) -> bool {
+    q.get(k).is_some_and(|v| v == "true" || v == "1")
+}
+
+/// Response shape the client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// The objects themselves.
+    Full,
+    /// `PartialObjectMetadata` / `PartialObjectMetadataList`.
+    Meta,
+}
+
+/// Reads the Accept header: metadata-only, full, or 406 for protobuf-only clients.
+pub fn shape(req: &Request<Body>) -> ApiResult<Shape> {
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if accept.is_empty() {
+        return Ok(Shape::Full);
+    }
+    let mut json_ok = false;
+    for part in accept.split(',') {
+        let part = part.trim();
+        let mime = part.split(';').next().unwrap_or("").trim();
+        if mime == "application/json"
+            || mime == "*/*"
+            || mime == "application/*"
+            || mime == "application/yaml"
+        {
+            if part.contains("as=PartialObjectMetadata") {
+                return Ok(Shape::Meta);
+            }
+            json_ok = true;
+        }
+    }
+    if json_ok {
+        Ok(Shape::Full)
+    } else {
+        Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/yaml",
+        ))
+    }
+}
+
+/// Parses `/api/v1/...` and `/apis/g/v/...` into a [`Target`]; `Ok(None)` means "not a resource
+/// path" (discovery or other endpoints).
+pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
+    let (group, version, rest) = match segs {
+        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return Ok(None),
+    };
+    let st = inner.store.lock();
+    let reg = &st.registry;
+    let lookup = |plural: &str| reg.get(group, version, plural);
+    let ns_path = rest.len() >= 3
+        && rest[0] == "namespaces"
+        && !(rest.len() == 3 && (rest[2] == "status" || rest[2] == "finalize"));
+    let (res, namespace, name, sub) = if ns_path {
+        let res = lookup(rest[2]).ok_or_else(ApiError::not_found_path)?;
+        if !res.namespaced {
+            return Err(ApiError::not_found_path());
+        }
+        (
+            res,
+            Some(rest[1]),
+            rest.get(3).copied(),
+            rest.get(4).copied(),
+        )
+    } else {
+        let res = lookup(rest[0]).ok_or_else(ApiError::not_found_path)?;
+        (res, None, rest.get(1).copied(), rest.get(2).copied())
+    };
+    if rest.len() > if ns_path { 5 } else { 3 } {
+        return Err(ApiError::not_found_path());
+    }
+    if let Some(s) = sub {
+        let ok = (s == "status" && res.status) || (s == "finalize" && res.plural == "namespaces");
+        if !ok {
+            return Err(ApiError::not_found_path());
+        }
+    }
+    Ok(Some(Target {
+        res,
+        version: version.to_string(),
+        namespace: namespace.map(String::from),
+        name: name.map(String::from),
+        sub: sub.map(String::from),
+    }))
+}
+
+/// A JSON response.
+pub fn json_response(code: u16, v: &Value) -> Response<Body> {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::OK))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(serde_json::to_vec(v).unwrap_or_default()))
+        .unwrap_or_default()
+}
+
+/// The object as the client asked for it (version rewrite, metadata-only).
+pub fn render(t: &Target, obj: &Value, shape: Shape) -> Value {
+    match shape {
+        Shape::Meta => json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        }),
+        Shape::Full => {
+            let mut o = obj.clone();
+            if o.get("apiVersion").and_then(Value::as_str) != Some(&t.api_version()) {
+                o["apiVersion"] = json!(t.api_version());
+            }
+            o
+        }
+    }
+}
+
+/// GET of one object.
+pub fn get(inner: &Inner, t: &Target, name: &str, shape: Shape) -> ApiResult<Response<Body>> {
+    let obj = inner
+        .store
+        .lock()
+        .get(&t.key(), t.ns(), name)
+        .ok_or_else(|| t.not_found(name))?;
+    Ok(json_response(200, &render(t, &obj, shape)))
+}
+
+/// Whether an object is visible through this target's namespace and selectors.
+pub fn visible(t: &Target, ls: &LabelSelector, fs: &FieldSelector, obj: &Value) -> bool {
+    if let Some(ns) = &t.namespace
+        && t.res.namespaced
+        && str_at(obj, "/metadata/namespace") != ns
+    {
+        return false;
+    }
+    ls.matches(obj) && fs.matches(obj)
+}
+
+/// Parses the selectors of a list or watch.
+pub fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
+    let ls = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?;
+    let fs = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))?;
+    Ok((ls, fs))
+}
+
+fn expired_continue() -> ApiError {
+    ApiError::expired(
+        "The provided continue parameter is too old to display a consistent list result. \
+         You can start a new list without the continue parameter.",
+    )
+}
+
+/// LIST with selectors, `limit`/`continue` over a saved snapshot, `resourceVersionMatch`.
+pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
+    let (ls, fs) = selectors(q)?;
+    let limit: usize = match q.get("limit") {
+        Some(l) => l
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
+        None => 0,
+    };
+    let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let mut st = inner.store.lock();
+    let (snap, offset, saved) = if let Some(token) = q.get("continue").filter(|s| !s.is_empty()) {
+        let (id, off) = token.split_once(':').ok_or_else(expired_continue)?;
+        let id: u64 = id.parse().map_err(|_| expired_continue())?;
+        let off: usize = off.parse().map_err(|_| expired_continue())?;
+        (st.snapshot(id).ok_or_else(expired_continue)?, off, Some(id))
+    } else {
+        if let Some(m) = rv_match {
+            let Some(rv) = rv_param else {
+                return Err(ApiError::invalid(
+                    "ListOptions",
+                    "meta.k8s.io",
+                    "",
+                    &[("resourceVersionMatch".into(), "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into())],
+                ));
+            };
+            let want: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+            match m.as_str() {
+                "Exact" if want != st.rv => {
+                    if want < st.rv {
+                        return Err(ApiError::expired(format!(
+                            "too old resource version: {want} ({})",
+                            st.rv
+                        )));
+                    }
+                    return Err(too_large(want, st.rv));
+                }
+                "Exact" => {}
+                "NotOlderThan" if want > st.rv => return Err(too_large(want, st.rv)),
+                "NotOlderThan" => {}
+                other => {
+                    return Err(ApiError::invalid(
+                        "ListOptions",
+                        "meta.k8s.io",
+                        "",
+                        &[(
+                            "resourceVersionMatch".into(),
+                            format!("Unsupported value: \"{other}\""),
+                        )],
+                    ));
+                }
+            }
+        } else if let Some(rv) = rv_param {
+            let want: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+            if want > st.rv {
+                return Err(too_large(want, st.rv));
+            }
+        }
+        let items: Vec<Arc<Value>> = st
+            .tables
+            .get(&t.key())
+            .map(|tab| {
+                let range: Box<dyn Iterator<Item = &Arc<Value>>> =
+                    match (&t.namespace, t.res.namespaced) {
+                        (Some(ns), true) => Box::new(
+                            tab.objects
+                                .range((ns.clone(), String::new())..)
+                                .take_while(move |((n, _), _)| n == ns)
+                                .map(|(_, v)| v),
+                        ),
+                        _ => Box::new(tab.objects.values()),
+                    };
+                range.filter(|o| visible(t, &ls, &fs, o)).cloned().collect()
+            })
+            .unwrap_or_default();
+        let snap = Arc::new(Snapshot { items, rv: st.rv });
+        (snap, 0, None)
+    };
+    // Only pages that leave something behind need the snapshot kept for a continue token.
+    let end = if limit > 0 {
+        (offset + limit).min(snap.items.len())
+    } else {
+        snap.items.len()
+    };
+    let token = if end < snap.items.len() {
+        let id = match saved {
+            Some(id) => id,
+            None => st.save_snapshot(snap.clone()),
+        };
+        Some(format!("{id}:{end}"))
+    } else {
+        None
+    };
+    drop(st);
+    let page = snap.items.get(offset.min(end)..end).unwrap_or(&[]);
+    let items: Vec<Value> = page.iter().map(|o| render(t, o, shape)).collect();
+    let mut meta = json!({ "resourceVersion": snap.rv.to_string() });
+    if let Some(tok) = token {
+        meta["continue"] = json!(tok);
+        meta["remainingItemCount"] = json!(snap.items.len() - end);
+    }
+    let (kind, api_version) = match shape {
+        Shape::Meta => (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        ),
+        Shape::Full => (t.res.list_kind.clone(), t.api_version()),
+    };
+    Ok(json_response(
+        200,
+        &json!({ "kind": kind, "apiVersion": api_version, "metadata": meta, "items": items }),
+    ))
+}
+
+fn too_large(want: u64, cur: u64) -> ApiError {
+    let mut e = ApiError::new(
+        504,
+        "Timeout",
+        format!("Too large resource version: {want}, current resource version: {cur}"),
+    );
+    e.retry_after = Some(1);
+    e
+}
+
+/// Verb of a resource request (for faults and 405s).
+pub fn verb(method: &Method, t: &Target, q: &Query) -> &'static str {
+    match (method.as_str(), t.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if flag(q, "watch") => "watch",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unsupported",
+    }
+}

@@ -1,0 +1,127 @@
+//! The loopback HTTP listener, the kubeconfig that points at it, and the fault-injection admin
+//! endpoints (`POST /_admin/{drop-watches,expire-next-watch,fail,latency,reset}`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::Response;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::faults::Rule;
+use super::handlers::json_response;
+use super::status::{ApiError, ApiResult};
+use super::{Error, Inner, router};
+
+/// A running HTTP listener; dropping it stops accepting connections and ends open watches.
+#[derive(Debug)]
+pub struct HttpServer {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server URL (`http://127.0.0.1:port`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig (YAML) for this listener, namespace `default`.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: wasmctrl\n  cluster:\n    server: {}\n\
+             contexts:\n- name: wasmctrl\n  context:\n    cluster: wasmctrl\n    user: wasmctrl\n    namespace: default\n\
+             current-context: wasmctrl\nusers:\n- name: wasmctrl\n  user: {{}}\n",
+            self.url()
+        )
+    }
+
+    /// Stops the listener and waits for it.
+    pub async fn shutdown(mut self) {
+        self.stop_now();
+        if let Some(t) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(s) = self.stop.take() {
+            self.inner.faults.drop_watches();
+            let _ = s.send(());
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+/// Binds and serves.
+pub(crate) async fn serve(inner: Arc<Inner>, addr: SocketAddr) -> Result<HttpServer, Error> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Listen { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| Error::Listen { addr, source })?;
+    if let Ok(mut a) = inner.addr.lock() {
+        *a = bound.to_string();
+    }
+    let (stop, rx) = oneshot::channel::<()>();
+    let app = router::router(inner.clone());
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = rx.await;
+        });
+        if let Err(e) = served.await {
+            tracing::warn!(error = %e, "apiserver listener stopped");
+        }
+    });
+    Ok(HttpServer {
+        addr: bound,
+        inner,
+        stop: Some(stop),
+        task: Some(task),
+    })
+}
+
+/// One admin action.
+pub(crate) fn admin(inner: &Inner, action: &str, body: &[u8]) -> ApiResult<Response<Body>> {
+    let f = &inner.faults;
+    let parse = |b: &[u8]| -> ApiResult<Value> {
+        if b.is_empty() {
+            return Ok(json!({}));
+        }
+        serde_json::from_slice(b).map_err(|e| ApiError::bad_request(format!("bad admin body: {e}")))
+    };
+    match action {
+        "drop-watches" => f.drop_watches(),
+        "expire-next-watch" => f.expire_next_watch(),
+        "fail" => {
+            let rule: Rule = serde_json::from_value(parse(body)?)
+                .map_err(|e| ApiError::bad_request(format!("bad rule: {e}")))?;
+            f.add_rule(rule);
+        }
+        "latency" => {
+            let ms = parse(body)?.get("ms").and_then(Value::as_u64).unwrap_or(0);
+            f.latency(Duration::from_millis(ms));
+        }
+        "reset" => f.reset(),
+        _ => return Err(ApiError::not_found_path()),
+    }
+    Ok(json_response(
+        200,
+        &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+    ))
+}

@@ -1,0 +1,339 @@
+//! The resource registry: built-in kinds and the resources CustomResourceDefinitions add.
+//!
+//! One [`Resource`] per served group/resource with the discovery facts clients rely on
+//! (kind, plural, singular, short names, scope, verbs, status subresource).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+/// Verbs of a normal resource, as discovery lists them.
+pub const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// One served resource (`group`/`plural`), possibly in several versions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    /// API group (`""` for core).
+    pub group: String,
+    /// Served versions; the first is the preferred one.
+    pub versions: Vec<String>,
+    /// Plural resource name (`configmaps`).
+    pub plural: String,
+    /// Singular name (`configmap`).
+    pub singular: String,
+    /// Kind (`ConfigMap`).
+    pub kind: String,
+    /// List kind (`ConfigMapList`).
+    pub list_kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Short names (`cm`).
+    pub short_names: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Has a `/status` subresource.
+    pub status: bool,
+    /// Defined by a CustomResourceDefinition (no strategic merge patch).
+    pub custom: bool,
+}
+
+impl Resource {
+    /// `group/version` or `version` for core.
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    /// Whether `version` is served.
+    pub fn serves(&self, version: &str) -> bool {
+        self.versions.iter().any(|v| v == version)
+    }
+}
+
+/// Storage key of a resource: group and plural (versions share storage).
+pub type ResKey = (String, String);
+
+#[allow(clippy::too_many_arguments)]
+fn builtin(
+    group: &str,
+    version: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+    short: &[&str],
+    all: bool,
+    status: bool,
+) -> Resource {
+    Resource {
+        group: group.into(),
+        versions: vec![version.into()],
+        plural: plural.into(),
+        singular: kind.to_lowercase(),
+        kind: kind.into(),
+        list_kind: format!("{kind}List"),
+        namespaced,
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        categories: if all { vec!["all".into()] } else { vec![] },
+        status,
+        custom: false,
+    }
+}
+
+/// All served resources.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    resources: BTreeMap<ResKey, Arc<Resource>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        let list = [
+            builtin(
+                "",
+                "v1",
+                "namespaces",
+                "Namespace",
+                false,
+                &["ns"],
+                false,
+                true,
+            ),
+            builtin("", "v1", "pods", "Pod", true, &["po"], true, true),
+            builtin(
+                "",
+                "v1",
+                "configmaps",
+                "ConfigMap",
+                true,
+                &["cm"],
+                false,
+                false,
+            ),
+            builtin("", "v1", "secrets", "Secret", true, &[], false, false),
+            builtin("", "v1", "services", "Service", true, &["svc"], true, true),
+            builtin("", "v1", "events", "Event", true, &["ev"], false, false),
+            builtin(
+                "events.k8s.io",
+                "v1",
+                "events",
+                "Event",
+                true,
+                &["ev"],
+                false,
+                false,
+            ),
+            builtin(
+                "apps",
+                "v1",
+                "deployments",
+                "Deployment",
+                true,
+                &["deploy"],
+                true,
+                true,
+            ),
+            builtin(
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                "Lease",
+                true,
+                &[],
+                false,
+                false,
+            ),
+            builtin(
+                "apiextensions.k8s.io",
+                "v1",
+                "customresourcedefinitions",
+                "CustomResourceDefinition",
+                false,
+                &["crd", "crds"],
+                false,
+                true,
+            ),
+        ];
+        let resources = list
+            .into_iter()
+            .map(|r| ((r.group.clone(), r.plural.clone()), Arc::new(r)))
+            .collect();
+        Self { resources }
+    }
+}
+
+impl Registry {
+    /// The resource at `group/version/plural`, if served.
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
+        self.resources
+            .get(&(group.to_string(), plural.to_string()))
+            .filter(|r| r.serves(version))
+            .cloned()
+    }
+
+    /// The resource by storage key regardless of version.
+    pub fn by_key(&self, key: &ResKey) -> Option<Arc<Resource>> {
+        self.resources.get(key).cloned()
+    }
+
+    /// Every resource.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Resource>> {
+        self.resources.values()
+    }
+
+    /// Groups with their served versions (core group first, then sorted).
+    pub fn groups(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for r in self.resources.values() {
+            let vs = out.entry(r.group.clone()).or_default();
+            for v in &r.versions {
+                if !vs.contains(v) {
+                    vs.push(v.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Resources served at `group/version`.
+    pub fn in_group_version(&self, group: &str, version: &str) -> Vec<Arc<Resource>> {
+        self.resources
+            .values()
+            .filter(|r| r.group == group && r.serves(version))
+            .cloned()
+            .collect()
+    }
+
+    /// Adds or replaces the resource a CRD defines. Returns false if the CRD spec is unusable.
+    pub fn register_crd(&mut self, crd: &Value) -> bool {
+        match crd_resource(crd) {
+            Some(r) => {
+                self.resources
+                    .insert((r.group.clone(), r.plural.clone()), Arc::new(r));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes the resource a CRD defined.
+    pub fn unregister_crd(&mut self, crd: &Value) {
+        if let Some(r) = crd_resource(crd) {
+            self.resources.remove(&(r.group, r.plural));
+        }
+    }
+}
+
+/// The resource a CRD object describes (served versions only), or `None` if malformed.
+pub fn crd_resource(crd: &Value) -> Option<Resource> {
+    let spec = crd.get("spec")?;
+    let names = spec.get("names")?;
+    let group = spec.get("group")?.as_str()?.to_string();
+    let plural = names.get("plural")?.as_str()?.to_string();
+    let kind = names.get("kind")?.as_str()?.to_string();
+    let strs = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut versions = Vec::new();
+    let mut status = false;
+    let mut storage_first = None;
+    for v in spec.get("versions")?.as_array()? {
+        if v.get("served").and_then(Value::as_bool) != Some(true) {
+            continue;
+        }
+        let name = v.get("name")?.as_str()?.to_string();
+        if v.pointer("/subresources/status").is_some() {
+            status = true;
+        }
+        if v.get("storage").and_then(Value::as_bool) == Some(true) {
+            storage_first = Some(name.clone());
+        }
+        versions.push(name);
+    }
+    if versions.is_empty() {
+        return None;
+    }
+    // Preferred version: kube sorts by version priority; the storage version is a fair stand-in.
+    if let Some(s) = storage_first {
+        versions.retain(|v| *v != s);
+        versions.insert(0, s);
+    }
+    Some(Resource {
+        group,
+        versions,
+        singular: names
+            .get("singular")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| kind.to_lowercase()),
+        list_kind: names
+            .get("listKind")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .unwrap_or_else(|| format!("{kind}List")),
+        plural,
+        kind,
+        namespaced: spec.get("scope").and_then(Value::as_str) != Some("Cluster"),
+        short_names: strs(names.get("shortNames")),
+        categories: strs(names.get("categories")),
+        status,
+        custom: true,
+    })
+}
+
+/// The `status` a CRD gets once its names are accepted and it is served.
+pub fn crd_status(crd: &Value, now: &str) -> Value {
+    let names = crd
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut accepted = names.clone();
+    if accepted.get("singular").is_none()
+        && let Some(k) = names.get("kind").and_then(Value::as_str)
+    {
+        accepted["singular"] = json!(k.to_lowercase());
+    }
+    if accepted.get("listKind").is_none()
+        && let Some(k) = names.get("kind").and_then(Value::as_str)
+    {
+        accepted["listKind"] = json!(format!("{k}List"));
+    }
+    let stored: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                .filter_map(|v| v.get("name").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "acceptedNames": accepted,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ],
+        "storedVersions": stored,
+    })
+}

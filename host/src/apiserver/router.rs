@@ -1,0 +1,254 @@
+//! Request dispatch: one fallback handler that routes by path to discovery, health, OpenAPI,
+//! admin and resource handlers, applying faults and reading bodies with a size cap.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use http::{Method, Request, Response, header};
+use serde_json::{Value, json};
+
+use super::Inner;
+use super::discovery;
+use super::handlers::{self, MAX_BODY, Target, json_response};
+use super::patch::{PATCH_TYPES, PatchType};
+use super::status::{ApiError, ApiResult};
+use super::{admission, delete, listener as admin, protobuf, watch, write};
+
+/// The axum router of a server.
+pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(inner)
+}
+
+async fn handle(State(inner): State<Arc<Inner>>, req: Request<Body>) -> Response<Body> {
+    match route(&inner, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn text(s: &str) -> Response<Body> {
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Body::from(s.to_string()))
+        .unwrap_or_default()
+}
+
+async fn body_bytes(req: Request<Body>) -> ApiResult<bytes::Bytes> {
+    axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {MAX_BODY}"),
+            )
+        })
+}
+
+fn content_type(req: &Request<Body>) -> String {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Decodes a create/update body by Content-Type.
+fn decode_object(ct: &str, body: &[u8]) -> ApiResult<Value> {
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    match mime {
+        "" | "application/json" | "*/*" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        }),
+        "application/yaml" => admission::decode_yaml(body),
+        protobuf::MEDIA_TYPE => protobuf::decode(body),
+        other => Err(ApiError::unsupported_media_type(
+            other,
+            &["application/json", "application/yaml"],
+        )),
+    }
+}
+
+async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Body>> {
+    let path = req.uri().path().to_string();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let get = req.method() == Method::GET;
+    let reg = || inner.store.lock().registry.clone();
+    let aggregated = |core: bool| {
+        let body = serde_json::to_vec(&discovery::aggregated(&reg(), core)).unwrap_or_default();
+        Response::builder()
+            .header(header::CONTENT_TYPE, discovery::AGGREGATED_CT)
+            .body(Body::from(body))
+            .unwrap_or_default()
+    };
+    match segs.as_slice() {
+        [] if get => {
+            let paths = [
+                "/api",
+                "/api/v1",
+                "/apis",
+                "/healthz",
+                "/livez",
+                "/openapi/v3",
+                "/readyz",
+                "/version",
+            ];
+            return Ok(json_response(200, &json!({ "paths": paths })));
+        }
+        ["version"] if get => return Ok(json_response(200, &discovery::version())),
+        ["healthz" | "livez" | "readyz", ..] if get => return Ok(text("ok")),
+        ["api"] if get => {
+            if discovery::wants_aggregated(&accept) {
+                return Ok(aggregated(true));
+            }
+            let addr = inner.addr.lock().map(|a| a.clone()).unwrap_or_default();
+            return Ok(json_response(200, &discovery::api_versions(&addr)));
+        }
+        ["apis"] if get => {
+            if discovery::wants_aggregated(&accept) {
+                return Ok(aggregated(false));
+            }
+            return Ok(json_response(200, &discovery::api_groups(&reg())));
+        }
+        ["api", v] if get => {
+            return discovery::resource_list(&reg(), "", v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::not_found_path);
+        }
+        ["apis", g] if get => {
+            return discovery::api_group(&reg(), g)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::not_found_path);
+        }
+        ["apis", g, v] if get => {
+            return discovery::resource_list(&reg(), g, v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::not_found_path);
+        }
+        ["openapi", "v3"] if get => {
+            return Ok(json_response(200, &discovery::openapi_index(&reg())));
+        }
+        ["openapi", "v3", "api", v] if get => {
+            return discovery::openapi_gv(&reg(), "", v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::not_found_path);
+        }
+        ["openapi", "v3", "apis", g, v] if get => {
+            return discovery::openapi_gv(&reg(), g, v)
+                .map(|d| json_response(200, &d))
+                .ok_or_else(ApiError::not_found_path);
+        }
+        ["_admin", action] if inner.admin => {
+            let action = action.to_string();
+            let body = body_bytes(req).await?;
+            return admin::admin(inner, &action, &body);
+        }
+        _ => {}
+    }
+    let Some(t) = handlers::target(inner, &segs)? else {
+        return Err(ApiError::not_found_path());
+    };
+    resource(inner, t, req).await
+}
+
+async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResult<Response<Body>> {
+    let q = handlers::query(&req);
+    let verb = handlers::verb(req.method(), &t, &q);
+    let latency = inner.faults.current_latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(e) = inner.faults.check(verb, &t.res.plural) {
+        return Err(e);
+    }
+    if t.res.namespaced && t.namespace.is_none() && t.name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
+    let shape = handlers::shape(&req)?;
+    let ua = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let ct = content_type(&req);
+    let method = req.method().clone();
+    let name = t.name.clone();
+    let render = |code: u16, v: &Value| json_response(code, &handlers::render(&t, v, shape));
+    match (method, name) {
+        (Method::GET, Some(n)) => handlers::get(inner, &t, &n, shape),
+        (Method::GET, None) if handlers::flag(&q, "watch") => {
+            watch::watch(inner, t.clone(), &q, shape)
+        }
+        (Method::GET, None) => handlers::list(inner, &t, &q, shape),
+        (Method::POST, None) if t.sub.is_none() => {
+            if t.res.namespaced && t.namespace.is_none() {
+                return Err(ApiError::method_not_allowed("create"));
+            }
+            let body = body_bytes(req).await?;
+            let obj = decode_object(&ct, &body)?;
+            let (code, out) = write::create(inner, &t, &q, obj, &ua)?;
+            Ok(render(code, &out))
+        }
+        (Method::PUT, Some(n)) => {
+            let body = body_bytes(req).await?;
+            let obj = decode_object(&ct, &body)?;
+            let out = write::update(inner, &t, &q, &n, obj, &ua)?;
+            Ok(render(200, &out))
+        }
+        (Method::PATCH, Some(n)) => {
+            let pt = PatchType::from_content_type(&ct)
+                .ok_or_else(|| ApiError::unsupported_media_type(&ct, PATCH_TYPES))?;
+            let body = body_bytes(req).await?;
+            let (code, out) = write::patch(inner, &t, &q, &n, pt, &body, &ua)?;
+            Ok(render(code, &out))
+        }
+        (Method::DELETE, Some(n)) if t.sub.is_none() => {
+            let body = body_bytes(req).await?;
+            let out = delete::delete(inner, &t, &q, &n, &body)?;
+            Ok(render(200, &out))
+        }
+        (Method::DELETE, None) if t.sub.is_none() => delete_collection(inner, &t, &q),
+        (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+/// DELETE on a collection: deletes every object the selectors match.
+fn delete_collection(
+    inner: &Arc<Inner>,
+    t: &Target,
+    q: &handlers::Query,
+) -> ApiResult<Response<Body>> {
+    let (ls, fs) = handlers::selectors(q)?;
+    let dry = q.get("dryRun").is_some_and(|v| v == "All");
+    let mut st = inner.store.lock();
+    let victims: Vec<_> = st
+        .tables
+        .get(&t.key())
+        .map(|tab| {
+            tab.objects
+                .values()
+                .filter(|o| handlers::visible(t, &ls, &fs, o))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut items = Vec::new();
+    for v in victims {
+        items.push(delete::delete_locked(&mut st, t, &v, dry)?);
+    }
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok(json_response(
+        200,
+        &json!({"kind": t.res.list_kind, "apiVersion": t.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+    ))
+}

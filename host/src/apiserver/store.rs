@@ -1,0 +1,340 @@
+//! Object storage: every object by resource, one global resourceVersion counter, a bounded
+//! per-resource event history for watch resume, and list snapshots for `limit`/`continue`.
+//!
+//! The whole state sits behind one mutex: writes are short (a map insert and an event push),
+//! and one lock makes "assign the next resourceVersion and publish the event" atomic, which is
+//! what gives watchers a total order.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::persist::{Log, Record};
+use super::registry::{Registry, ResKey};
+use super::status::ApiError;
+
+/// Watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Object created.
+    Added,
+    /// Object changed.
+    Modified,
+    /// Object removed.
+    Deleted,
+}
+
+impl EventKind {
+    /// Wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change of one object.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// What happened.
+    pub kind: EventKind,
+    /// Object after the change (for deletions: its last state, with the deletion's RV).
+    pub object: Arc<Value>,
+    /// Object before the change, for MODIFIED (lets selector watches synthesise ADDED/DELETED).
+    pub old: Option<Arc<Value>>,
+    /// resourceVersion of the change.
+    pub rv: u64,
+}
+
+/// Objects of one resource and their recent history.
+#[derive(Debug, Default)]
+pub struct Table {
+    /// Objects by `(namespace, name)` (`""` namespace for cluster-scoped).
+    pub objects: BTreeMap<(String, String), Arc<Value>>,
+    /// Recent events, oldest first.
+    pub history: VecDeque<Arc<Event>>,
+    /// Events at or below this RV may have been dropped from `history`.
+    pub compacted: u64,
+}
+
+/// A frozen list result that `continue` tokens page through.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Matching objects in key order.
+    pub items: Vec<Arc<Value>>,
+    /// resourceVersion the snapshot was taken at.
+    pub rv: u64,
+}
+
+/// Everything under the store lock.
+#[derive(Debug)]
+pub struct State {
+    /// Last assigned resourceVersion.
+    pub rv: u64,
+    /// Served resources.
+    pub registry: Registry,
+    /// Objects per resource.
+    pub tables: HashMap<ResKey, Table>,
+    history_cap: usize,
+    snapshots: VecDeque<(u64, Arc<Snapshot>)>,
+    next_snapshot: u64,
+    log: Option<Log>,
+}
+
+const SNAPSHOTS_KEPT: usize = 256;
+
+impl State {
+    /// The table of a resource (created on first use).
+    pub fn table(&mut self, key: &ResKey) -> &mut Table {
+        self.tables.entry(key.clone()).or_default()
+    }
+
+    /// Current object, if any.
+    pub fn get(&self, key: &ResKey, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.tables
+            .get(key)?
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Stores `obj` under the next resourceVersion and publishes ADDED or MODIFIED.
+    pub fn put(&mut self, key: &ResKey, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+        let rv = self.rv + 1;
+        obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let ns = str_at(&obj, "/metadata/namespace").to_string();
+        let name = str_at(&obj, "/metadata/name").to_string();
+        if let Some(log) = &mut self.log {
+            log.append(&Record::Put {
+                key: key.clone(),
+                obj: obj.clone(),
+            })
+            .map_err(|e| ApiError::internal(format!("persisting: {e}")))?;
+        }
+        self.rv = rv;
+        let obj = Arc::new(obj);
+        let cap = self.history_cap;
+        let t = self.table(key);
+        let old = t.objects.insert((ns, name), obj.clone());
+        let kind = if old.is_some() {
+            EventKind::Modified
+        } else {
+            EventKind::Added
+        };
+        push(
+            t,
+            cap,
+            Event {
+                kind,
+                object: obj.clone(),
+                old,
+                rv,
+            },
+        );
+        Ok(obj)
+    }
+
+    /// Removes an object and publishes DELETED with the deletion's resourceVersion.
+    pub fn remove(
+        &mut self,
+        key: &ResKey,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Value>>, ApiError> {
+        let Some(cur) = self.get(key, ns, name) else {
+            return Ok(None);
+        };
+        let rv = self.rv + 1;
+        if let Some(log) = &mut self.log {
+            log.append(&Record::Delete {
+                key: key.clone(),
+                namespace: ns.into(),
+                name: name.into(),
+                rv,
+            })
+            .map_err(|e| ApiError::internal(format!("persisting: {e}")))?;
+        }
+        self.rv = rv;
+        let mut last = (*cur).clone();
+        last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let last = Arc::new(last);
+        let cap = self.history_cap;
+        let t = self.table(key);
+        t.objects.remove(&(ns.to_string(), name.to_string()));
+        push(
+            t,
+            cap,
+            Event {
+                kind: EventKind::Deleted,
+                object: last.clone(),
+                old: None,
+                rv,
+            },
+        );
+        Ok(Some(last))
+    }
+
+    /// Saves a list result for `continue` and returns its id.
+    pub fn save_snapshot(&mut self, snap: Arc<Snapshot>) -> u64 {
+        self.next_snapshot += 1;
+        let id = self.next_snapshot;
+        self.snapshots.push_back((id, snap));
+        while self.snapshots.len() > SNAPSHOTS_KEPT {
+            self.snapshots.pop_front();
+        }
+        id
+    }
+
+    /// A saved list result, if not yet evicted.
+    pub fn snapshot(&self, id: u64) -> Option<Arc<Snapshot>> {
+        self.snapshots
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, s)| s.clone())
+    }
+
+    /// Events of a resource after `rv`, or `Err` if some may be lost (410).
+    pub fn events_since(&self, key: &ResKey, rv: u64) -> Result<Vec<Arc<Event>>, ()> {
+        let Some(t) = self.tables.get(key) else {
+            return Ok(vec![]);
+        };
+        if rv < t.compacted {
+            return Err(());
+        }
+        let start = t.history.partition_point(|e| e.rv <= rv);
+        Ok(t.history.range(start..).cloned().collect())
+    }
+
+    /// Oldest resourceVersion a watch of this resource can still resume from.
+    pub fn compacted(&self, key: &ResKey) -> u64 {
+        self.tables.get(key).map(|t| t.compacted).unwrap_or(0)
+    }
+}
+
+fn push(t: &mut Table, cap: usize, ev: Event) {
+    t.history.push_back(Arc::new(ev));
+    while t.history.len() > cap.max(1) {
+        if let Some(e) = t.history.pop_front() {
+            t.compacted = e.rv;
+        }
+    }
+}
+
+/// `obj[ptr]` as a string, or `""`.
+pub fn str_at<'a>(obj: &'a Value, ptr: &str) -> &'a str {
+    obj.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The shared store: state plus a wake-up channel carrying the latest resourceVersion.
+#[derive(Debug)]
+pub struct Store {
+    state: Mutex<State>,
+    notify: watch::Sender<u64>,
+}
+
+impl Store {
+    /// An empty store (or one loaded from `log`'s records).
+    pub fn new(history_cap: usize, log: Option<(Log, Vec<Record>)>) -> Self {
+        let mut st = State {
+            rv: 0,
+            registry: Registry::default(),
+            tables: HashMap::new(),
+            history_cap,
+            snapshots: VecDeque::new(),
+            next_snapshot: 0,
+            log: None,
+        };
+        let mut log_handle = None;
+        if let Some((log, records)) = log {
+            for rec in records {
+                match rec {
+                    Record::Put { key, obj } => {
+                        let rv = str_at(&obj, "/metadata/resourceVersion")
+                            .parse()
+                            .unwrap_or(0);
+                        st.rv = st.rv.max(rv);
+                        if key.0 == "apiextensions.k8s.io" {
+                            st.registry.register_crd(&obj);
+                        }
+                        let k = (
+                            str_at(&obj, "/metadata/namespace").to_string(),
+                            str_at(&obj, "/metadata/name").to_string(),
+                        );
+                        st.table(&key).objects.insert(k, Arc::new(obj));
+                    }
+                    Record::Mark { rv } => st.rv = st.rv.max(rv),
+                    Record::Delete {
+                        key,
+                        namespace,
+                        name,
+                        rv,
+                    } => {
+                        st.rv = st.rv.max(rv);
+                        if let Some(old) = st.table(&key).objects.remove(&(namespace, name))
+                            && key.0 == "apiextensions.k8s.io"
+                        {
+                            st.registry.unregister_crd(&old);
+                        }
+                    }
+                }
+            }
+            // History before a restart is gone: resuming from an older RV must get 410.
+            let rv = st.rv;
+            for t in st.tables.values_mut() {
+                t.compacted = rv;
+            }
+            log_handle = Some(log);
+        }
+        st.log = log_handle;
+        let (notify, _) = watch::channel(st.rv);
+        Self {
+            state: Mutex::new(st),
+            notify,
+        }
+    }
+
+    /// Locks the state. A poisoned lock (a panic mid-write) is recovered: writes are applied
+    /// in one step after every check, so the state is consistent.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes watchers after writes (call after releasing the lock).
+    pub fn notify(&self, rv: u64) {
+        self.notify.send_replace(rv);
+    }
+
+    /// A receiver that changes after every write.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.notify.subscribe()
+    }
+
+    /// Writes every current object into a fresh log (compaction at start-up).
+    pub fn compact_log(&self) -> std::io::Result<()> {
+        let mut st = self.lock();
+        let records: Vec<Record> = st
+            .tables
+            .iter()
+            .flat_map(|(k, t)| {
+                t.objects.values().map(move |o| Record::Put {
+                    key: k.clone(),
+                    obj: (**o).clone(),
+                })
+            })
+            .collect();
+        // CRDs first so a reload registers their resources before their objects appear.
+        let (mut crds, rest): (Vec<_>, Vec<_>) = records
+            .into_iter()
+            .partition(|r| matches!(r, Record::Put { key, .. } if key.0 == "apiextensions.k8s.io"));
+        crds.extend(rest);
+        crds.insert(0, Record::Mark { rv: st.rv });
+        if let Some(log) = &mut st.log {
+            log.rewrite(&crds)?;
+        }
+        Ok(())
+    }
+}

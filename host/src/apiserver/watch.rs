@@ -1,0 +1,234 @@
+//! Watch streams: chunked JSON lines of ADDED/MODIFIED/DELETED/BOOKMARK/ERROR events.
+//!
+//! A watch starts from a resourceVersion (resuming from the per-resource history, or 410 Expired
+//! when that history no longer reaches back), or with the current state as synthetic ADDED
+//! events (`resourceVersion` unset/"0", or `sendInitialEvents=true` which ends the initial
+//! state with a BOOKMARK annotated `k8s.io/initial-events-end`). It ends after
+//! `timeoutSeconds`, when faults drop it, or when the client goes away.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{Response, header};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::Inner;
+use super::handlers::{Query, Shape, Target, flag, render, selectors, visible};
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::{ApiError, ApiResult};
+use super::store::{Event, EventKind};
+
+/// How often idle watches with `allowWatchBookmarks=true` get a BOOKMARK.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
+/// Default and maximum watch duration (kube-apiserver's `--min-request-timeout` neighbourhood).
+const MAX_TIMEOUT: u64 = 1800;
+
+fn line(kind: &str, obj: &Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({ "type": kind, "object": obj })).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+fn expired_line(rv: u64, cur: u64) -> Bytes {
+    let e = ApiError::expired(format!("too old resource version: {rv} ({cur})"));
+    line("ERROR", &e.to_status())
+}
+
+fn bookmark(t: &Target, shape: Shape, rv: u64, initial_end: bool) -> Bytes {
+    let (kind, av) = match shape {
+        Shape::Meta => (
+            "PartialObjectMetadata".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        ),
+        Shape::Full => (t.res.kind.clone(), t.api_version()),
+    };
+    let mut meta = json!({ "resourceVersion": rv.to_string() });
+    if initial_end {
+        meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+    }
+    line(
+        "BOOKMARK",
+        &json!({ "kind": kind, "apiVersion": av, "metadata": meta }),
+    )
+}
+
+struct Filter {
+    t: Target,
+    ls: LabelSelector,
+    fs: FieldSelector,
+    shape: Shape,
+}
+
+impl Filter {
+    /// The line a stored event becomes for this watcher, if any.
+    fn event(&self, ev: &Event) -> Option<Bytes> {
+        let now = visible(&self.t, &self.ls, &self.fs, &ev.object);
+        let kind = match ev.kind {
+            EventKind::Added | EventKind::Deleted => now.then_some(ev.kind.as_str())?,
+            EventKind::Modified => {
+                let before = ev
+                    .old
+                    .as_ref()
+                    .is_some_and(|o| visible(&self.t, &self.ls, &self.fs, o));
+                match (before, now) {
+                    (true, true) => "MODIFIED",
+                    (false, true) => "ADDED",
+                    (true, false) => "DELETED",
+                    (false, false) => return None,
+                }
+            }
+        };
+        Some(line(kind, &render(&self.t, &ev.object, self.shape)))
+    }
+}
+
+/// Starts a watch and returns the streaming response.
+pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
+    let (ls, fs) = selectors(q)?;
+    let bookmarks = flag(q, "allowWatchBookmarks");
+    let send_initial = flag(q, "sendInitialEvents");
+    let rv_match = q
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    if send_initial && rv_match != "NotOlderThan" {
+        return Err(ApiError::invalid(
+            "ListOptions",
+            "meta.k8s.io",
+            "",
+            &[("sendInitialEvents".into(), "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan".into())],
+        ));
+    }
+    if !send_initial && !rv_match.is_empty() {
+        return Err(ApiError::invalid(
+            "ListOptions",
+            "meta.k8s.io",
+            "",
+            &[("resourceVersionMatch".into(), "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".into())],
+        ));
+    }
+    let timeout = q
+        .get("timeoutSeconds")
+        .map(|s| {
+            s.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))
+        })
+        .transpose()?
+        .unwrap_or(MAX_TIMEOUT)
+        .min(MAX_TIMEOUT);
+    let rv_param = q
+        .get("resourceVersion")
+        .filter(|s| !s.is_empty() && *s != "0");
+    let from: Option<u64> = match rv_param {
+        Some(s) if !send_initial => Some(
+            s.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
+        ),
+        _ => None,
+    };
+    let filter = Filter { t, ls, fs, shape };
+    let key = filter.t.key();
+    let force_expire = inner.faults.take_expire();
+    // Take the starting point and the initial state in one critical section so no event is
+    // missed or doubled between them.
+    let mut notify = inner.store.subscribe();
+    let mut drop_rx = inner.faults.drop_signal();
+    drop_rx.borrow_and_update();
+    let (initial, start, expired) = {
+        let st = inner.store.lock();
+        match from {
+            _ if force_expire => (vec![], st.rv, Some((from.unwrap_or(0), st.rv))),
+            Some(rv) if rv < st.compacted(&key) => (vec![], st.rv, Some((rv, st.rv))),
+            Some(rv) => (vec![], rv, None),
+            None => {
+                let objs: Vec<Arc<Value>> = st
+                    .tables
+                    .get(&key)
+                    .map(|tab| {
+                        tab.objects
+                            .values()
+                            .filter(|o| visible(&filter.t, &filter.ls, &filter.fs, o))
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (objs, st.rv, None)
+            }
+        }
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        if let Some((rv, cur)) = expired {
+            let _ = tx.send(expired_line(rv, cur)).await;
+            return;
+        }
+        for o in &initial {
+            if tx
+                .send(line("ADDED", &render(&filter.t, o, filter.shape)))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        if send_initial
+            && tx
+                .send(bookmark(&filter.t, filter.shape, start, true))
+                .await
+                .is_err()
+        {
+            return;
+        }
+        let mut last = start;
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval(BOOKMARK_EVERY);
+        tick.tick().await;
+        notify.mark_changed();
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = drop_rx.changed() => return,
+                _ = tick.tick(), if bookmarks => {
+                    if tx.send(bookmark(&filter.t, filter.shape, last, false)).await.is_err() {
+                        return;
+                    }
+                }
+                r = notify.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    let (events, cur) = {
+                        let st = inner.store.lock();
+                        (st.events_since(&key, last), st.rv)
+                    };
+                    let Ok(events) = events else {
+                        let _ = tx.send(expired_line(last, cur)).await;
+                        return;
+                    };
+                    for ev in events {
+                        if let Some(b) = filter.event(&ev)
+                            && tx.send(b).await.is_err() {
+                                return;
+                            }
+                    }
+                    last = last.max(cur);
+                }
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    Ok(Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .body(Body::from_stream(stream))
+        .unwrap_or_default())
+}

@@ -1,0 +1,476 @@
+//! The write verbs create, update (PUT) and patch, and the shared update path that enforces
+//! resourceVersion preconditions, status/main-resource separation, generation, finalizer rules
+//! and no-op detection. Deletion lives in [`super::delete`], input checks in
+//! [`super::admission`].
+
+use serde_json::{Value, json};
+
+use super::Inner;
+use super::admission::{
+    check_crd, check_namespace, check_type, decode_yaml, dry_run, invalid, manager, name_error,
+    now, random_suffix,
+};
+use super::apply::{self, ApplyRequest, Scope};
+use super::delete::{finalize_delete, has_spec_finalizers};
+use super::handlers::{Query, Target, flag};
+use super::patch::{self, PatchType};
+use super::registry::crd_status;
+use super::status::{ApiError, ApiResult};
+use super::store::{State, str_at};
+
+/// POST: creates an object (201).
+pub fn create(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    mut obj: Value,
+    ua: &str,
+) -> ApiResult<(u16, Value)> {
+    check_type(t, &mut obj)?;
+    if !str_at(&obj, "/metadata/resourceVersion").is_empty() {
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    let mut st = inner.store.lock();
+    let out = create_locked(&mut st, t, q, obj, ua)?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok((201, out))
+}
+
+/// Create under the lock (also used by apply's upsert).
+pub fn create_locked(
+    st: &mut State,
+    t: &Target,
+    q: &Query,
+    mut obj: Value,
+    ua: &str,
+) -> ApiResult<Value> {
+    let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let mut name = str_at(&meta, "/name").to_string();
+    let generate = str_at(&meta, "/generateName").to_string();
+    if name.is_empty() {
+        if generate.is_empty() {
+            return Err(invalid(
+                t,
+                "",
+                "metadata.name",
+                "Required value: name or generateName is required".into(),
+            ));
+        }
+        name = format!("{generate}{}", random_suffix());
+    }
+    let label = t.res.plural == "namespaces";
+    if let Some(e) = name_error(&name, label) {
+        return Err(invalid(t, &name, "metadata.name", e));
+    }
+    let ns = if t.res.namespaced {
+        let url_ns = t.namespace.clone().unwrap_or_default();
+        let body_ns = str_at(&meta, "/namespace");
+        if !body_ns.is_empty() && body_ns != url_ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        check_namespace(st, &url_ns)?;
+        url_ns
+    } else {
+        String::new()
+    };
+    if st.get(&t.key(), &ns, &name).is_some() {
+        return Err(ApiError::already_exists(&t.res.group, &t.res.plural, &name));
+    }
+    let now = now();
+    let m = &mut obj["metadata"];
+    m["name"] = json!(name);
+    if ns.is_empty() {
+        if let Some(mm) = m.as_object_mut() {
+            mm.remove("namespace");
+        }
+    } else {
+        m["namespace"] = json!(ns);
+    }
+    m["uid"] = json!(uuid::Uuid::new_v4().to_string());
+    m["creationTimestamp"] = json!(now);
+    m["generation"] = json!(1);
+    if let Some(mm) = m.as_object_mut() {
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "resourceVersion",
+            "selfLink",
+        ] {
+            mm.remove(k);
+        }
+    }
+    if t.res.status
+        && let Some(o) = obj.as_object_mut()
+    {
+        o.remove("status");
+    }
+    match (t.res.group.as_str(), t.res.plural.as_str()) {
+        ("", "namespaces") => {
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+            obj["spec"]["finalizers"] = json!(["kubernetes"]);
+            obj["status"] = json!({"phase": "Active"});
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            check_crd(st, &obj, None)?;
+            obj["status"] = crd_status(&obj, &now);
+        }
+        _ => {}
+    }
+    if let Some(mgr) = manager(q, ua) {
+        let scope = Scope::Main {
+            status_sub: t.res.status,
+        };
+        apply::record_update(
+            None,
+            &mut obj,
+            &mgr,
+            &t.api_version(),
+            t.res.custom,
+            scope,
+            &now,
+        );
+    }
+    if dry_run(q) {
+        return Ok(obj);
+    }
+    if t.res.plural == "customresourcedefinitions" {
+        st.registry.register_crd(&obj);
+    }
+    Ok((*st.put(&t.key(), obj)?).clone())
+}
+
+fn strip_spec(o: &Value) -> Value {
+    let mut v = o.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    v
+}
+
+/// How an update was requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Put,
+    Patch,
+    Apply,
+}
+
+/// Finishes any update: `new` is the requested full object (body or patched result).
+fn update_locked(
+    st: &mut State,
+    t: &Target,
+    q: &Query,
+    cur: &Value,
+    mut new: Value,
+    kind: Kind,
+    ua: &str,
+) -> ApiResult<Value> {
+    let name = str_at(cur, "/metadata/name").to_string();
+    let status = t.sub.as_deref() == Some("status");
+    // Optimistic concurrency: a resourceVersion in the request must match.
+    let want = str_at(&new, "/metadata/resourceVersion");
+    let have = str_at(cur, "/metadata/resourceVersion");
+    if !want.is_empty() && want != have {
+        return Err(ApiError::conflict(
+            &t.res.group,
+            &t.res.plural,
+            &name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        ));
+    }
+    let mut out = if status {
+        let mut o = cur.clone();
+        o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        if kind == Kind::Apply {
+            o["metadata"]["managedFields"] = new
+                .pointer("/metadata/managedFields")
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
+        o
+    } else {
+        // Identity and system fields are the server's; the status is the subresource's.
+        let keep = [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ];
+        for k in keep {
+            match cur["metadata"].get(k) {
+                Some(v) => new["metadata"][k] = v.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(k);
+                    }
+                }
+            }
+        }
+        if new.pointer("/metadata/managedFields").is_none()
+            && let Some(mf) = cur.pointer("/metadata/managedFields")
+        {
+            new["metadata"]["managedFields"] = mf.clone();
+        }
+        if t.res.status {
+            match cur.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        new
+    };
+    if let Some(m) = out["metadata"].as_object_mut()
+        && m.get("managedFields").is_some_and(Value::is_null)
+    {
+        m.remove("managedFields");
+    }
+    out["apiVersion"] = cur["apiVersion"].clone();
+    out["kind"] = cur["kind"].clone();
+    let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
+    let fins = |o: &Value| -> Vec<String> {
+        o.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if deleting {
+        let old_f = fins(cur);
+        if let Some(f) = fins(&out).into_iter().find(|f| !old_f.contains(f)) {
+            return Err(invalid(
+                t,
+                &name,
+                "metadata.finalizers",
+                format!(
+                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"
+                ),
+            ));
+        }
+    }
+    if !status && strip_spec(cur) != strip_spec(&out) {
+        let g = cur
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        out["metadata"]["generation"] = json!(g + 1);
+    }
+    let now = now();
+    if t.res.plural == "customresourcedefinitions" && !status {
+        check_crd(st, &out, Some(cur))?;
+        let mut s = crd_status(&out, &now);
+        // Keep condition timestamps stable across unrelated updates.
+        if let Some(c) = cur.pointer("/status/conditions") {
+            s["conditions"] = c.clone();
+        }
+        out["status"] = s;
+    }
+    if kind != Kind::Apply
+        && let Some(mgr) = manager(q, ua)
+    {
+        let scope = if status {
+            Scope::Status
+        } else {
+            Scope::Main {
+                status_sub: t.res.status,
+            }
+        };
+        apply::record_update(
+            Some(cur),
+            &mut out,
+            &mgr,
+            &t.api_version(),
+            t.res.custom,
+            scope,
+            &now,
+        );
+    }
+    let mut cmp = out.clone();
+    cmp["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+    if cmp == *cur {
+        return Ok(cur.clone());
+    }
+    if dry_run(q) {
+        return Ok(out);
+    }
+    if deleting && fins(&out).is_empty() && !has_spec_finalizers(&out) {
+        return finalize_delete(st, t, &out);
+    }
+    if t.res.plural == "customresourcedefinitions" {
+        st.registry.register_crd(&out);
+    }
+    Ok((*st.put(&t.key(), out)?).clone())
+}
+
+/// PUT.
+pub fn update(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    mut obj: Value,
+    ua: &str,
+) -> ApiResult<Value> {
+    check_type(t, &mut obj)?;
+    let body_name = str_at(&obj, "/metadata/name");
+    if !body_name.is_empty() && body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if t.res.namespaced {
+        let body_ns = str_at(&obj, "/metadata/namespace");
+        if !body_ns.is_empty() && Some(body_ns) != t.namespace.as_deref() {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    let mut st = inner.store.lock();
+    let cur = st
+        .get(&t.key(), t.ns(), name)
+        .ok_or_else(|| t.not_found(name))?;
+    let out = update_locked(&mut st, t, q, &cur, obj, Kind::Put, ua)?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok(out)
+}
+
+/// PATCH with any of the four patch types.
+pub fn patch(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    pt: PatchType,
+    body: &[u8],
+    ua: &str,
+) -> ApiResult<(u16, Value)> {
+    if pt == PatchType::Strategic && t.res.custom {
+        return Err(ApiError::unsupported_media_type(
+            "application/strategic-merge-patch+json",
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ],
+        ));
+    }
+    let mut st = inner.store.lock();
+    let cur = st.get(&t.key(), t.ns(), name);
+    let result = match pt {
+        PatchType::Apply => {
+            let Some(mgr) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
+                return Err(ApiError::bad_request(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            };
+            let mut config = decode_yaml(body)?;
+            check_type(t, &mut config)?;
+            let cname = str_at(&config, "/metadata/name");
+            if !cname.is_empty() && cname != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({cname}) does not match the name on the URL ({name})"
+                )));
+            }
+            let req = ApplyRequest {
+                manager: mgr,
+                force: flag(q, "force"),
+                api_version: &t.api_version(),
+                custom: t.res.custom,
+                scope: if t.sub.as_deref() == Some("status") {
+                    Scope::Status
+                } else {
+                    Scope::Main {
+                        status_sub: t.res.status,
+                    }
+                },
+                now: &now(),
+            };
+            match cur {
+                None => {
+                    if t.sub.is_some() {
+                        return Err(t.not_found(name));
+                    }
+                    let mut seed = json!({"apiVersion": t.api_version(), "kind": t.res.kind, "metadata": {"name": name}});
+                    if let Some(ns) = &t.namespace {
+                        seed["metadata"]["namespace"] = json!(ns);
+                    }
+                    let mut applied = apply::apply(&seed, &config, req)?;
+                    for k in ["name", "generateName", "namespace"] {
+                        if let Some(v) = config.pointer(&format!("/metadata/{k}")) {
+                            applied["metadata"][k] = v.clone();
+                        }
+                    }
+                    applied["metadata"]["name"] = json!(name);
+                    let mut q2 = q.clone();
+                    q2.remove("fieldManager");
+                    let out = create_locked(&mut st, t, &q2, applied, "")?;
+                    let rv = st.rv;
+                    drop(st);
+                    inner.store.notify(rv);
+                    return Ok((201, out));
+                }
+                Some(cur) => {
+                    let mut out = apply::apply(&cur, &config, req)?;
+                    if let Some(rv) = config.pointer("/metadata/resourceVersion") {
+                        out["metadata"]["resourceVersion"] = rv.clone();
+                    } else {
+                        out["metadata"]["resourceVersion"] =
+                            cur["metadata"]["resourceVersion"].clone();
+                    }
+                    update_locked(&mut st, t, q, &cur, out, Kind::Apply, ua)?
+                }
+            }
+        }
+        _ => {
+            let cur = cur.ok_or_else(|| t.not_found(name))?;
+            let patched = match pt {
+                PatchType::Json => patch::json_patch(&cur, body)?,
+                PatchType::Merge => patch::merge_patch(&cur, body)?,
+                _ => patch::strategic_patch(&cur, body)?,
+            };
+            if !patched.is_object() {
+                return Err(ApiError::bad_request(
+                    "the patch produced something that is not an object",
+                ));
+            }
+            let mut patched = patched;
+            let pname = str_at(&patched, "/metadata/name");
+            if pname != name {
+                return Err(invalid(
+                    t,
+                    name,
+                    "metadata.name",
+                    "Invalid value: field is immutable".into(),
+                ));
+            }
+            // A patch that does not mention resourceVersion carries the current one.
+            if str_at(&patched, "/metadata/resourceVersion").is_empty() {
+                patched["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+            }
+            update_locked(&mut st, t, q, &cur, patched, Kind::Patch, ua)?
+        }
+    };
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok((200, result))
+}

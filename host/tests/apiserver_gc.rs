@@ -1,0 +1,89 @@
+//! The optional background controllers: owner-reference garbage collection and namespace
+//! deletion.
+
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use wasmctrl::apiserver::ApiServer;
+
+async fn gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for _ in 0..100 {
+        if matches!(api.get(name).await, Err(kube::Error::Api(s)) if s.code == 404) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+}
+
+#[tokio::test]
+async fn owner_gone_dependents_deleted() {
+    let server = ApiServer::builder().gc(true).build().unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let owner = api
+        .create(&PostParams::default(), &cm("owner"))
+        .await
+        .unwrap();
+    let mut dep = cm("dep");
+    dep.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: owner.uid().unwrap(),
+            ..Default::default()
+        },
+    ]);
+    api.create(&PostParams::default(), &dep).await.unwrap();
+    api.create(&PostParams::default(), &cm("bystander"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    api.get("dep").await.unwrap();
+    api.delete("owner", &DeleteParams::default()).await.unwrap();
+    assert!(gone(&api, "dep").await);
+    api.get("bystander").await.unwrap();
+}
+
+#[tokio::test]
+async fn namespace_deletion_cleans_up() {
+    let server = ApiServer::builder()
+        .namespace_cleanup(true)
+        .build()
+        .unwrap();
+    let client: Client = server.client();
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "tmp"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "tmp");
+    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let mut held = cm("held");
+    held.metadata.finalizers = Some(vec!["x/y".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    nss.delete("tmp", &DeleteParams::default()).await.unwrap();
+    assert!(gone(&api, "a").await);
+    // The namespace waits for the finalizer of its last object.
+    let ns = nss.get("tmp").await.unwrap();
+    assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(gone(&nss, "tmp").await);
+}

@@ -1,0 +1,445 @@
+//! The embedded API server through a real `kube::Client` (in-process, no sockets): CRUD,
+//! CRDs, patches, server-side apply, status, finalizers.
+
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as FinEvent, finalizer};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use wasmctrl::apiserver::ApiServer;
+
+fn status_code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        other => panic!("not an API error: {other:?}"),
+    }
+}
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"a": "1"}})).unwrap()
+}
+
+fn crd_json() -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}
+
+async fn setup() -> (ApiServer, Client) {
+    let server = ApiServer::new().unwrap();
+    let client = server.client();
+    (server, client)
+}
+
+async fn create_crd(client: &Client) -> Api<DynamicObject> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(crd_json()).unwrap();
+    let created = crds.create(&PostParams::default(), &crd).await.unwrap();
+    let conds = created.status.unwrap().conditions.unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "NamesAccepted" && c.status == "True")
+    );
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+    Api::namespaced_with(client.clone(), "default", &ar)
+}
+
+#[tokio::test]
+async fn typed_configmap_crud() {
+    let (_s, client) = setup().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let created = api
+        .create(&PostParams::default(), &cm("one"))
+        .await
+        .unwrap();
+    assert!(created.metadata.uid.is_some());
+    assert!(created.metadata.creation_timestamp.is_some());
+    assert_eq!(created.metadata.generation, Some(1));
+    let rv = created.resource_version().unwrap();
+    // Name taken.
+    let e = api
+        .create(&PostParams::default(), &cm("one"))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 409);
+    // generateName.
+    let mut g = cm("");
+    g.metadata.name = None;
+    g.metadata.generate_name = Some("gen-".into());
+    let gen_obj = api.create(&PostParams::default(), &g).await.unwrap();
+    assert!(gen_obj.name_any().starts_with("gen-") && gen_obj.name_any().len() == 9);
+    // Replace with the right RV, then with the stale one.
+    let mut upd = created.clone();
+    upd.data = Some([("a".to_string(), "2".to_string())].into());
+    let replaced = api
+        .replace("one", &PostParams::default(), &upd)
+        .await
+        .unwrap();
+    assert_ne!(replaced.resource_version().unwrap(), rv);
+    let e = api
+        .replace("one", &PostParams::default(), &upd)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 409);
+    // dryRun persists nothing.
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.create(&dry, &cm("dry")).await.unwrap();
+    assert_eq!(status_code(&api.get("dry").await.unwrap_err()), 404);
+    // Missing namespace.
+    let other: Api<ConfigMap> = Api::namespaced(client.clone(), "nope");
+    assert_eq!(
+        status_code(
+            &other
+                .create(&PostParams::default(), &cm("x"))
+                .await
+                .unwrap_err()
+        ),
+        404
+    );
+    // List with selectors and paging.
+    for i in 0..7 {
+        let mut c = cm(&format!("l{i}"));
+        c.metadata.labels = Some([("idx".to_string(), (i % 2).to_string())].into());
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    let odd = api
+        .list(&ListParams::default().labels("idx=1"))
+        .await
+        .unwrap();
+    assert_eq!(odd.items.len(), 3);
+    let notin = api
+        .list(&ListParams::default().labels("idx notin (1),idx"))
+        .await
+        .unwrap();
+    assert_eq!(notin.items.len(), 4);
+    let page = api.list(&ListParams::default().limit(3)).await.unwrap();
+    assert_eq!(page.items.len(), 3);
+    let token = page.metadata.continue_.clone().unwrap();
+    api.create(&PostParams::default(), &cm("late"))
+        .await
+        .unwrap();
+    let mut all = page.items.len();
+    let mut token = Some(token);
+    while let Some(t) = token {
+        let p = api
+            .list(&ListParams::default().limit(3).continue_token(&t))
+            .await
+            .unwrap();
+        all += p.items.len();
+        token = p.metadata.continue_.filter(|c| !c.is_empty());
+    }
+    assert_eq!(
+        all, 9,
+        "the snapshot excludes objects created after the first page"
+    );
+    let by_name = api
+        .list(&ListParams::default().fields("metadata.name=one"))
+        .await
+        .unwrap();
+    assert_eq!(by_name.items.len(), 1);
+    assert_eq!(
+        status_code(
+            &api.list(&ListParams::default().fields("spec.x=1"))
+                .await
+                .unwrap_err()
+        ),
+        400
+    );
+    // Delete.
+    api.delete("one", &DeleteParams::default()).await.unwrap();
+    assert_eq!(status_code(&api.get("one").await.unwrap_err()), 404);
+    // Built-in namespaces exist.
+    let ns: Api<Namespace> = Api::all(client);
+    for n in ["default", "kube-system", "kube-public"] {
+        ns.get(n).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn dynamic_crd_and_discovery() {
+    let (_s, client) = setup().await;
+    let widgets = create_crd(&client).await;
+    let discovery = kube::discovery::Discovery::new(client.clone())
+        .run()
+        .await
+        .unwrap();
+    let (ar, caps) = discovery
+        .groups()
+        .flat_map(|g| g.recommended_resources())
+        .find(|(ar, _)| ar.kind == "Widget")
+        .expect("Widget discovered");
+    assert_eq!(ar.plural, "widgets");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "status"));
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w1"}, "spec": {"size": 1}, "status": {"ignored": true}
+    }))
+    .unwrap();
+    let created = widgets.create(&PostParams::default(), &obj).await.unwrap();
+    assert!(
+        created.data.get("status").is_none(),
+        "create ignores status"
+    );
+    assert_eq!(created.metadata.generation, Some(1));
+    // Status subresource writes only status, generation unchanged.
+    let st = widgets
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}, "spec": {"size": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(st.data["status"]["ready"], true);
+    assert_eq!(st.data["spec"]["size"], 1);
+    assert_eq!(st.metadata.generation, Some(1));
+    // Main resource ignores status, bumps generation on spec change.
+    let m = widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": false}, "spec": {"size": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(m.data["status"]["ready"], true);
+    assert_eq!(m.metadata.generation, Some(2));
+    // Metadata-only change: no generation bump.
+    let m = widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(m.metadata.generation, Some(2));
+    // Server-side apply to the status subresource.
+    let applied = widgets
+        .patch_status(
+            "w1",
+            &PatchParams::apply("status-writer"),
+            &Patch::Apply(json!({"apiVersion": "example.com/v1", "kind": "Widget", "status": {"phase": "Up"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data["status"]["phase"], "Up");
+    assert_eq!(applied.data["spec"]["size"], 2);
+    let mf = applied.metadata.managed_fields.unwrap();
+    assert!(
+        mf.iter()
+            .any(|e| e.manager.as_deref() == Some("status-writer")
+                && e.subresource.as_deref() == Some("status"))
+    );
+    // Strategic merge on a CRD: 415.
+    let e = widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"size": 3}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 415);
+    // JSON patch, including a failing test op (422) and a malformed patch (400).
+    let jp: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/size", "value": 2},
+        {"op": "replace", "path": "/spec/size", "value": 5}
+    ]))
+    .unwrap();
+    let j = widgets
+        .patch("w1", &PatchParams::default(), &Patch::Json::<()>(jp))
+        .await
+        .unwrap();
+    assert_eq!(j.data["spec"]["size"], 5);
+    let bad: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/spec/size", "value": 99}])).unwrap();
+    let e = widgets
+        .patch("w1", &PatchParams::default(), &Patch::Json::<()>(bad))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    // The resource disappears with its CRD.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(status_code(&widgets.get("w1").await.unwrap_err()), 404);
+}
+
+#[tokio::test]
+async fn strategic_merge_on_deployment() {
+    let (_s, client) = setup().await;
+    let api: Api<Deployment> = Api::default_namespaced(client);
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "a", "image": "a:1"}, {"name": "b", "image": "b:1"}]}}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &d).await.unwrap();
+    let p =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "b:2"}]}}}});
+    let out = api
+        .patch("web", &PatchParams::default(), &Patch::Strategic(p))
+        .await
+        .unwrap();
+    let cs = out.spec.template.spec.unwrap().containers;
+    assert_eq!(cs.len(), 2);
+    assert_eq!(cs[1].image.as_deref(), Some("b:2"));
+    assert_eq!(out.metadata.generation, Some(2));
+}
+
+#[tokio::test]
+async fn server_side_apply_conflicts_and_force() {
+    let (_s, client) = setup().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let a = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"x": "1", "y": "2"}});
+    let created = api
+        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&a))
+        .await
+        .unwrap();
+    let mf = created.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf[0].manager.as_deref(), Some("alice"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+    let b = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"x": "9"}});
+    let e = api
+        .patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(&b))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = &e else { panic!() };
+    assert_eq!(s.code, 409);
+    assert_eq!(s.reason, "Conflict");
+    assert!(s.message.contains("alice"), "{}", s.message);
+    let forced = api
+        .patch("ssa", &PatchParams::apply("bob").force(), &Patch::Apply(&b))
+        .await
+        .unwrap();
+    assert_eq!(forced.data.as_ref().unwrap()["x"], "9");
+    // alice drops y, which she owned alone: removed. x is bob's now: kept.
+    let a2 =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {}});
+    let out = api
+        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&a2))
+        .await
+        .unwrap();
+    let data = out.data.unwrap();
+    assert!(!data.contains_key("y"));
+    assert_eq!(data["x"], "9");
+    // fieldManager is required.
+    let e = api
+        .patch("ssa", &PatchParams::default(), &Patch::Apply(&a2))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 400);
+    // Merge patch.
+    let m = api
+        .patch(
+            "ssa",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"z": "3"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(m.data.unwrap()["z"], "3");
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("never")]
+struct Never;
+
+#[tokio::test]
+async fn finalizer_helper_and_deletion() {
+    let (_s, client) = setup().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    api.create(&PostParams::default(), &cm("fin"))
+        .await
+        .unwrap();
+    // First reconcile adds the finalizer.
+    let obj = Arc::new(api.get("fin").await.unwrap());
+    finalizer(&api, "example.com/cleanup", obj, |_ev| async {
+        Ok::<_, Never>(Action::await_change())
+    })
+    .await
+    .unwrap();
+    let obj = api.get("fin").await.unwrap();
+    assert_eq!(obj.finalizers(), ["example.com/cleanup"]);
+    // Delete: object stays with a deletionTimestamp, generation bumped.
+    api.delete("fin", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("fin").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        deleting.metadata.generation,
+        Some(obj.metadata.generation.unwrap() + 1)
+    );
+    // No new finalizers once deleting.
+    let e = api
+        .patch(
+            "fin",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/cleanup", "x/y"]}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&e), 422);
+    // Cleanup event removes the finalizer: object gone.
+    let mut saw_cleanup = false;
+    finalizer(&api, "example.com/cleanup", Arc::new(deleting), |ev| {
+        saw_cleanup = matches!(ev, FinEvent::Cleanup(_));
+        async { Ok::<_, Never>(Action::await_change()) }
+    })
+    .await
+    .unwrap();
+    assert!(saw_cleanup);
+    assert_eq!(status_code(&api.get("fin").await.unwrap_err()), 404);
+    // Delete preconditions.
+    let c = api
+        .create(&PostParams::default(), &cm("pre"))
+        .await
+        .unwrap();
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some("wrong".into()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(status_code(&api.delete("pre", &dp).await.unwrap_err()), 409);
+    let dp = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: c.metadata.uid.clone(),
+            resource_version: c.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    api.delete("pre", &dp).await.unwrap();
+}

@@ -1,0 +1,345 @@
+//! kubectl (the real binary) against the HTTP listener, without `--validate=false`.
+
+// Test helpers outside #[test] functions may unwrap too (clippy.toml covers only the tests).
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmctrl::apiserver::ApiServer;
+
+const KUBECTL: &str = "/usr/bin/kubectl";
+
+struct Env {
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Env {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(KUBECTL);
+        c.arg("--kubeconfig").arg(&self.kubeconfig);
+        c.arg("--cache-dir").arg(self.dir.path().join("cache"));
+        c.args(args);
+        c.env("HOME", self.dir.path());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let out = self.cmd(args).output().expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        out
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_slice(&self.run(args).stdout).expect("JSON output")
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+}
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+const WIDGET: &str = r#"
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1}
+spec: {size: 1}
+"#;
+
+fn wait_exit(
+    child: &mut std::process::Child,
+    within: Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+fn kubectl_available() -> bool {
+    Path::new(KUBECTL).exists()
+}
+
+#[test]
+fn kubectl_end_to_end() {
+    if !kubectl_available() {
+        eprintln!("skipping: {KUBECTL} not found");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(async {
+        ApiServer::builder()
+            .gc(true)
+            .namespace_cleanup(true)
+            .build()
+            .unwrap()
+    });
+    let http = rt
+        .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, http.kubeconfig()).unwrap();
+    let env = Env { dir, kubeconfig };
+
+    let crd = env.file("crd.yaml", CRD);
+    env.run(&["apply", "-f", &crd]);
+    env.run(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=20s",
+    ]);
+    let res = String::from_utf8(env.run(&["api-resources"]).stdout).unwrap();
+    assert!(
+        res.lines().any(|l| l.starts_with("widgets")
+            && l.contains("example.com/v1")
+            && l.contains("Widget")),
+        "{res}"
+    );
+
+    let widget = env.file("widget.yaml", WIDGET);
+    env.run(&["apply", "-f", &widget]);
+    let w = env.json(&["get", "widget", "w1", "-o", "json"]);
+    assert_eq!(w["spec"]["size"], 1);
+    // Re-applying a change goes through kubectl's client-side apply patch.
+    let widget2 = env.file("widget2.yaml", &WIDGET.replace("size: 1", "size: 2"));
+    env.run(&["apply", "-f", &widget2]);
+    assert_eq!(
+        env.json(&["get", "wd", "w1", "-o", "json"])["spec"]["size"],
+        2
+    );
+
+    // get -w sees a change.
+    let mut watch = env
+        .cmd(&[
+            "get",
+            "widget",
+            "w1",
+            "-w",
+            "-o",
+            "json",
+            "--output-watch-events",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut s = stdout;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0
+                || tx
+                    .send(String::from_utf8_lossy(&buf[..n]).into_owned())
+                    .is_err()
+            {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    env.run(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":3}}"#,
+    ]);
+    let mut seen = String::new();
+    let start = Instant::now();
+    let has_change = |s: &str| s.replace(' ', "").contains("\"size\":3");
+    while !has_change(&seen) && start.elapsed() < Duration::from_secs(15) {
+        if let Ok(s) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push_str(&s);
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        has_change(&seen) && seen.contains("MODIFIED"),
+        "watch output: {seen}"
+    );
+
+    env.run(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/size","value":4}]"#,
+    ]);
+    assert_eq!(
+        env.json(&["get", "widget", "w1", "-o", "json"])["spec"]["size"],
+        4
+    );
+
+    // Server-side apply (kubectl's own field manager; force because kubectl-client-side-apply owns spec).
+    let ssa = env.file(
+        "ssa.yaml",
+        &WIDGET.replace("w1", "w2").replace("size: 1", "size: 7"),
+    );
+    env.run(&["apply", "--server-side", "-f", &ssa]);
+    let w2 = env.json(&["get", "widget", "w2", "-o", "json", "--show-managed-fields"]);
+    assert_eq!(w2["spec"]["size"], 7);
+    assert_eq!(w2["metadata"]["managedFields"][0]["manager"], "kubectl");
+    let ssa_conflict = env.file("ssa2.yaml", &WIDGET.replace("size: 1", "size: 8"));
+    let out = env
+        .cmd(&["apply", "--server-side", "-f", &ssa_conflict])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "conflict expected");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("conflict"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env.run(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        &ssa_conflict,
+    ]);
+    assert_eq!(
+        env.json(&["get", "widget", "w1", "-o", "json"])["spec"]["size"],
+        8
+    );
+
+    // wait --for=condition on a status written through the status subresource.
+    env.run(&[
+        "patch",
+        "widget",
+        "w1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    env.run(&[
+        "wait",
+        "--for=condition=Ready",
+        "widget/w1",
+        "--timeout=20s",
+    ]);
+
+    // delete waits for the finalizer.
+    env.run(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+    ]);
+    let mut del = env
+        .cmd(&["delete", "widget", "w1", "--timeout=30s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_exit(&mut del, Duration::from_secs(2)).is_none(),
+        "delete must wait for the finalizer"
+    );
+    let w = env.json(&["get", "widget", "w1", "-o", "json"]);
+    assert!(w["metadata"]["deletionTimestamp"].is_string());
+    env.run(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+    let status = wait_exit(&mut del, Duration::from_secs(20)).expect("delete finishes");
+    assert!(status.success());
+    let out = env.cmd(&["get", "widget", "w1"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("NotFound"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Built-in kinds: create, strategic patch via client-side apply, get -o json, delete.
+    // Typed kubectl commands send protobuf bodies.
+    env.run(&["create", "configmap", "c1", "--from-literal=a=1"]);
+    env.run(&["create", "namespace", "team"]);
+    env.run(&[
+        "create",
+        "secret",
+        "generic",
+        "s1",
+        "--from-literal=k=v",
+        "-n",
+        "team",
+    ]);
+    let s1 = env.json(&["get", "secret", "s1", "-n", "team", "-o", "json"]);
+    assert_eq!(s1["data"]["k"], "dg==");
+    assert_eq!(
+        env.json(&["get", "cm", "c1", "-o", "json"])["data"]["a"],
+        "1"
+    );
+    let dep = env.file("dep.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d1}\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec: {containers: [{name: c, image: nginx}]}\n");
+    env.run(&["apply", "-f", &dep]);
+    env.run(&[
+        "apply",
+        "-f",
+        &env.file(
+            "dep2.yaml",
+            &std::fs::read_to_string(&dep)
+                .unwrap()
+                .replace("nginx", "nginx:2"),
+        ),
+    ]);
+    let d = env.json(&["get", "deploy", "d1", "-o", "json"]);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:2"
+    );
+    env.run(&["get", "configmaps,deployments"]);
+    env.run(&["delete", "configmap", "c1"]);
+    drop(http);
+}
