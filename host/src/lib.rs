@@ -6,8 +6,11 @@
 //! protocol-faithful Kubernetes API server with its own module tree. [`cli`] wires them to commands.
 
 pub mod apiserver;
+pub mod apply;
 pub mod build;
 pub mod cli;
+pub mod controller;
+pub mod informer;
 pub mod plugin;
 pub mod queue;
 pub mod runtime;

@@ -31,3 +31,32 @@ pub fn plugin_bytes(name: &str) -> Vec<u8> {
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
+
+/// Reads every object in a YAML file of the repository (multi-document).
+pub fn yaml_objects(relative: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(repo_root().join(relative)).expect("read yaml");
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("valid yaml"))
+        .filter(|v: &serde_json::Value| !v.is_null())
+        .collect()
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, failing the test after `secs` seconds with
+/// `what` in the message.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

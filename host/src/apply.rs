@@ -1,0 +1,492 @@
+//! Carrying out checked [`Intent`]s against the API server: server-side apply with one field
+//! manager per plugin, merge and JSON patches, deletes, status through the status subresource,
+//! finalizers through JSON Patch with `test` preconditions, and events.k8s.io/v1 Events.
+//!
+//! Writes whose intent is unchanged since the last successful write (and whose target has not
+//! changed since) are skipped, so a controller that reconciles often does not write often.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use serde_json::json;
+
+use crate::informer::{Entry, Informers, ObjectKey};
+use crate::plugin::{Intent, Manifest, Target};
+
+/// Why carrying out an intent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Someone else changed the object first (409, or a failed `test` precondition): requeue.
+    #[error("{target}: conflict: {message}")]
+    Conflict {
+        /// The object.
+        target: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The API server refused or failed the request.
+    #[error("{target}: {verb} failed: {source}")]
+    Api {
+        /// The object.
+        target: String,
+        /// What was attempted.
+        verb: &'static str,
+        /// The client error.
+        source: kube::Error,
+    },
+    /// The kind is not served (CRD missing).
+    #[error("{kind}: not served by the API server: {source}")]
+    Discovery {
+        /// The kind.
+        kind: String,
+        /// The client error.
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// A short stable label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Conflict { .. } => "conflict",
+            Error::Api { .. } => "api_error",
+            Error::Discovery { .. } => "discovery",
+        }
+    }
+}
+
+/// What the applier did for one reconcile.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// Requests sent.
+    pub writes: usize,
+    /// Intents skipped because nothing changed.
+    pub skipped: usize,
+}
+
+/// The object being reconciled, as the applier needs it.
+pub struct Subject<'a> {
+    /// The plugin's manifest (field manager, reconciled kind).
+    pub manifest: &'a Manifest,
+    /// Key of the reconciled object.
+    pub key: &'a ObjectKey,
+    /// The cached object, when it exists.
+    pub object: Option<&'a Entry>,
+}
+
+/// Sends checked intents to the API server.
+pub struct Applier {
+    client: kube::Client,
+    informers: Arc<Informers>,
+    resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+    /// (plugin, target) -> (intent hash, resourceVersion our write produced).
+    last: Mutex<HashMap<(String, String), (u64, String)>>,
+    instance: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Caches only: a panic mid-update leaves at worst a stale entry, which costs one write.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn hash_of(value: &impl Hash) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut h);
+    h.finish()
+}
+
+fn target_label(gvk: &GroupVersionKind, namespace: &str, name: &str) -> String {
+    let kind = if gvk.group.is_empty() {
+        gvk.kind.clone()
+    } else {
+        format!("{}.{}", gvk.kind, gvk.group)
+    };
+    if namespace.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {namespace}/{name}")
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Api(s) if s.code == 409 || (s.code == 422 && s.message.contains("test")) => {
+            Some(s.message.clone())
+        }
+        _ => None,
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+impl Applier {
+    /// An applier over `client`, consulting `informers` to skip unchanged writes.
+    pub fn new(client: kube::Client, informers: Arc<Informers>) -> Self {
+        let instance = std::env::var("HOSTNAME").unwrap_or_else(|_| "wasmctrl".into());
+        Self {
+            client,
+            informers,
+            resources: Mutex::new(HashMap::new()),
+            last: Mutex::new(HashMap::new()),
+            instance,
+        }
+    }
+
+    /// Carries out `intents` in order; the first failure stops the rest.
+    pub async fn apply(&self, subject: &Subject<'_>, intents: &[Intent]) -> Result<Applied, Error> {
+        let mut applied = Applied::default();
+        for intent in intents {
+            if self.apply_one(subject, intent).await? {
+                applied.writes += 1;
+            } else {
+                applied.skipped += 1;
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Records a Warning Event on the reconciled object (used for errors the plugin caused).
+    pub async fn warn(&self, subject: &Subject<'_>, reason: &str, note: &str) -> Result<(), Error> {
+        let event = Intent::Event {
+            type_: "Warning".into(),
+            reason: reason.into(),
+            note: note.into(),
+            action: "Reconcile".into(),
+        };
+        self.apply_one(subject, &event).await.map(|_| ())
+    }
+
+    /// Forgets remembered writes of a plugin (its new version must write afresh).
+    pub fn forget_plugin(&self, plugin: &str) {
+        lock(&self.last).retain(|(p, _), _| p != plugin);
+    }
+
+    /// Returns whether a request was sent.
+    async fn apply_one(&self, subject: &Subject<'_>, intent: &Intent) -> Result<bool, Error> {
+        let plugin = subject.manifest.name.as_str();
+        match intent {
+            Intent::Apply { target, object } => {
+                let (api, namespace, gvk) = self.api_for(target, subject).await?;
+                let mut object = object.clone();
+                if !namespace.is_empty() && object["metadata"]["namespace"].is_null() {
+                    object["metadata"]["namespace"] = json!(namespace);
+                }
+                let label = target_label(&gvk, &namespace, &target.name);
+                let intent_hash = hash_of(&object.to_string());
+                if self.unchanged(plugin, &label, intent_hash, &gvk, &namespace, &target.name) {
+                    return Ok(false);
+                }
+                let params = PatchParams::apply(&subject.manifest.field_manager()).force();
+                let result = api
+                    .patch(&target.name, &params, &Patch::Apply(&object))
+                    .await;
+                let written = self.map(result, &label, "apply")?;
+                self.remember(plugin, label, intent_hash, &written);
+                Ok(true)
+            }
+            Intent::MergePatch { target, patch } | Intent::JsonPatch { target, patch } => {
+                let (api, namespace, gvk) = self.api_for(target, subject).await?;
+                let label = target_label(&gvk, &namespace, &target.name);
+                let intent_hash = hash_of(&(
+                    matches!(intent, Intent::JsonPatch { .. }),
+                    patch.to_string(),
+                ));
+                if self.unchanged(plugin, &label, intent_hash, &gvk, &namespace, &target.name) {
+                    return Ok(false);
+                }
+                let params = PatchParams {
+                    field_manager: Some(subject.manifest.field_manager()),
+                    ..Default::default()
+                };
+                let result = if matches!(intent, Intent::JsonPatch { .. }) {
+                    let ops: json_patch::Patch =
+                        serde_json::from_value(patch.clone()).map_err(|e| Error::Conflict {
+                            target: label.clone(),
+                            message: e.to_string(),
+                        })?;
+                    api.patch(&target.name, &params, &Patch::<()>::Json(ops))
+                        .await
+                } else {
+                    api.patch(&target.name, &params, &Patch::Merge(patch)).await
+                };
+                let written = self.map(result, &label, "patch")?;
+                self.remember(plugin, label, intent_hash, &written);
+                Ok(true)
+            }
+            Intent::Delete { target } => {
+                let (api, namespace, gvk) = self.api_for(target, subject).await?;
+                let label = target_label(&gvk, &namespace, &target.name);
+                if let Some(informer) = self.informers.existing(&gvk)
+                    && informer.resource().is_some()
+                    && informer
+                        .get(&ObjectKey::new(&namespace, &target.name))
+                        .is_none_or(|e| e.deleting)
+                {
+                    return Ok(false);
+                }
+                match api.delete(&target.name, &DeleteParams::background()).await {
+                    Ok(_) => Ok(true),
+                    Err(e) if is_not_found(&e) => Ok(false),
+                    Err(e) => Err(self.classify(e, &label, "delete")),
+                }
+            }
+            Intent::UpdateStatus { status } => {
+                let Some(object) = subject.object else {
+                    return Ok(false);
+                };
+                if object.value().get("status") == Some(status) {
+                    return Ok(false);
+                }
+                let (api, label) = self.subject_api(subject).await?;
+                let ops: json_patch::Patch = serde_json::from_value(
+                    json!([{"op": "add", "path": "/status", "value": status}]),
+                )
+                .map_err(|e| Error::Conflict {
+                    target: label.clone(),
+                    message: e.to_string(),
+                })?;
+                let params = PatchParams {
+                    field_manager: Some(subject.manifest.field_manager()),
+                    ..Default::default()
+                };
+                let result = api
+                    .patch_status(&object.key.name, &params, &Patch::<()>::Json(ops))
+                    .await;
+                self.map(result, &label, "update status").map(|_| true)
+            }
+            Intent::AddFinalizer { finalizer } | Intent::RemoveFinalizer { finalizer } => {
+                let Some(object) = subject.object else {
+                    return Ok(false);
+                };
+                let adding = matches!(intent, Intent::AddFinalizer { .. });
+                let present = object.finalizers.iter().position(|f| f == finalizer);
+                let ops = match (adding, present) {
+                    (true, Some(_)) | (false, None) => return Ok(false),
+                    // Same preconditions as kube-runtime's finalizer helper: act only on the
+                    // list we saw, so a concurrent writer's finalizer is never lost.
+                    (true, None) if object.finalizers.is_empty() => json!([
+                        {"op": "test", "path": "/metadata/finalizers", "value": null},
+                        {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+                    ]),
+                    (true, None) => json!([
+                        {"op": "test", "path": "/metadata/finalizers", "value": object.finalizers},
+                        {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+                    ]),
+                    (false, Some(i)) => json!([
+                        {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": finalizer},
+                        {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
+                    ]),
+                };
+                let (api, label) = self.subject_api(subject).await?;
+                let ops: json_patch::Patch =
+                    serde_json::from_value(ops).map_err(|e| Error::Conflict {
+                        target: label.clone(),
+                        message: e.to_string(),
+                    })?;
+                let result = api
+                    .patch(
+                        &object.key.name,
+                        &PatchParams::default(),
+                        &Patch::<()>::Json(ops),
+                    )
+                    .await;
+                match result {
+                    Err(e) if !adding && is_not_found(&e) => Ok(false),
+                    other => self.map(other, &label, "patch finalizers").map(|_| true),
+                }
+            }
+            Intent::Event {
+                type_,
+                reason,
+                note,
+                action,
+            } => self.event(subject, type_, reason, note, action).await,
+        }
+    }
+
+    async fn event(
+        &self,
+        subject: &Subject<'_>,
+        type_: &str,
+        reason: &str,
+        note: &str,
+        action: &str,
+    ) -> Result<bool, Error> {
+        let Some(object) = subject.object else {
+            return Ok(false);
+        };
+        let plugin = subject.manifest.name.as_str();
+        let label = format!("event for {}", object.key);
+        // The same event again for the same object says nothing new; Kubernetes would merge it
+        // into a series, we simply do not repeat it.
+        let event_hash = hash_of(&(type_, reason, note));
+        if lock(&self.last)
+            .get(&(plugin.to_string(), label.clone()))
+            .is_some_and(|(h, _)| *h == event_hash)
+        {
+            return Ok(false);
+        }
+        let kind = &subject.manifest.kind;
+        let api_version = if kind.group.is_empty() {
+            kind.version.clone()
+        } else {
+            format!("{}/{}", kind.group, kind.version)
+        };
+        let namespace = if object.key.namespace.is_empty() {
+            "default"
+        } else {
+            &object.key.namespace
+        };
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let event = json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"generateName": format!("{}.", object.key.name), "namespace": namespace},
+            "eventTime": now,
+            "type": type_,
+            "reason": reason,
+            "note": note,
+            "action": action,
+            "reportingController": format!("wasmctrl/{plugin}"),
+            "reportingInstance": self.instance,
+            "regarding": {
+                "apiVersion": api_version, "kind": kind.kind, "namespace": object.key.namespace,
+                "name": object.key.name, "uid": object.uid, "resourceVersion": object.resource_version,
+            },
+        });
+        let gvk = GroupVersionKind::gvk("events.k8s.io", "v1", "Event");
+        let (resource, _) = self.resource(&gvk).await?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &resource);
+        let event: DynamicObject = serde_json::from_value(event).map_err(|e| Error::Conflict {
+            target: label.clone(),
+            message: e.to_string(),
+        })?;
+        let result = api.create(&PostParams::default(), &event).await;
+        self.map(result, &label, "create event")?;
+        lock(&self.last).insert((plugin.to_string(), label), (event_hash, String::new()));
+        Ok(true)
+    }
+
+    fn unchanged(
+        &self,
+        plugin: &str,
+        label: &str,
+        intent_hash: u64,
+        gvk: &GroupVersionKind,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        let last = lock(&self.last);
+        let Some((hash, rv)) = last.get(&(plugin.to_string(), label.to_string())) else {
+            return false;
+        };
+        if *hash != intent_hash {
+            return false;
+        }
+        // Same intent: skip unless the target changed since our write (drift to correct). When
+        // the kind is not cached we cannot see drift and trust the intent hash alone.
+        match self.informers.existing(gvk) {
+            Some(informer) if informer.resource().is_some() => informer
+                .get(&ObjectKey::new(namespace, name))
+                .is_some_and(|e| &e.resource_version == rv),
+            _ => true,
+        }
+    }
+
+    fn remember(&self, plugin: &str, label: String, intent_hash: u64, written: &DynamicObject) {
+        let rv = written
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_default();
+        lock(&self.last).insert((plugin.to_string(), label), (intent_hash, rv));
+    }
+
+    fn map<T>(
+        &self,
+        result: Result<T, kube::Error>,
+        label: &str,
+        verb: &'static str,
+    ) -> Result<T, Error> {
+        result.map_err(|e| self.classify(e, label, verb))
+    }
+
+    fn classify(&self, e: kube::Error, label: &str, verb: &'static str) -> Error {
+        match is_conflict(&e) {
+            Some(message) => Error::Conflict {
+                target: label.to_string(),
+                message,
+            },
+            None => Error::Api {
+                target: label.to_string(),
+                verb,
+                source: e,
+            },
+        }
+    }
+
+    async fn resource(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), Error> {
+        if let Some(r) = lock(&self.resources).get(gvk) {
+            return Ok(r.clone());
+        }
+        let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
+            .await
+            .map_err(|source| Error::Discovery {
+                kind: format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind),
+                source,
+            })?;
+        let entry = (resource, caps.scope == Scope::Namespaced);
+        lock(&self.resources).insert(gvk.clone(), entry.clone());
+        Ok(entry)
+    }
+
+    /// The API for a target; a namespaced target without a namespace defaults to the
+    /// reconciled object's namespace.
+    async fn api_for(
+        &self,
+        target: &Target,
+        subject: &Subject<'_>,
+    ) -> Result<(Api<DynamicObject>, String, GroupVersionKind), Error> {
+        let gvk = target.gvk();
+        let (resource, namespaced) = self.resource(&gvk).await?;
+        if !namespaced {
+            return Ok((
+                Api::all_with(self.client.clone(), &resource),
+                String::new(),
+                gvk,
+            ));
+        }
+        let namespace = if target.namespace.is_empty() {
+            subject.key.namespace.clone()
+        } else {
+            target.namespace.clone()
+        };
+        Ok((
+            Api::namespaced_with(self.client.clone(), &namespace, &resource),
+            namespace,
+            gvk,
+        ))
+    }
+
+    async fn subject_api(
+        &self,
+        subject: &Subject<'_>,
+    ) -> Result<(Api<DynamicObject>, String), Error> {
+        let gvk = &subject.manifest.kind;
+        let (resource, namespaced) = self.resource(gvk).await?;
+        let label = target_label(gvk, &subject.key.namespace, &subject.key.name);
+        let api = if namespaced {
+            Api::namespaced_with(self.client.clone(), &subject.key.namespace, &resource)
+        } else {
+            Api::all_with(self.client.clone(), &resource)
+        };
+        Ok((api, label))
+    }
+}

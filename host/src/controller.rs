@@ -1,0 +1,475 @@
+//! The core loop: for each plugin, informer events become keys on its workqueue, workers run the
+//! plugin on each key in the sandbox, the applier carries out what it asked for, and the outcome
+//! goes back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
+//! errors). A [`Host`] runs one controller per plugin over shared informers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kube::core::GroupVersionKind;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::apply::{self, Applier, Subject};
+use crate::informer::{Change, Entry, Informer, Informers, Notice, ObjectKey};
+use crate::plugin::{Manifest, wit};
+use crate::queue::{self, Queue};
+use crate::runtime::{ErrorKind, Plugin};
+use crate::view::View;
+
+/// Per-plugin settings from the operator, narrowing what the manifest declares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tuning {
+    /// Workers, i.e. keys reconciled at once (default 4).
+    pub concurrency: Option<usize>,
+    /// Only these namespaces (intersected with the manifest's, if it has any).
+    pub namespaces: Option<Vec<String>>,
+}
+
+/// How a reconcile ended, for logs and metrics (`controller_runtime_reconcile_total{result}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done; nothing to retry.
+    Success,
+    /// Done, and asked to run again after a delay.
+    Requeue,
+    /// Failed; retried with backoff.
+    Error,
+    /// Failed in a way retrying cannot fix; not retried until the object changes.
+    Terminal,
+}
+
+/// Runs every loaded plugin's controller.
+pub struct Host {
+    informers: Arc<Informers>,
+    applier: Arc<Applier>,
+    controllers: Mutex<HashMap<String, Controller>>,
+}
+
+struct Controller {
+    plugin: Arc<RwLock<Arc<Plugin>>>,
+    queue: Queue<ObjectKey>,
+    subscriptions: Vec<(Arc<Informer>, u64)>,
+    tasks: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The map of controllers is only inserted into and removed from; poisoning cannot break it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn current(plugin: &RwLock<Arc<Plugin>>) -> Arc<Plugin> {
+    plugin.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+impl Host {
+    /// A host over `client`, with no plugins yet.
+    pub fn new(client: kube::Client) -> Self {
+        let informers = Arc::new(Informers::new(client.clone()));
+        let applier = Arc::new(Applier::new(client, informers.clone()));
+        Self {
+            informers,
+            applier,
+            controllers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The shared informers (plugins read the cache through them).
+    pub fn informers(&self) -> &Arc<Informers> {
+        &self.informers
+    }
+
+    /// Names of the plugins being run.
+    pub fn plugins(&self) -> Vec<String> {
+        lock(&self.controllers).keys().cloned().collect()
+    }
+
+    /// Starts (or, for a known name, replaces) a plugin's controller.
+    ///
+    /// A new version whose manifest declares the same kinds swaps in place: the queue and
+    /// informers stay, in-flight reconciles finish on the old version (they hold its `Arc`), and
+    /// every key is queued again for the new version. A changed declaration restarts the
+    /// controller with new subscriptions.
+    pub async fn upsert(&self, plugin: Arc<Plugin>, tuning: Tuning) {
+        let name = plugin.manifest().name.clone();
+        let same_shape = lock(&self.controllers)
+            .get(&name)
+            .is_some_and(|c| same_declaration(current(&c.plugin).manifest(), plugin.manifest()));
+        if same_shape {
+            let controllers = lock(&self.controllers);
+            if let Some(c) = controllers.get(&name) {
+                *c.plugin.write().unwrap_or_else(|p| p.into_inner()) = plugin.clone();
+                self.applier.forget_plugin(&name);
+                if let Some(watched) = self.informers.existing(&plugin.manifest().kind) {
+                    for entry in watched.entries() {
+                        c.queue.add_low(entry.key.clone());
+                    }
+                }
+                tracing::info!(plugin.name = %name, plugin.digest = %plugin.digest(), "plugin replaced");
+            }
+            return;
+        }
+        self.remove(&name, Duration::from_secs(30)).await;
+        let controller = self.start(plugin.clone(), &tuning);
+        lock(&self.controllers).insert(name.clone(), controller);
+        tracing::info!(plugin.name = %name, plugin.version = %plugin.manifest().version, plugin.digest = %plugin.digest(), "plugin started");
+    }
+
+    /// Stops a plugin's controller: no new keys are taken, in-flight reconciles get `grace` to
+    /// finish, and its informer subscriptions end.
+    pub async fn remove(&self, name: &str, grace: Duration) {
+        let Some(controller) = lock(&self.controllers).remove(name) else {
+            return;
+        };
+        controller.stop(grace).await;
+        tracing::info!(plugin.name = %name, "plugin stopped");
+    }
+
+    /// Stops every controller (graceful shutdown), then the informers.
+    pub async fn shutdown(&self, grace: Duration) {
+        let controllers: Vec<Controller> =
+            lock(&self.controllers).drain().map(|(_, c)| c).collect();
+        futures::future::join_all(controllers.into_iter().map(|c| c.stop(grace))).await;
+        self.informers.shutdown();
+    }
+
+    fn start(&self, plugin: Arc<Plugin>, tuning: &Tuning) -> Controller {
+        let manifest = plugin.manifest().clone();
+        let queue: Queue<ObjectKey> = Queue::new(queue::Config::default());
+        let watched = self.informers.get(&manifest.kind);
+        let namespaces = effective_namespaces(&manifest, tuning);
+        let mut subscriptions = Vec::new();
+        let mut tasks = Vec::new();
+
+        let (id, rx) = watched.subscribe();
+        subscriptions.push((watched.clone(), id));
+        let filter = Filter {
+            manifest: manifest.clone(),
+            namespaces: namespaces.clone(),
+        };
+        tasks.push(tokio::spawn(pump(rx, queue.clone(), move |notice, out| {
+            filter.primary(notice, out)
+        })));
+
+        for kind in &manifest.owns {
+            let informer = self.informers.get(kind);
+            let (id, rx) = informer.subscribe();
+            subscriptions.push((informer, id));
+            let owner_kind = manifest.kind.clone();
+            tasks.push(tokio::spawn(pump(rx, queue.clone(), move |n, out| {
+                by_owner(&owner_kind, n, out)
+            })));
+        }
+        for (kind, _selector, trigger) in &manifest.reads {
+            let informer = self.informers.get(kind);
+            let (id, rx) = informer.subscribe();
+            subscriptions.push((informer, id));
+            let Some(mapping) = trigger.clone() else {
+                // Subscribed only to keep the cache of a read-only kind warm; drain it.
+                tasks.push(tokio::spawn(pump(rx, queue.clone(), |_, _| {})));
+                continue;
+            };
+            let (owner_kind, watched) = (manifest.kind.clone(), watched.clone());
+            tasks.push(tokio::spawn(pump(rx, queue.clone(), move |n, out| {
+                by_mapping(&mapping, &owner_kind, &watched, n, out)
+            })));
+        }
+
+        let shared = Arc::new(RwLock::new(plugin));
+        let workers = (0..tuning.concurrency.unwrap_or(4).max(1))
+            .map(|_| {
+                let worker = Worker {
+                    plugin: shared.clone(),
+                    queue: queue.clone(),
+                    watched: watched.clone(),
+                    informers: self.informers.clone(),
+                    applier: self.applier.clone(),
+                };
+                tokio::spawn(worker.run())
+            })
+            .collect();
+        Controller {
+            plugin: shared,
+            queue,
+            subscriptions,
+            tasks,
+            workers,
+        }
+    }
+}
+
+impl Controller {
+    async fn stop(self, grace: Duration) {
+        for (informer, id) in &self.subscriptions {
+            informer.unsubscribe(*id);
+        }
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.queue.shutdown();
+        let workers = futures::future::join_all(self.workers);
+        if tokio::time::timeout(grace, workers).await.is_err() {
+            tracing::warn!(
+                ?grace,
+                "reconciles still running after the grace period; abandoning them"
+            );
+        }
+    }
+}
+
+/// Whether two manifests watch, own and read the same things (so a new version can take over
+/// the old one's queue and informers).
+fn same_declaration(a: &Manifest, b: &Manifest) -> bool {
+    a.kind == b.kind
+        && a.namespaces == b.namespaces
+        && a.selector == b.selector
+        && a.predicates == b.predicates
+        && a.owns == b.owns
+        && a.reads.len() == b.reads.len()
+        && a.reads
+            .iter()
+            .zip(&b.reads)
+            .all(|(x, y)| x.0 == y.0 && x.1 == y.1 && x.2 == y.2)
+}
+
+fn effective_namespaces(manifest: &Manifest, tuning: &Tuning) -> Vec<String> {
+    match (&tuning.namespaces, manifest.namespaces.is_empty()) {
+        (None, _) => manifest.namespaces.clone(),
+        (Some(ns), true) => ns.clone(),
+        (Some(ns), false) => ns
+            .iter()
+            .filter(|n| manifest.namespaces.contains(n))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// Keys queued from one notice: `(key, initial)`.
+type Keys = Vec<(ObjectKey, bool)>;
+
+async fn pump(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Notice>,
+    queue: Queue<ObjectKey>,
+    map: impl Fn(&Notice, &mut Keys),
+) {
+    let mut keys = Keys::new();
+    while let Some(notice) = rx.recv().await {
+        map(&notice, &mut keys);
+        for (key, initial) in keys.drain(..) {
+            if initial {
+                queue.add_low(key)
+            } else {
+                queue.add(key)
+            }
+        }
+    }
+}
+
+/// Which events on the watched kind queue their own key.
+struct Filter {
+    manifest: Manifest,
+    namespaces: Vec<String>,
+}
+
+impl Filter {
+    fn selected(&self, e: &Entry) -> bool {
+        (self.namespaces.is_empty() || self.namespaces.contains(&e.key.namespace))
+            && self.manifest.selector.matches_map(&e.labels)
+    }
+
+    fn primary(&self, notice: &Notice, out: &mut Keys) {
+        let pass = match &notice.change {
+            Change::Deleted(e) => self.selected(e),
+            Change::Applied { old: None, new } => self.selected(new),
+            Change::Applied {
+                old: Some(old),
+                new,
+            } => (self.selected(new) || self.selected(old)) && self.predicates_pass(old, new),
+        };
+        if pass {
+            let key = match &notice.change {
+                Change::Deleted(e) | Change::Applied { new: e, .. } => e.key.clone(),
+            };
+            out.push((key, notice.initial));
+        }
+    }
+
+    fn predicates_pass(&self, old: &Entry, new: &Entry) -> bool {
+        let predicates = &self.manifest.predicates;
+        predicates.is_empty()
+            || predicates.iter().any(|p| match p {
+                wit::Predicate::GenerationChanged => {
+                    old.generation != new.generation || new.generation.is_none()
+                }
+                wit::Predicate::LabelsChanged => old.labels != new.labels,
+                wit::Predicate::AnnotationsChanged => old.annotations != new.annotations,
+                wit::Predicate::FinalizersChanged => {
+                    old.finalizers != new.finalizers || old.deleting != new.deleting
+                }
+            })
+    }
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+fn entries_of(notice: &Notice) -> Vec<&Arc<Entry>> {
+    match &notice.change {
+        Change::Deleted(e) => vec![e],
+        Change::Applied { old, new } => old.iter().chain(std::iter::once(new)).collect(),
+    }
+}
+
+/// Owned children map to the owner named in their owner references (old and new versions, so a
+/// child that changes owner notifies both).
+fn by_owner(owner_kind: &GroupVersionKind, notice: &Notice, out: &mut Keys) {
+    for entry in entries_of(notice) {
+        for owner in &entry.owners {
+            if owner.kind == owner_kind.kind && group_of(&owner.api_version) == owner_kind.group {
+                let key = ObjectKey::new(&entry.key.namespace, &owner.name);
+                if !out.iter().any(|(k, _)| *k == key) {
+                    out.push((key, notice.initial));
+                }
+            }
+        }
+    }
+}
+
+fn by_mapping(
+    mapping: &wit::Mapping,
+    owner_kind: &GroupVersionKind,
+    watched: &Informer,
+    notice: &Notice,
+    out: &mut Keys,
+) {
+    for entry in entries_of(notice) {
+        let ns = &entry.key.namespace;
+        match mapping {
+            wit::Mapping::Owner => return by_owner(owner_kind, notice, out),
+            wit::Mapping::SameName => out.push((entry.key.clone(), notice.initial)),
+            wit::Mapping::Label(l) => {
+                if let Some(name) = entry.labels.get(l) {
+                    out.push((ObjectKey::new(ns, name), notice.initial));
+                }
+            }
+            wit::Mapping::Annotation(a) => {
+                if let Some(name) = entry.annotations.get(a) {
+                    out.push((ObjectKey::new(ns, name), notice.initial));
+                }
+            }
+            wit::Mapping::Namespace => {
+                for e in watched
+                    .entries()
+                    .into_iter()
+                    .filter(|e| &e.key.namespace == ns)
+                {
+                    out.push((e.key.clone(), notice.initial));
+                }
+            }
+        }
+    }
+    out.dedup();
+}
+
+struct Worker {
+    plugin: Arc<RwLock<Arc<Plugin>>>,
+    queue: Queue<ObjectKey>,
+    watched: Arc<Informer>,
+    informers: Arc<Informers>,
+    applier: Arc<Applier>,
+}
+
+impl Worker {
+    async fn run(self) {
+        while let Some(key) = self.queue.get().await {
+            let plugin = current(&self.plugin);
+            let manifest = plugin.manifest();
+            let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, outcome = tracing::field::Empty);
+            let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
+            span.record("outcome", tracing::field::debug(outcome));
+            self.queue.done(&key);
+        }
+    }
+
+    async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> Outcome {
+        let entry = self.watched.get(key);
+        let request = wit::Request {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            object: entry.as_ref().map(|e| e.json.to_string()),
+            deleting: entry.as_ref().is_some_and(|e| e.deleting),
+            settings: String::new(),
+            now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        };
+        let view: Arc<dyn View> = self.informers.clone();
+        let sandboxed = plugin.clone();
+        let result =
+            match tokio::task::spawn_blocking(move || sandboxed.reconcile(request, view)).await {
+                Ok(result) => result,
+                Err(e) => {
+                    tracing::error!(error = %e, "reconcile thread failed");
+                    self.queue.add_rate_limited(key.clone());
+                    return Outcome::Error;
+                }
+            };
+        let subject = Subject {
+            manifest: plugin.manifest(),
+            key,
+            object: entry.as_deref(),
+        };
+        let reconciled = match result {
+            Ok(r) => r,
+            Err(e) => {
+                if matches!(e.kind, ErrorKind::Action(_)) {
+                    // The plugin asked for something it may not do: tell whoever looks at the object.
+                    if let Err(we) = self
+                        .applier
+                        .warn(&subject, "ActionRejected", &e.to_string())
+                        .await
+                    {
+                        tracing::warn!(error = %we, "could not record the warning event");
+                    }
+                }
+                return self.failed(key, &e.to_string(), e.kind.retryable(), e.kind.label());
+            }
+        };
+        match self.applier.apply(&subject, &reconciled.intents).await {
+            Ok(applied) => {
+                self.queue.forget(key);
+                tracing::debug!(
+                    writes = applied.writes,
+                    skipped = applied.skipped,
+                    "applied"
+                );
+                match reconciled.requeue_after {
+                    Some(after) => {
+                        self.queue.add_after(key.clone(), after);
+                        Outcome::Requeue
+                    }
+                    None => Outcome::Success,
+                }
+            }
+            Err(apply::Error::Conflict { target, message }) => {
+                tracing::info!(%target, %message, "conflict; requeueing");
+                self.queue.add(key.clone());
+                Outcome::Requeue
+            }
+            Err(e) => self.failed(key, &e.to_string(), true, e.label()),
+        }
+    }
+
+    fn failed(&self, key: &ObjectKey, message: &str, retryable: bool, reason: &str) -> Outcome {
+        if retryable {
+            let delay = self.queue.add_rate_limited(key.clone());
+            tracing::warn!(error = %message, reason, retry_in = ?delay, "reconcile failed");
+            Outcome::Error
+        } else {
+            self.queue.forget(key);
+            tracing::warn!(error = %message, reason, "reconcile failed permanently; not retrying until the object changes");
+            Outcome::Terminal
+        }
+    }
+}

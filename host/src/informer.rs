@@ -1,0 +1,467 @@
+//! Shared informers: one list+watch per group/version/kind for all plugins, on kube-runtime's
+//! `watcher` (paged or streaming lists, bookmarks, 410 recovery, backoff). The cache keeps each
+//! object's JSON with `managedFields` stripped, serialized once, ready to hand to a plugin, plus
+//! an index from owner UID to children. Subscribers get every change, in order, with nothing
+//! dropped; a new subscriber first receives the current contents marked as initial.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::selector::Selector;
+use crate::view::View;
+
+/// `namespace/name` of an object (namespace empty for cluster-scoped kinds).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// Namespace, empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// A key from its parts.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// An owner reference, as much as the host needs to map a child to its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// Owner's `apiVersion`.
+    pub api_version: String,
+    /// Owner's kind.
+    pub kind: String,
+    /// Owner's name (same namespace as the child).
+    pub name: String,
+    /// Owner's UID.
+    pub uid: String,
+    /// Whether this owner is the controller.
+    pub controller: bool,
+}
+
+/// One cached object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Its key.
+    pub key: ObjectKey,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// `metadata.generation`, when the kind has one.
+    pub generation: Option<i64>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.finalizers`.
+    pub finalizers: Vec<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.ownerReferences`.
+    pub owners: Vec<Owner>,
+    /// The object as JSON without `managedFields`.
+    pub json: Arc<str>,
+}
+
+impl Entry {
+    /// Builds an entry from a watched object, serializing it once.
+    pub fn from_object(mut obj: DynamicObject) -> Self {
+        obj.metadata.managed_fields = None;
+        let meta = &obj.metadata;
+        let json: Arc<str> = Arc::from(serde_json::to_string(&obj).unwrap_or_else(|_| "{}".into()));
+        Self {
+            key: ObjectKey::new(
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default(),
+            ),
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            generation: meta.generation,
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            finalizers: meta.finalizers.clone().unwrap_or_default(),
+            deleting: meta.deletion_timestamp.is_some(),
+            owners: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .map(|o| Owner {
+                    api_version: o.api_version.clone(),
+                    kind: o.kind.clone(),
+                    name: o.name.clone(),
+                    uid: o.uid.clone(),
+                    controller: o.controller.unwrap_or(false),
+                })
+                .collect(),
+            json,
+        }
+    }
+
+    /// The object parsed back into JSON (for the rare reader that needs fields).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or(Value::Null)
+    }
+}
+
+/// A change to a cached object.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Added or modified; `old` is the previous version when there was one.
+    Applied {
+        /// Before.
+        old: Option<Arc<Entry>>,
+        /// After.
+        new: Arc<Entry>,
+    },
+    /// Gone from the API server.
+    Deleted(Arc<Entry>),
+}
+
+/// A change as delivered to a subscriber.
+#[derive(Debug, Clone)]
+pub struct Notice {
+    /// What changed.
+    pub change: Change,
+    /// Part of the initial contents rather than a live event (queued at low priority).
+    pub initial: bool,
+}
+
+#[derive(Default)]
+struct Store {
+    objects: HashMap<ObjectKey, Arc<Entry>>,
+    children: HashMap<String, HashSet<ObjectKey>>,
+}
+
+impl Store {
+    fn insert(&mut self, entry: Arc<Entry>) -> Option<Arc<Entry>> {
+        let old = self.objects.insert(entry.key.clone(), entry.clone());
+        if let Some(old) = &old {
+            self.unindex(old);
+        }
+        for owner in &entry.owners {
+            self.children
+                .entry(owner.uid.clone())
+                .or_default()
+                .insert(entry.key.clone());
+        }
+        old
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Entry>> {
+        let old = self.objects.remove(key)?;
+        self.unindex(&old);
+        Some(old)
+    }
+
+    fn unindex(&mut self, entry: &Entry) {
+        for owner in &entry.owners {
+            if let Some(set) = self.children.get_mut(&owner.uid) {
+                set.remove(&entry.key);
+                if set.is_empty() {
+                    self.children.remove(&owner.uid);
+                }
+            }
+        }
+    }
+}
+
+type Subscribers = Vec<(u64, mpsc::UnboundedSender<Notice>)>;
+
+/// The cache and watch of one kind.
+pub struct Informer {
+    gvk: GroupVersionKind,
+    store: RwLock<Store>,
+    subscribers: Mutex<Subscribers>,
+    next_id: Mutex<u64>,
+    synced: watch::Sender<bool>,
+    resource: Mutex<Option<(ApiResource, bool)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Guarded data stays consistent across a panicking holder (single assignments only).
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Informer {
+    fn new(gvk: GroupVersionKind) -> Self {
+        Self {
+            gvk,
+            store: RwLock::new(Store::default()),
+            subscribers: Mutex::new(Vec::new()),
+            next_id: Mutex::new(0),
+            synced: watch::channel(false).0,
+            resource: Mutex::new(None),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Store> {
+        self.store.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Store> {
+        self.store.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The kind.
+    pub fn gvk(&self) -> &GroupVersionKind {
+        &self.gvk
+    }
+
+    /// The API resource and whether it is namespaced, once discovery has resolved it.
+    pub fn resource(&self) -> Option<(ApiResource, bool)> {
+        lock(&self.resource).clone()
+    }
+
+    /// One cached object.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<Entry>> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// Keys of the cached objects owned by `uid`.
+    pub fn children_of(&self, uid: &str) -> Vec<ObjectKey> {
+        self.read()
+            .children
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every cached object.
+    pub fn entries(&self) -> Vec<Arc<Entry>> {
+        self.read().objects.values().cloned().collect()
+    }
+
+    /// Waits until the first full list has been cached.
+    pub async fn synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Receives every change from now on, after the current contents (as initial notices).
+    pub fn subscribe(&self) -> (u64, mpsc::UnboundedReceiver<Notice>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Holding the store lock while registering means no change can slip between the
+        // snapshot and the live stream.
+        let store = self.read();
+        for entry in store.objects.values() {
+            let change = Change::Applied {
+                old: None,
+                new: entry.clone(),
+            };
+            let _ = tx.send(Notice {
+                change,
+                initial: true,
+            });
+        }
+        let id = {
+            let mut next = lock(&self.next_id);
+            *next += 1;
+            *next
+        };
+        lock(&self.subscribers).push((id, tx));
+        drop(store);
+        (id, rx)
+    }
+
+    /// Stops delivering to a subscriber.
+    pub fn unsubscribe(&self, id: u64) {
+        lock(&self.subscribers).retain(|(i, _)| *i != id);
+    }
+
+    fn publish(&self, change: Change, initial: bool) {
+        lock(&self.subscribers).retain(|(_, tx)| {
+            tx.send(Notice {
+                change: change.clone(),
+                initial,
+            })
+            .is_ok()
+        });
+    }
+
+    fn apply(&self, obj: DynamicObject, initial: bool) {
+        let entry = Arc::new(Entry::from_object(obj));
+        let mut store = self.write();
+        let old = store.insert(entry.clone());
+        // Relists re-deliver unchanged objects; they are not changes.
+        if old
+            .as_ref()
+            .is_some_and(|o| o.resource_version == entry.resource_version)
+        {
+            return;
+        }
+        self.publish(Change::Applied { old, new: entry }, initial);
+    }
+
+    fn delete(&self, obj: &DynamicObject) {
+        let key = ObjectKey::new(
+            obj.metadata.namespace.as_deref().unwrap_or_default(),
+            obj.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let mut store = self.write();
+        if let Some(old) = store.remove(&key) {
+            self.publish(Change::Deleted(old), false);
+        }
+    }
+
+    /// After a (re)list: objects that were cached but not listed were deleted while we were
+    /// not watching.
+    fn finish_list(&self, listed: &HashSet<ObjectKey>) {
+        let mut store = self.write();
+        let gone: Vec<ObjectKey> = store
+            .objects
+            .keys()
+            .filter(|k| !listed.contains(k))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(old) = store.remove(&key) {
+                self.publish(Change::Deleted(old), false);
+            }
+        }
+    }
+
+    async fn run(self: Arc<Self>, client: kube::Client) {
+        let (resource, namespaced) = self.resolve(&client).await;
+        *lock(&self.resource) = Some((resource.clone(), namespaced));
+        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        let config = watcher::Config::default().any_semantic();
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let mut listed = HashSet::new();
+        let mut first = true;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => listed.clear(),
+                Ok(Event::InitApply(obj)) => {
+                    listed.insert(ObjectKey::new(
+                        obj.metadata.namespace.as_deref().unwrap_or_default(),
+                        obj.metadata.name.as_deref().unwrap_or_default(),
+                    ));
+                    self.apply(obj, first);
+                }
+                Ok(Event::InitDone) => {
+                    self.finish_list(&listed);
+                    listed.clear();
+                    first = false;
+                    self.synced.send_replace(true);
+                }
+                Ok(Event::Apply(obj)) => self.apply(obj, false),
+                Ok(Event::Delete(obj)) => self.delete(&obj),
+                Err(e) => {
+                    tracing::warn!(kind = %self.gvk.kind, error = %e, "watch failed; retrying with backoff")
+                }
+            }
+        }
+    }
+
+    /// Finds the kind's resource through discovery, retrying while it is not served yet (a CRD
+    /// installed after start is picked up when it appears).
+    async fn resolve(&self, client: &kube::Client) -> (ApiResource, bool) {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match kube::discovery::pinned_kind(client, &self.gvk).await {
+                Ok((resource, caps)) => return (resource, caps.scope == Scope::Namespaced),
+                Err(e) => {
+                    tracing::info!(kind = %self.gvk.kind, group = %self.gvk.group, error = %e, "kind not served yet; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    }
+}
+
+/// All informers of the process, one per kind, started on first use.
+pub struct Informers {
+    client: kube::Client,
+    informers: Mutex<HashMap<GroupVersionKind, (Arc<Informer>, tokio::task::AbortHandle)>>,
+}
+
+impl Informers {
+    /// No informers yet; each starts when first asked for.
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            informers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The informer for `gvk`, starting its watch if this is the first use.
+    pub fn get(&self, gvk: &GroupVersionKind) -> Arc<Informer> {
+        let mut map = lock(&self.informers);
+        if let Some((informer, _)) = map.get(gvk) {
+            return informer.clone();
+        }
+        let informer = Arc::new(Informer::new(gvk.clone()));
+        let task = tokio::spawn(informer.clone().run(self.client.clone()));
+        map.insert(gvk.clone(), (informer.clone(), task.abort_handle()));
+        informer
+    }
+
+    /// The informer for `gvk` if one runs.
+    pub fn existing(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
+        lock(&self.informers).get(gvk).map(|(i, _)| i.clone())
+    }
+
+    /// Stops every watch.
+    pub fn shutdown(&self) {
+        for (_, (_, task)) in lock(&self.informers).drain() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Informers {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl View for Informers {
+    fn get(&self, kind: &GroupVersionKind, namespace: &str, name: &str) -> Option<Arc<str>> {
+        let informer = self.existing(kind)?;
+        informer
+            .get(&ObjectKey::new(namespace, name))
+            .map(|e| e.json.clone())
+    }
+
+    fn list(&self, kind: &GroupVersionKind, namespace: &str, selector: &Selector) -> Vec<Arc<str>> {
+        let Some(informer) = self.existing(kind) else {
+            return Vec::new();
+        };
+        let mut entries: Vec<Arc<Entry>> = informer
+            .entries()
+            .into_iter()
+            .filter(|e| namespace.is_empty() || e.key.namespace == namespace)
+            .filter(|e| selector.matches_map(&e.labels))
+            .collect();
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        entries.into_iter().map(|e| e.json.clone()).collect()
+    }
+}
