@@ -3,7 +3,8 @@
 //! goes back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
 //! errors). A [`Host`] runs one controller per plugin over shared informers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -40,6 +41,61 @@ pub enum Outcome {
     Terminal,
 }
 
+/// Reconcile counts of one plugin's controller, the source of its metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    success: AtomicU64,
+    requeue: AtomicU64,
+    error: AtomicU64,
+    terminal: AtomicU64,
+    overlaps: AtomicU64,
+}
+
+/// A snapshot of [`Stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Reconciles that succeeded.
+    pub success: u64,
+    /// Reconciles that succeeded and asked to run again (requeue-after or conflict).
+    pub requeue: u64,
+    /// Reconciles that failed and were retried with backoff.
+    pub error: u64,
+    /// Reconciles that failed for good.
+    pub terminal: u64,
+    /// Times a key was found already being reconciled by another worker (must stay 0).
+    pub overlaps: u64,
+}
+
+impl Counts {
+    /// Reconciles of every outcome.
+    pub fn total(&self) -> u64 {
+        self.success + self.requeue + self.error + self.terminal
+    }
+}
+
+impl Stats {
+    fn record(&self, outcome: Outcome) {
+        let counter = match outcome {
+            Outcome::Success => &self.success,
+            Outcome::Requeue => &self.requeue,
+            Outcome::Error => &self.error,
+            Outcome::Terminal => &self.terminal,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            success: self.success.load(Ordering::Relaxed),
+            requeue: self.requeue.load(Ordering::Relaxed),
+            error: self.error.load(Ordering::Relaxed),
+            terminal: self.terminal.load(Ordering::Relaxed),
+            overlaps: self.overlaps.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// Runs every loaded plugin's controller.
 pub struct Host {
     informers: Arc<Informers>,
@@ -49,6 +105,7 @@ pub struct Host {
 
 struct Controller {
     plugin: Arc<RwLock<Arc<Plugin>>>,
+    stats: Arc<Stats>,
     queue: Queue<ObjectKey>,
     subscriptions: Vec<(Arc<Informer>, u64)>,
     tasks: Vec<JoinHandle<()>>,
@@ -79,6 +136,13 @@ impl Host {
     /// The shared informers (plugins read the cache through them).
     pub fn informers(&self) -> &Arc<Informers> {
         &self.informers
+    }
+
+    /// Reconcile counts of a running plugin.
+    pub fn counts(&self, plugin: &str) -> Option<Counts> {
+        lock(&self.controllers)
+            .get(plugin)
+            .map(|c| c.stats.counts())
     }
 
     /// Names of the plugins being run.
@@ -178,6 +242,8 @@ impl Host {
         }
 
         let shared = Arc::new(RwLock::new(plugin));
+        let stats = Arc::new(Stats::default());
+        let in_flight = Arc::new(Mutex::new(HashSet::new()));
         let workers = (0..tuning.concurrency.unwrap_or(4).max(1))
             .map(|_| {
                 let worker = Worker {
@@ -186,12 +252,15 @@ impl Host {
                     watched: watched.clone(),
                     informers: self.informers.clone(),
                     applier: self.applier.clone(),
+                    stats: stats.clone(),
+                    in_flight: in_flight.clone(),
                 };
                 tokio::spawn(worker.run())
             })
             .collect();
         Controller {
             plugin: shared,
+            stats,
             queue,
             subscriptions,
             tasks,
@@ -380,6 +449,9 @@ struct Worker {
     watched: Arc<Informer>,
     informers: Arc<Informers>,
     applier: Arc<Applier>,
+    stats: Arc<Stats>,
+    /// Keys being reconciled; the queue guarantees a key is never in here twice.
+    in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
 }
 
 impl Worker {
@@ -388,8 +460,14 @@ impl Worker {
             let plugin = current(&self.plugin);
             let manifest = plugin.manifest();
             let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, outcome = tracing::field::Empty);
+            if !lock(&self.in_flight).insert(key.clone()) {
+                self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
+            }
             let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
+            lock(&self.in_flight).remove(&key);
             span.record("outcome", tracing::field::debug(outcome));
+            self.stats.record(outcome);
             self.queue.done(&key);
         }
     }

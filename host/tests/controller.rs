@@ -1,133 +1,196 @@
-//! The controller loop end to end in-process: the virtualmachine plugin against the embedded API
-//! server, through shared informers, the workqueue, the sandbox and the applier.
+//! Workqueue semantics through the whole controller loop (embedded API server, informers, sandbox,
+//! applier), driven by the hostile test plugin.
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::{Host, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
-/// Collects every WARN and ERROR the host logs, so tests can assert there were none.
-#[derive(Clone, Default)]
-struct Complaints(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Complaints {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Complaints {
-    type Writer = Complaints;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-fn vm_api(client: &kube::Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
-    Api::namespaced_with(
-        client.clone(),
-        "default",
-        &ApiResource::from_gvk_with_plural(&gvk, "virtualmachines"),
-    )
-}
-
-async fn install_vm_crd(client: &kube::Client) {
-    let crd = common::yaml_objects("examples/virtualmachine/crd.yaml").remove(0);
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
-    )
-    .await
-    .unwrap();
-}
-
 async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::Value> {
     let obj = api.get_opt(name).await.ok()??;
     obj.data.get("status").cloned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
-    let complaints = Complaints::default();
-    tracing_subscriber::fmt()
-        .with_writer(complaints.clone())
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .init();
+mod things {
+    //! A `Thing` CRD (example.com/v1) for the hostile test plugin.
 
-    let server = ApiServer::new().unwrap();
-    let client = server.client();
-    install_vm_crd(&client).await;
-    let vms = vm_api(&client);
-    let vm = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
-    vms.create(&PostParams::default(), &serde_json::from_value(vm).unwrap())
-        .await
-        .unwrap();
+    use super::*;
 
-    let runtime = Runtime::new(Config::default()).unwrap();
-    let plugin = runtime
-        .load(
-            "virtualmachine.wasm",
-            &common::plugin_bytes("virtualmachine"),
-            "{}",
+    pub async fn install(client: &kube::Client) {
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        });
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        crds.create(
+            &PostParams::default(),
+            &serde_json::from_value(crd).unwrap(),
         )
-        .unwrap();
-    let host = Host::new(client.clone());
-    host.upsert(Arc::new(plugin), Tuning::default()).await;
-
-    let status = common::eventually(20, "status.phase Active", || async {
-        status_of(&vms, "test-vm")
-            .await
-            .filter(|s| s["phase"] == "Active")
-    })
-    .await;
-    assert_eq!(status["server"]["cpu"], 2);
-    assert_eq!(status["observedGeneration"], 1);
-
-    let patch = json!({"spec": {"resource": {"cpu": 4}}});
-    vms.patch("test-vm", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    let status = common::eventually(20, "status.server.cpu 4", || async {
-        status_of(&vms, "test-vm")
-            .await
-            .filter(|s| s["server"]["cpu"] == 4)
-    })
-    .await;
-    assert_eq!(status["observedGeneration"], 2);
+    }
 
-    vms.delete("test-vm", &DeleteParams::default())
+    pub fn api(client: &kube::Client) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("example.com", "v1", "Thing");
+        Api::namespaced_with(
+            client.clone(),
+            "default",
+            &ApiResource::from_gvk_with_plural(&gvk, "things"),
+        )
+    }
+
+    pub async fn create(api: &Api<DynamicObject>, name: &str, labels: serde_json::Value) {
+        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {"n": 0}});
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(thing).unwrap(),
+        )
         .await
         .unwrap();
-    common::eventually(20, "the VM to be gone", || async {
-        vms.get_opt("test-vm")
+    }
+
+    /// An in-process server with the CRD, and the hostile plugin in `mode` running in a host.
+    pub async fn setup(
+        settings: serde_json::Value,
+        tuning: Tuning,
+    ) -> (ApiServer, Host, Api<DynamicObject>) {
+        let server = ApiServer::new().unwrap();
+        let client = server.client();
+        install(&client).await;
+        let runtime = Runtime::new(Config::default()).unwrap();
+        let plugin = runtime
+            .load(
+                "hostile.wasm",
+                &common::plugin_bytes("hostile"),
+                &settings.to_string(),
+            )
+            .unwrap();
+        let host = Host::new(client.clone());
+        host.upsert(Arc::new(plugin), tuning).await;
+        (server, host, api(&client))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_action_fails_the_key_with_a_warning_event_and_no_request() {
+    let (server, host, api) = things::setup(json!({"mode": "undeclared"}), Tuning::default()).await;
+    things::create(&api, "t1", json!({})).await;
+    let client = server.client();
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("events.k8s.io", "v1", "Event"),
+            "events",
+        ),
+    );
+    let event = common::eventually(20, "an ActionRejected warning", || async {
+        events
+            .list(&Default::default())
             .await
             .unwrap()
-            .is_none()
-            .then_some(())
+            .items
+            .into_iter()
+            .find(|e| e.data["reason"] == "ActionRejected")
     })
     .await;
-    // Give the host time to process the deletion before shutting down.
+    assert_eq!(event.data["type"], "Warning");
+    assert_eq!(event.data["regarding"]["name"], "t1");
+    assert!(
+        event.data["note"].as_str().unwrap().contains("v1/Secret"),
+        "{}",
+        event.data["note"]
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    assert!(
+        secrets.get_opt("stolen").await.unwrap().is_none(),
+        "the host must not send the undeclared action"
+    );
+    assert!(host.counts("hostile-undeclared").unwrap().error >= 1);
+    host.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_updates_to_a_slow_key_runs_few_reconciles_never_concurrently() {
+    let settings = json!({"mode": "spin", "iterations": 60_000_000u64});
+    let (_server, host, api) = things::setup(
+        settings,
+        Tuning {
+            concurrency: Some(4),
+            namespaces: None,
+        },
+    )
+    .await;
+    things::create(&api, "busy", json!({})).await;
+    for n in 1..=1000 {
+        let patch = json!({"spec": {"n": n}});
+        api.patch("busy", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let generation = api.get("busy").await.unwrap().metadata.generation.unwrap();
+    assert_eq!(generation, 1001);
+    common::eventually(60, "the last generation to be reconciled", || async {
+        let status = status_of(&api, "busy").await?;
+        (status["observedGeneration"] == generation).then_some(())
+    })
+    .await;
+    let counts = host.counts("hostile-spin").unwrap();
+    assert_eq!(counts.overlaps, 0, "a key was reconciled concurrently");
+    assert!(
+        counts.total() <= 60,
+        "1000 updates caused {} reconciles",
+        counts.total()
+    );
+    host.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_key_backs_off_while_others_proceed_and_terminal_errors_stop() {
+    let (_server, host, api) = things::setup(json!({"mode": "fail"}), Tuning::default()).await;
+    things::create(&api, "bad", json!({"fail": "yes"})).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
+    things::create(&api, "good", json!({})).await;
+    common::eventually(20, "the good key to be reconciled", || async {
+        status_of(&api, "good")
+            .await
+            .filter(|s| s["phase"] == "Ready")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Backoff 5 ms doubling: about ten attempts fit in two seconds, a hot loop would make thousands.
+    let errors = host.counts("hostile-fail").unwrap().error;
+    assert!(
+        (3..=14).contains(&errors),
+        "{errors} attempts on the failing key"
+    );
+    assert!(status_of(&api, "bad").await.is_none());
     host.shutdown(Duration::from_secs(5)).await;
 
-    let logged = String::from_utf8(complaints.0.lock().unwrap().clone()).unwrap();
-    assert!(
-        logged.is_empty(),
-        "the host logged warnings or errors:\n{logged}"
+    let (_server, host, api) = things::setup(json!({"mode": "terminal"}), Tuning::default()).await;
+    things::create(&api, "doomed", json!({})).await;
+    common::eventually(20, "the terminal failure", || async {
+        (host.counts("hostile-terminal").unwrap().terminal == 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        host.counts("hostile-terminal").unwrap().total(),
+        1,
+        "a terminal error was retried"
     );
+    host.shutdown(Duration::from_secs(5)).await;
 }

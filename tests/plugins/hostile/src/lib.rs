@@ -1,5 +1,8 @@
 //! A plugin that misbehaves on request, to prove the sandbox contains it. Its settings choose
-//! the misbehaviour: `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "ok"}`.
+//! the misbehaviour: `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
+//! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
+//! `terminal` a terminal error. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
+//! and reports the object's generation in its status.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -51,6 +54,31 @@ impl Reconciler for Hostile {
                     "metadata": {"name": "stolen", "namespace": req.namespace}});
                 Ok(Outcome::with(vec![Action::apply(&secret)?]))
             }
+            "spin" => {
+                let n = req.settings()?.value()["iterations"]
+                    .as_u64()
+                    .unwrap_or(50_000_000);
+                let mut x = 0u64;
+                for i in 0..n {
+                    x = std::hint::black_box(x.wrapping_add(i));
+                }
+                let generation = req
+                    .object::<wasmctrl_sdk::Value>()?
+                    .map(|o| o["metadata"]["generation"].clone())
+                    .unwrap_or_default();
+                let status = json!({ "observedGeneration": generation, "spin": x % 2 });
+                Ok(Outcome::with(vec![Action::update_status(&status)?]))
+            }
+            "fail" => {
+                let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
+                if object["metadata"]["labels"]["fail"] == "yes" {
+                    return Err(Error::retryable("asked to fail"));
+                }
+                Ok(Outcome::with(vec![Action::update_status(
+                    &json!({ "phase": "Ready" }),
+                )?]))
+            }
+            "terminal" => Err(Error::terminal("this can never work")),
             "count" => Ok(Outcome::with(vec![Action::update_status(
                 &json!({ "calls": calls }),
             )?])),

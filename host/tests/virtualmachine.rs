@@ -1,0 +1,134 @@
+//! The virtualmachine plugin end to end in-process: embedded API server, shared informers, the
+//! workqueue, the sandbox and the applier. Its own test binary because it captures the process's
+//! warnings and errors.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::json;
+use wasmctrl::apiserver::ApiServer;
+use wasmctrl::controller::{Host, Tuning};
+use wasmctrl::runtime::{Config, Runtime};
+
+/// Collects every WARN and ERROR the host logs, so tests can assert there were none.
+#[derive(Clone, Default)]
+struct Complaints(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Complaints {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Complaints {
+    type Writer = Complaints;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+fn vm_api(client: &kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
+    Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "virtualmachines"),
+    )
+}
+
+async fn install_vm_crd(client: &kube::Client) {
+    let crd = common::yaml_objects("examples/virtualmachine/crd.yaml").remove(0);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::Value> {
+    let obj = api.get_opt(name).await.ok()??;
+    obj.data.get("status").cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
+    let complaints = Complaints::default();
+    tracing_subscriber::fmt()
+        .with_writer(complaints.clone())
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .init();
+
+    let server = ApiServer::new().unwrap();
+    let client = server.client();
+    install_vm_crd(&client).await;
+    let vms = vm_api(&client);
+    let vm = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
+    vms.create(&PostParams::default(), &serde_json::from_value(vm).unwrap())
+        .await
+        .unwrap();
+
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let plugin = runtime
+        .load(
+            "virtualmachine.wasm",
+            &common::plugin_bytes("virtualmachine"),
+            "{}",
+        )
+        .unwrap();
+    let host = Host::new(client.clone());
+    host.upsert(Arc::new(plugin), Tuning::default()).await;
+
+    let status = common::eventually(20, "status.phase Active", || async {
+        status_of(&vms, "test-vm")
+            .await
+            .filter(|s| s["phase"] == "Active")
+    })
+    .await;
+    assert_eq!(status["server"]["cpu"], 2);
+    assert_eq!(status["observedGeneration"], 1);
+
+    let patch = json!({"spec": {"resource": {"cpu": 4}}});
+    vms.patch("test-vm", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let status = common::eventually(20, "status.server.cpu 4", || async {
+        status_of(&vms, "test-vm")
+            .await
+            .filter(|s| s["server"]["cpu"] == 4)
+    })
+    .await;
+    assert_eq!(status["observedGeneration"], 2);
+
+    vms.delete("test-vm", &DeleteParams::default())
+        .await
+        .unwrap();
+    common::eventually(20, "the VM to be gone", || async {
+        vms.get_opt("test-vm")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // Give the host time to process the deletion before shutting down.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    host.shutdown(Duration::from_secs(5)).await;
+
+    let logged = String::from_utf8(complaints.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logged.is_empty(),
+        "the host logged warnings or errors:\n{logged}"
+    );
+}
