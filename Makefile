@@ -7,11 +7,12 @@ CARGO ?= cargo
 # Cargo's target directory, honouring CARGO_TARGET_DIR like cargo itself does.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 WASMCTRL := $(TARGET_DIR)/debug/wasmctrl
-# Built components. The host's integration tests read test plugins from the same directory
-# (WASMCTRL_PLUGIN_DIR, set below for cargo test/bench); note that `make dev` loads this directory
-# too, test plugins included.
+# Built components: the example plugins (what `make dev` serves) and, apart from them, the plugins
+# only tests and benchmarks use. Tests find both through WASMCTRL_PLUGIN_DIR and
+# WASMCTRL_TEST_PLUGIN_DIR, set below for cargo test/bench.
 PLUGIN_OUT := $(TARGET_DIR)/plugins
-TEST_PLUGIN_OUT := $(PLUGIN_OUT)
+TEST_PLUGIN_OUT := $(TARGET_DIR)/test-plugins
+PLUGIN_DIRS := WASMCTRL_PLUGIN_DIR=$(PLUGIN_OUT) WASMCTRL_TEST_PLUGIN_DIR=$(TEST_PLUGIN_OUT)
 
 # Every crate directory that has a Cargo.toml; empty lists make the plugin targets no-ops.
 PLUGINS := $(patsubst %/Cargo.toml,%,$(wildcard plugins/*/Cargo.toml))
@@ -44,21 +45,22 @@ else
 	@echo "plugins: no plugin crates under plugins/ yet, nothing to build"
 endif
 
-test-plugins: deps host ## Build every tests/plugins/*/ crate into target/plugins/<name>.wasm
+test-plugins: deps host ## Build every tests/plugins/*/ crate into target/test-plugins/<name>.wasm
 ifneq ($(TEST_PLUGINS),)
 	$(BUILD_PLUGINS) --out-dir $(TEST_PLUGIN_OUT) $(TEST_PLUGINS)
 else
 	@echo "test-plugins: no test plugin crates under tests/plugins/, nothing to build"
 endif
 
-# WASMCTRL_PLUGIN_DIR: where the tests find built plugins, wherever CARGO_TARGET_DIR points.
+# WASMCTRL_PLUGIN_DIR / WASMCTRL_TEST_PLUGIN_DIR: where tests find built plugins, wherever
+# CARGO_TARGET_DIR points.
 # WASMCTRL_REQUIRE_WASM: `deps` has installed a wasm toolchain, so tests that build plugins must
 # not skip for the lack of one.
 test: deps fmt-check clippy plugins test-plugins ## Everything CI runs: format, lints, plugins, all tests
-	WASMCTRL_PLUGIN_DIR=$(PLUGIN_OUT) WASMCTRL_REQUIRE_WASM=1 $(CARGO) test --workspace
+	$(PLUGIN_DIRS) WASMCTRL_REQUIRE_WASM=1 $(CARGO) test --workspace
 
 bench: plugins test-plugins ## Build the plugins, then run the benchmarks
-	WASMCTRL_PLUGIN_DIR=$(PLUGIN_OUT) $(CARGO) bench --workspace
+	$(PLUGIN_DIRS) $(CARGO) bench --workspace
 
 dev: plugins ## Build the plugins and run the controller against examples/
 	@if $(WASMCTRL) dev --help >/dev/null 2>&1; then \

@@ -1186,7 +1186,7 @@ mod tests {
         assert_eq!(stats.handed_out_total, 3);
         let waited = [3 * SEC, 3 * SEC - 5 * MS, 2 * SEC];
         assert_eq!(*recorder.waited.lock().unwrap(), waited);
-        assert_eq!(stats.queue_latency_total, waited.iter().sum());
+        assert_eq!(stats.queue_latency_total, waited.iter().sum::<Duration>());
         assert_eq!(*recorder.worked.lock().unwrap(), [SEC]);
     }
 

@@ -1,5 +1,5 @@
-//! `wasmctrl build` through the real binary: a minimal wit-bindgen guest becomes a component whose
-//! world exports the plugin contract, and bad crate directories fail with one-line errors.
+//! `wasmctrl build` through the real binary: a plugin crate becomes a component whose world
+//! exports the plugin contract, and bad crate directories fail with one-line errors.
 //!
 //! Building the guest needs a wasm32 toolchain (see `wasmctrl::build::toolchain`). Where there is
 //! none the test says so on the terminal and returns; `WASMCTRL_REQUIRE_WASM=1` (set by `make
@@ -26,81 +26,14 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Writes `contents` unless the file already holds it, so cargo's mtime-based fingerprints keep
-/// the guest warm between runs.
-fn write_if_changed(path: &Path, contents: &str) {
-    if std::fs::read_to_string(path).is_ok_and(|old| old == contents) {
-        return;
-    }
-    let dir = path.parent().expect("a file path");
-    std::fs::create_dir_all(dir).expect("create guest directory");
-    std::fs::write(path, contents).expect("write guest file");
-}
-
-/// A standalone guest crate (its own `[workspace]`) implementing the contract trivially.
-fn write_guest(dir: &Path) {
-    write_if_changed(
-        &dir.join("Cargo.toml"),
-        r#"[package]
-name = "build-test-plugin"
-version = "0.1.0"
-edition = "2024"
-publish = false
-
-[lib]
-crate-type = ["cdylib"]
-
-[dependencies]
-wit-bindgen = { version = "0.61", default-features = false, features = ["macros", "realloc"] }
-
-[workspace]
-"#,
-    );
-    let wit = repo_root().join("wit");
-    let lib = format!(
-        r#"wit_bindgen::generate!({{ path: {wit:?}, world: "plugin" }});
-
-use wasmctrl::plugin::types::{{Gvk, Selector, Watch}};
-
-struct Plugin;
-
-impl Guest for Plugin {{
-    fn manifest(_settings: String) -> Result<Manifest, String> {{
-        let kind = Gvk {{ group: String::new(), version: "v1".into(), kind: "ConfigMap".into() }};
-        Ok(Manifest {{
-            name: "build-test".into(),
-            version: "0.1.0".into(),
-            watches: Watch {{
-                kind,
-                selector: Selector {{ namespaces: Vec::new(), labels: String::new() }},
-                predicates: Vec::new(),
-            }},
-            owns: Vec::new(),
-            reads: Vec::new(),
-            writes: Vec::new(),
-            capabilities: Vec::new(),
-        }})
-    }}
-
-    fn reconcile(_request: Request) -> Result<Outcome, Error> {{
-        Ok(Outcome {{ actions: Vec::new(), requeue_after_ms: None }})
-    }}
-}}
-
-export!(Plugin);
-"#,
-        wit = wit.to_str().expect("a UTF-8 repository path")
-    );
-    write_if_changed(&dir.join("src/lib.rs"), &lib);
-}
-
 #[test]
 fn builds_a_guest_into_a_component_exporting_the_contract() {
-    // Under cargo's per-target temp dir rather than a fresh one: the guest's lock file and its
-    // wasm artifacts (std itself, on the Debian toolchain) survive between runs.
-    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-test");
-    let guest = scratch.join("guest");
-    write_guest(&guest);
+    // A plugin crate of this workspace, built into the workspace's target directory: the wasm
+    // std that `make test-plugins` compiled (minutes on the Debian toolchain) is reused.
+    let guest = repo_root().join("tests/plugins/trivial");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
 
     if let Err(missing) = wasmctrl::build::toolchain_for(&guest) {
         if std::env::var_os("WASMCTRL_REQUIRE_WASM").is_some_and(|v| v == "1") {
@@ -121,13 +54,13 @@ fn builds_a_guest_into_a_component_exporting_the_contract() {
         .arg(&guest)
         .arg("--out-dir")
         .arg(out.path())
-        .env("CARGO_TARGET_DIR", scratch.join("target"))
+        .env("CARGO_TARGET_DIR", &target)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "wasmctrl build failed:\n{stderr}");
 
-    let written = out.path().join("build-test-plugin.wasm");
+    let written = out.path().join("trivial.wasm");
     assert_eq!(
         String::from_utf8_lossy(&output.stdout).trim(),
         written.to_str().unwrap()
