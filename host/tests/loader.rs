@@ -283,6 +283,23 @@ async fn removing_a_file_removes_its_plugin() {
     assert_eq!(name(&trivial), "trivial");
 }
 
+/// Renaming a file moves nothing the controller can see: same name, same bytes, same config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renaming_a_file_is_not_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::copy(common::plugin_path("trivial"), dir.path().join("a.wasm")).unwrap();
+    let (loader, mut rx) = start(dir.path()).await;
+    let (trivial, _) = added(next(&mut rx).await);
+
+    fs::rename(dir.path().join("a.wasm"), dir.path().join("b.wasm")).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(Arc::ptr_eq(&loader.current()[0].0, &trivial));
+    // The next change observed is the following one, so the rename produced none; and it is
+    // `b.wasm` that now serves the name.
+    fs::remove_file(dir.path().join("b.wasm")).unwrap();
+    assert!(Arc::ptr_eq(&removed(next(&mut rx).await), &trivial));
+}
+
 /// Kubernetes ConfigMap/Secret volumes: `vm.wasm -> ..data/vm.wasm`, `..data -> ..<timestamp>`,
 /// updated by renaming a fresh `..data` link over the old one. No event names `vm.wasm`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,8 +98,8 @@ pub struct Loader {
     snapshot: Snapshot,
     stop: CancellationToken,
     task: Option<JoinHandle<()>>,
-    // Held for its side effect: dropping it ends the OS watch.
-    _watcher: notify::RecommendedWatcher,
+    // Held for its side effect: dropping it ends the OS watch. `None` when only polling.
+    _watcher: Option<notify::RecommendedWatcher>,
 }
 
 impl Loader {
@@ -108,22 +108,25 @@ impl Loader {
     /// The initial set is reported on the returned channel like any later change (an `Added` per
     /// plugin, a `Failed` per broken file) before this returns, so the controller has one code
     /// path: apply changes in order, starting from nothing. A broken file does not fail the start;
-    /// an unreadable directory or a watch that cannot be set up does.
+    /// an unreadable directory does, and so does a watch that cannot be set up unless
+    /// [`Options::resync`] is set (the loader then polls at that interval).
     pub async fn start(
         dir: PathBuf,
         runtime: Runtime,
         options: Options,
     ) -> anyhow::Result<(Loader, mpsc::Receiver<Change>)> {
         let wake = Arc::new(Notify::new());
-        let mut watcher = notify::recommended_watcher({
-            let wake = wake.clone();
-            move |event| on_event(event, &wake)
-        })
-        .context("creating the plugin directory watcher")?;
         // Watch before the first scan so that nothing written during it goes unnoticed.
-        watcher
-            .watch(&dir, notify::RecursiveMode::NonRecursive)
-            .with_context(|| format!("watching the plugin directory {}", dir.display()))?;
+        let watcher = match (watch_dir(&dir, &wake), options.resync) {
+            (Ok(watcher), _) => Some(watcher),
+            (Err(e), None) => return Err(e),
+            // Nodes often run out of inotify instances; periodic rescans still pick changes up.
+            (Err(e), Some(every)) => {
+                tracing::warn!(error = %format!("{e:#}"), resync = ?every,
+                    "cannot watch the plugin directory; falling back to periodic rescans");
+                None
+            }
+        };
 
         let directory = Arc::new(Mutex::new(Directory::new(dir.clone(), runtime)));
         let snapshot = Arc::new(Mutex::new(Vec::new()));
@@ -187,6 +190,18 @@ impl Drop for Loader {
     }
 }
 
+fn watch_dir(dir: &Path, wake: &Arc<Notify>) -> anyhow::Result<notify::RecommendedWatcher> {
+    let mut watcher = notify::recommended_watcher({
+        let wake = wake.clone();
+        move |event| on_event(event, &wake)
+    })
+    .context("creating the plugin directory watcher")?;
+    watcher
+        .watch(dir, notify::RecursiveMode::NonRecursive)
+        .with_context(|| format!("watching the plugin directory {}", dir.display()))?;
+    Ok(watcher)
+}
+
 /// Called on the watcher's thread. Our own reads of the plugins show up as open/close-read
 /// events, which must not trigger another rescan (that would loop forever).
 fn on_event(event: notify::Result<notify::Event>, wake: &Notify) {
@@ -226,7 +241,7 @@ async fn watch(
             () = resync => {}
         }
         // Trailing-edge debounce with a cap, so a steady trickle of events cannot starve reloads.
-        let cap = Instant::now() + options.debounce * 10;
+        let cap = Instant::now() + options.debounce.saturating_mul(10);
         loop {
             let quiet = (Instant::now() + options.debounce).min(cap);
             tokio::select! {
@@ -258,8 +273,8 @@ async fn rescan(
     let directory = directory.clone();
     let snapshot = snapshot.clone();
     tokio::task::spawn_blocking(move || {
-        // A panic while loading poisons the lock; the state is still consistent between scans
-        // (each scan only mutates after loading), so carry on with it.
+        // A panic while loading poisons the lock. Plugins are loaded before a scan mutates
+        // anything, so the state is still the previous scan's: carry on with it.
         let mut directory = directory.lock().unwrap_or_else(PoisonError::into_inner);
         let changes = directory.rescan()?;
         *snapshot.lock().unwrap_or_else(PoisonError::into_inner) = directory.snapshot();
