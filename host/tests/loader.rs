@@ -124,8 +124,13 @@ async fn initial_load_serves_each_plugin_with_its_config() {
     fs::write(dir.path().join("README.md"), "hello").unwrap();
     fs::write(dir.path().join(".hidden.wasm"), "garbage").unwrap();
     fs::write(dir.path().join("orphan.toml"), "nonsense = true").unwrap();
+    // Reported, but does not stop the others from loading.
+    fs::write(dir.path().join("broken.wasm"), "not wasm").unwrap();
 
     let (loader, mut rx) = start(dir.path()).await;
+    let (path, error) = failed(next(&mut rx).await);
+    assert_eq!(path, dir.path().join("broken.wasm"));
+    assert!(error.contains("broken.wasm"), "{error}");
     let (plugin, config) = added(next(&mut rx).await);
     assert_eq!(name(&plugin), "virtualmachine");
     assert_eq!(config.concurrency, Some(3));
@@ -209,6 +214,8 @@ async fn a_config_change_replaces_the_plugin_and_a_bad_config_fails() {
     assert_eq!(old.digest(), new.digest());
     assert_eq!(config.deadline(), Some(Duration::from_millis(500)));
     assert_eq!(settings(&loader, "virtualmachine"), json!({"level": 2}));
+    // A reconcile holding the old version (in flight during the swap) still runs on it.
+    assert!(!reconcile_vm(old).await.is_empty());
 
     fs::write(&toml, "concurency = 4\n").unwrap();
     let (path, error) = failed(next(&mut rx).await);

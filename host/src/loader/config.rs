@@ -197,4 +197,31 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn namespaces_can_only_narrow_the_manifest() {
+        let mut manifest = Manifest {
+            name: "p".into(),
+            version: String::new(),
+            kind: kube::core::GroupVersionKind::gvk("example.com", "v1", "Thing"),
+            namespaces: Vec::new(),
+            selector: Default::default(),
+            predicates: Vec::new(),
+            owns: Vec::new(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            capabilities: Vec::new(),
+        };
+        let config = |ns: &[&str]| PluginConfig {
+            namespaces: Some(ns.iter().map(|n| n.to_string()).collect()),
+            ..PluginConfig::default()
+        };
+        // The plugin watches all namespaces: any narrowing is fine.
+        assert!(config(&["a"]).check_narrows(&manifest).is_ok());
+        manifest.namespaces = vec!["a".into(), "b".into()];
+        assert!(config(&["b"]).check_narrows(&manifest).is_ok());
+        let err = config(&["a", "c"]).check_narrows(&manifest).unwrap_err();
+        assert!(err.contains(r#"["c"]"#), "{err}");
+        assert!(PluginConfig::default().check_narrows(&manifest).is_ok());
+    }
 }
