@@ -1,9 +1,12 @@
 //! wasmctrl: a Kubernetes controller host whose reconcilers are sandboxed WebAssembly plugins.
 //!
-//! Layers, each only reaching down: [`plugin`] (what a plugin declares and may do) ->
-//! [`runtime`] (wasmtime: one fresh sandbox per reconcile) -> [`build`] (turning plugin crates into
-//! components). [`queue`] is the client-go workqueue contract. [`apiserver`] is an embedded,
-//! protocol-faithful Kubernetes API server with its own module tree. [`cli`] wires them to commands.
+//! Layers, each only reaching down: [`plugin`] (the contract: what a plugin declares and may do)
+//! -> [`runtime`] (wasmtime: one fresh sandbox per reconcile) -> [`build`] (turning plugin crates
+//! into components). The controller loop is [`informer`] (shared caches) -> [`queue`] (the
+//! client-go workqueue contract) -> [`controller`] (a plugin per queue) -> [`apply`] (carrying out
+//! checked intents). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
+//! embedded, protocol-faithful Kubernetes API server with its own module tree. [`cli`] wires them
+//! to commands.
 
 pub mod apiserver;
 pub mod apply;
@@ -11,6 +14,7 @@ pub mod build;
 pub mod cli;
 pub mod controller;
 pub mod informer;
+pub mod loader;
 pub mod plugin;
 pub mod queue;
 pub mod runtime;
