@@ -80,9 +80,11 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let dir = std::env::var_os("WASMCTRL_TEST_PLUGIN_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins")
-    });
+    let dir = std::env::var_os("WASMCTRL_TEST_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-plugins")
+        });
     let wasm = dir.join("trivial.wasm");
     let bytes = std::fs::read(&wasm).unwrap_or_else(|e| {
         panic!(

@@ -1,6 +1,9 @@
 //! Workqueue semantics through the whole controller loop (embedded API server, informers, sandbox,
 //! applier), driven by the hostile test plugin.
 
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::Arc;

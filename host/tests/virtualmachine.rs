@@ -2,6 +2,9 @@
 //! workqueue, the sandbox and the applier. Its own test binary because it captures the process's
 //! warnings and errors.
 
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::{Arc, Mutex};

@@ -2,9 +2,15 @@
 
 mod apiserver;
 mod build;
+mod dev;
+mod run;
 mod test;
 
+use std::path::Path;
 use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use serde_json::Value;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +30,10 @@ enum Command {
     Test(test::Args),
     /// Run the embedded Kubernetes API server on its own.
     Apiserver(apiserver::Args),
+    /// Run the host against a cluster, serving a directory of plugins.
+    Run(run::Args),
+    /// Run the host against the embedded API server, with manifests applied: no cluster needed.
+    Dev(dev::Args),
 }
 
 /// Parses the command line, runs the subcommand and maps its outcome to an exit code.
@@ -36,6 +46,8 @@ pub fn main() -> ExitCode {
         Command::Build(args) => build::run(args),
         Command::Test(args) => test::run(args),
         Command::Apiserver(args) => apiserver::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Dev(args) => dev::run(args),
     };
     match result {
         Ok(code) => code,
@@ -53,7 +65,10 @@ pub fn main() -> ExitCode {
 fn init_tracing() {
     use tracing_subscriber::{EnvFilter, fmt};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let json = std::env::var("WASMCTRL_LOG_FORMAT").is_ok_and(|v| v == "json");
     // A second init (tests calling `main` twice) is harmless; ignore it.
     let _ = if json {
@@ -61,4 +76,42 @@ fn init_tracing() {
     } else {
         builder.try_init()
     };
+}
+
+/// Completes on SIGINT or SIGTERM (or at once if the handlers cannot be installed, so that a
+/// process that cannot be stopped cleanly does not start).
+pub(crate) async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Every object in a YAML or JSON file: multi-document YAML and `kind: List` are flattened.
+pub(crate) fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(doc)
+            .map_err(|e| anyhow::anyhow!("{}: invalid YAML/JSON: {e}", path.display()))?;
+        match value {
+            Value::Null => {}
+            Value::Object(ref o) if o.get("kind").and_then(Value::as_str) == Some("List") => {
+                out.extend(
+                    o.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            Value::Object(_) => out.push(value),
+            _ => bail!("{}: expected an object, found {value}", path.display()),
+        }
+    }
+    Ok(out)
 }

@@ -1,12 +1,12 @@
 //! `wasmctrl test`: one reconcile of a plugin, offline, printed as the JSON the host would act on.
 //! The plugin author's inner loop, like `kwctl run` for Kubewarden policies.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::plugin::wit;
 use crate::runtime::{Config, Runtime};
@@ -46,12 +46,12 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(&args.plugin)
         .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
-    let mut object = read_documents(&args.object)?
+    let mut object = super::read_documents(&args.object)?
         .into_iter()
         .next()
         .with_context(|| format!("{}: no object in file", args.object.display()))?;
     let settings = match &args.settings {
-        Some(path) => read_documents(path)?
+        Some(path) => super::read_documents(path)?
             .into_iter()
             .next()
             .unwrap_or(json!({})),
@@ -59,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut view = StaticView::new();
     for path in &args.cache {
-        for doc in read_documents(path)? {
+        for doc in super::read_documents(path)? {
             view.insert(doc)
                 .with_context(|| format!("{}: cache object", path.display()))?;
         }
@@ -124,29 +124,4 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(code)
-}
-
-/// Every object in a YAML or JSON file: multi-document YAML and `kind: List` are flattened.
-fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value: Value = serde::Deserialize::deserialize(doc)
-            .map_err(|e| anyhow::anyhow!("{}: invalid YAML/JSON: {e}", path.display()))?;
-        match value {
-            Value::Null => {}
-            Value::Object(ref o) if o.get("kind").and_then(Value::as_str) == Some("List") => {
-                out.extend(
-                    o.get("items")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default(),
-                );
-            }
-            Value::Object(_) => out.push(value),
-            _ => bail!("{}: expected an object, found {value}", path.display()),
-        }
-    }
-    Ok(out)
 }

@@ -8,21 +8,29 @@ use std::path::PathBuf;
 pub fn plugin_dirs() -> [PathBuf; 2] {
     let dir = |var: &str, default: &str| {
         std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target").join(default)
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../target")
+                .join(default)
         })
     };
-    [dir("WASMCTRL_PLUGIN_DIR", "plugins"), dir("WASMCTRL_TEST_PLUGIN_DIR", "test-plugins")]
+    [
+        dir("WASMCTRL_PLUGIN_DIR", "plugins"),
+        dir("WASMCTRL_TEST_PLUGIN_DIR", "test-plugins"),
+    ]
 }
 
 /// A built plugin's path; panics with the command to run when it has not been built.
 pub fn plugin_path(name: &str) -> PathBuf {
     let dirs = plugin_dirs();
-    dirs.iter().map(|d| d.join(format!("{name}.wasm"))).find(|p| p.exists()).unwrap_or_else(|| {
-        panic!(
-            "{name}.wasm is in none of {dirs:?}: build the plugins first with \
+    dirs.iter()
+        .map(|d| d.join(format!("{name}.wasm")))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name}.wasm is in none of {dirs:?}: build the plugins first with \
              `make plugins test-plugins` (make test does)"
-        )
-    })
+            )
+        })
 }
 
 /// A built plugin's bytes.

@@ -1,0 +1,127 @@
+//! `wasmctrl run`: the host against a cluster (kubeconfig, or the in-cluster service account),
+//! serving every plugin in a directory and following changes to it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::controller::{Host, Tuning};
+use crate::loader::{self, Change, Loader};
+use crate::runtime::{self, Runtime};
+
+/// Options shared by `run` and `dev`: where plugins come from and the limits they run under.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HostArgs {
+    /// Directory of plugin components (`*.wasm`, each with an optional `<name>.toml` config);
+    /// watched for new, replaced and removed files.
+    #[arg(long, default_value = "plugins")]
+    pub plugins: PathBuf,
+    /// Reconciles at once per plugin unless its config says otherwise.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Wall-clock deadline of one reconcile, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub deadline_ms: u64,
+    /// Memory cap of one plugin instance, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub memory_mib: usize,
+    /// Directory for compiled plugin artifacts (skips recompiling on restart).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// On SIGINT/SIGTERM, how long in-flight reconciles get to finish, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+}
+
+/// Arguments of `wasmctrl run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    host: HostArgs,
+    /// Kubeconfig to use; without it, `KUBECONFIG`, `~/.kube/config`, then the in-cluster
+    /// service account.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
+/// Runs the subcommand until SIGINT/SIGTERM.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let client = match &args.kubeconfig {
+            Some(path) => {
+                let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                    .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                    .await
+                    .with_context(|| format!("using kubeconfig {}", path.display()))?;
+                kube::Client::try_from(config)?
+            }
+            None => kube::Client::try_default()
+                .await
+                .context("no kubeconfig and not in a cluster")?,
+        };
+        serve(client, &args.host, super::shutdown_signal()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
+/// no new keys are taken and in-flight reconciles get the grace period to finish.
+pub(crate) async fn serve(
+    client: kube::Client,
+    args: &HostArgs,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let config = runtime::Config {
+        deadline: Duration::from_millis(args.deadline_ms),
+        memory_limit: args.memory_mib << 20,
+        cache_dir: args.cache_dir.clone(),
+        ..runtime::Config::default()
+    };
+    let runtime = Runtime::new(config)?;
+    let host = Host::new(client);
+    let (loader, mut changes) =
+        Loader::start(args.plugins.clone(), runtime, loader::Options::default()).await?;
+    tracing::info!(plugins = %args.plugins.display(), "serving plugins");
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            change = changes.recv() => match change {
+                Some(change) => apply_change(&host, change, args).await,
+                None => break,
+            },
+            () = &mut stop => break,
+        }
+    }
+    tracing::info!("shutting down: finishing in-flight reconciles");
+    host.shutdown(Duration::from_secs(args.shutdown_grace_secs))
+        .await;
+    loader.shutdown().await;
+    Ok(())
+}
+
+async fn apply_change(host: &Host, change: Change, args: &HostArgs) {
+    let tuning = |config: &loader::PluginConfig| Tuning {
+        concurrency: config.concurrency.or(Some(args.concurrency)),
+        namespaces: config.namespaces.clone(),
+    };
+    match change {
+        Change::Added(plugin, config) => host.upsert(plugin, tuning(&config)).await,
+        Change::Replaced { new, config, .. } => host.upsert(new, tuning(&config)).await,
+        Change::Removed(plugin) => {
+            host.remove(
+                &plugin.manifest().name,
+                Duration::from_secs(args.shutdown_grace_secs),
+            )
+            .await;
+        }
+        Change::Failed { path, error } => {
+            tracing::warn!(file = %path.display(), %error, "plugin not loaded; any previous version keeps serving");
+        }
+    }
+}
