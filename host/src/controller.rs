@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use crate::apply::{self, Applier, Subject};
 use crate::informer::{Change, Entry, Informer, Informers, Notice, ObjectKey};
+use crate::loader;
 use crate::plugin::{Manifest, wit};
 use crate::queue::{self, Queue};
 use crate::runtime::{ErrorKind, Plugin};
@@ -189,6 +190,23 @@ impl Host {
         };
         controller.stop(grace).await;
         tracing::info!(plugin.name = %name, "plugin stopped");
+    }
+
+    /// Follows one change of the plugin directory: start, swap or stop a controller.
+    /// `concurrency` is the default worker count for plugins whose config does not set one.
+    pub async fn apply_change(&self, change: loader::Change, concurrency: usize, grace: Duration) {
+        let tuning = |config: &loader::PluginConfig| Tuning {
+            concurrency: config.concurrency.or(Some(concurrency)),
+            namespaces: config.namespaces.clone(),
+        };
+        match change {
+            loader::Change::Added(plugin, config) => self.upsert(plugin, tuning(&config)).await,
+            loader::Change::Replaced { new, config, .. } => self.upsert(new, tuning(&config)).await,
+            loader::Change::Removed(plugin) => self.remove(&plugin.manifest().name, grace).await,
+            loader::Change::Failed { path, error } => {
+                tracing::warn!(file = %path.display(), %error, "plugin not loaded; any previous version keeps serving");
+            }
+        }
     }
 
     /// Stops every controller (graceful shutdown), then the informers.

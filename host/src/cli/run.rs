@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::controller::{Host, Tuning};
-use crate::loader::{self, Change, Loader};
+use crate::controller::Host;
+use crate::loader::{self, Loader};
 use crate::runtime::{self, Runtime};
 
 /// Options shared by `run` and `dev`: where plugins come from and the limits they run under.
@@ -88,11 +88,12 @@ pub(crate) async fn serve(
     let (loader, mut changes) =
         Loader::start(args.plugins.clone(), runtime, loader::Options::default()).await?;
     tracing::info!(plugins = %args.plugins.display(), "serving plugins");
+    let grace = Duration::from_secs(args.shutdown_grace_secs);
     tokio::pin!(stop);
     loop {
         tokio::select! {
             change = changes.recv() => match change {
-                Some(change) => apply_change(&host, change, args).await,
+                Some(change) => host.apply_change(change, args.concurrency, grace).await,
                 None => break,
             },
             () = &mut stop => break,
@@ -103,25 +104,4 @@ pub(crate) async fn serve(
         .await;
     loader.shutdown().await;
     Ok(())
-}
-
-async fn apply_change(host: &Host, change: Change, args: &HostArgs) {
-    let tuning = |config: &loader::PluginConfig| Tuning {
-        concurrency: config.concurrency.or(Some(args.concurrency)),
-        namespaces: config.namespaces.clone(),
-    };
-    match change {
-        Change::Added(plugin, config) => host.upsert(plugin, tuning(&config)).await,
-        Change::Replaced { new, config, .. } => host.upsert(new, tuning(&config)).await,
-        Change::Removed(plugin) => {
-            host.remove(
-                &plugin.manifest().name,
-                Duration::from_secs(args.shutdown_grace_secs),
-            )
-            .await;
-        }
-        Change::Failed { path, error } => {
-            tracing::warn!(file = %path.display(), %error, "plugin not loaded; any previous version keeps serving");
-        }
-    }
 }

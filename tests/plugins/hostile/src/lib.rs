@@ -1,7 +1,7 @@
 //! A plugin that misbehaves on request, to prove the sandbox contains it. Its settings choose
 //! the misbehaviour: `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
 //! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
-//! `terminal` a terminal error. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
+//! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
 //! and reports the object's generation in its status.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -79,6 +79,12 @@ impl Reconciler for Hostile {
                 )?]))
             }
             "terminal" => Err(Error::terminal("this can never work")),
+            "version" => {
+                let version = req.settings()?.value()["version"].clone();
+                Ok(Outcome::with(vec![Action::update_status(
+                    &json!({ "version": version }),
+                )?]))
+            }
             "count" => Ok(Outcome::with(vec![Action::update_status(
                 &json!({ "calls": calls }),
             )?])),

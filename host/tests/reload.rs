@@ -1,0 +1,141 @@
+//! Hot reload under load: a plugin replaced 20 times (with a corrupt file in between) while 500
+//! objects are reconciled. No reconcile fails because of a swap, a corrupt file changes nothing,
+//! and every object ends reconciled by the last version.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::json;
+use wasmctrl::apiserver::ApiServer;
+use wasmctrl::controller::Host;
+use wasmctrl::loader::{self, Loader};
+use wasmctrl::runtime::{Config, Runtime};
+
+/// Replaces `path` in one step, as `kubectl cp`/ConfigMap updates or an editor would.
+fn put(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&tmp, bytes).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn config(version: u32) -> String {
+    format!("concurrency = 4\n\n[settings]\nmode = \"version\"\nversion = {version}\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_version() {
+    let server = ApiServer::new().unwrap();
+    let client = server.client();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .unwrap();
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Thing");
+    let things: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "things"),
+    );
+    for i in 0..500 {
+        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": format!("thing-{i:03}"), "namespace": "default"}, "spec": {"i": i}});
+        things
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(thing).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("hostile.wasm");
+    let toml = dir.path().join("hostile.toml");
+    let good = common::plugin_bytes("hostile");
+    put(&wasm, &good);
+    put(&toml, config(0).as_bytes());
+
+    let host = Arc::new(Host::new(client.clone()));
+    let options = loader::Options {
+        debounce: Duration::from_millis(50),
+        ..Default::default()
+    };
+    let (loader, mut changes) = Loader::start(
+        dir.path().to_path_buf(),
+        Runtime::new(Config::default()).unwrap(),
+        options,
+    )
+    .await
+    .unwrap();
+    let follower = {
+        let host = host.clone();
+        tokio::spawn(async move {
+            let mut failed = 0;
+            while let Some(change) = changes.recv().await {
+                failed += matches!(change, loader::Change::Failed { .. }) as usize;
+                host.apply_change(change, 4, Duration::from_secs(10)).await;
+            }
+            failed
+        })
+    };
+
+    for version in 1..=20 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        if version == 10 {
+            // A corrupt upload: it must not replace the working version...
+            put(&wasm, b"\0asm garbage, not a component");
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            // ...and putting the good bytes back is no change at all.
+            put(&wasm, &good);
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        put(&toml, config(version).as_bytes());
+    }
+
+    common::eventually(120, "every object reconciled by version 20", || async {
+        let list = things.list(&ListParams::default()).await.ok()?;
+        let done = list
+            .items
+            .iter()
+            .filter(|t| t.data["status"]["version"] == 20)
+            .count();
+        (done == 500).then_some(())
+    })
+    .await;
+    let counts = host.counts("hostile-version").unwrap();
+    assert_eq!(
+        counts.error + counts.terminal,
+        0,
+        "reconciles failed during swaps: {counts:?}"
+    );
+    assert_eq!(counts.overlaps, 0);
+    assert!(counts.total() >= 500);
+
+    host.shutdown(Duration::from_secs(10)).await;
+    loader.shutdown().await;
+    let failed = follower.await.unwrap();
+    assert_eq!(failed, 1, "exactly the corrupt upload failed to load");
+}
