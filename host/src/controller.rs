@@ -65,6 +65,8 @@ pub struct Counts {
     pub terminal: u64,
     /// Times a key was found already being reconciled by another worker (must stay 0).
     pub overlaps: u64,
+    /// Reconciles running now.
+    pub in_flight: u64,
 }
 
 impl Counts {
@@ -93,6 +95,7 @@ impl Stats {
             error: self.error.load(Ordering::Relaxed),
             terminal: self.terminal.load(Ordering::Relaxed),
             overlaps: self.overlaps.load(Ordering::Relaxed),
+            in_flight: 0,
         }
     }
 }
@@ -107,6 +110,7 @@ pub struct Host {
 struct Controller {
     plugin: Arc<RwLock<Arc<Plugin>>>,
     stats: Arc<Stats>,
+    in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
     queue: Queue<ObjectKey>,
     subscriptions: Vec<(Arc<Informer>, u64)>,
     tasks: Vec<JoinHandle<()>>,
@@ -141,9 +145,10 @@ impl Host {
 
     /// Reconcile counts of a running plugin.
     pub fn counts(&self, plugin: &str) -> Option<Counts> {
-        lock(&self.controllers)
-            .get(plugin)
-            .map(|c| c.stats.counts())
+        lock(&self.controllers).get(plugin).map(|c| Counts {
+            in_flight: lock(&c.in_flight).len() as u64,
+            ..c.stats.counts()
+        })
     }
 
     /// Names of the plugins being run.
@@ -279,6 +284,7 @@ impl Host {
         Controller {
             plugin: shared,
             stats,
+            in_flight,
             queue,
             subscriptions,
             tasks,

@@ -197,3 +197,22 @@ async fn a_failing_key_backs_off_while_others_proceed_and_terminal_errors_stop()
     );
     host.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_finishes_in_flight_reconciles() {
+    // A few hundred milliseconds of work per reconcile: long enough to shut down in the middle of one.
+    let settings = json!({"mode": "spin", "iterations": 200_000_000u64});
+    let (_server, host, api) = things::setup(settings, Tuning::default()).await;
+    things::create(&api, "slow", json!({})).await;
+    common::eventually(20, "the reconcile to start", || async {
+        (host.counts("hostile-spin").unwrap().in_flight == 1).then_some(())
+    })
+    .await;
+    host.shutdown(Duration::from_secs(30)).await;
+    let status = status_of(&api, "slow").await;
+    assert_eq!(
+        status.map(|s| s["observedGeneration"].clone()),
+        Some(json!(1)),
+        "the in-flight reconcile was cut off"
+    );
+}
