@@ -9,8 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
@@ -23,47 +22,10 @@ async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::V
 }
 
 mod things {
-    //! A `Thing` CRD (example.com/v1) for the hostile test plugin.
+    //! The hostile plugin over `Thing`s in an in-process server.
 
     use super::*;
-
-    pub async fn install(client: &kube::Client) {
-        let crd = json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "things.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
-                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-        });
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        crds.create(
-            &PostParams::default(),
-            &serde_json::from_value(crd).unwrap(),
-        )
-        .await
-        .unwrap();
-    }
-
-    pub fn api(client: &kube::Client) -> Api<DynamicObject> {
-        let gvk = GroupVersionKind::gvk("example.com", "v1", "Thing");
-        Api::namespaced_with(
-            client.clone(),
-            "default",
-            &ApiResource::from_gvk_with_plural(&gvk, "things"),
-        )
-    }
-
-    pub async fn create(api: &Api<DynamicObject>, name: &str, labels: serde_json::Value) {
-        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
-            "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {"n": 0}});
-        api.create(
-            &PostParams::default(),
-            &serde_json::from_value(thing).unwrap(),
-        )
-        .await
-        .unwrap();
-    }
+    pub use common::things::{api, create, install};
 
     /// An in-process server with the CRD, and the hostile plugin in `mode` running in a host.
     pub async fn setup(

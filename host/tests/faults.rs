@@ -10,9 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::{Host, Tuning};
@@ -22,27 +20,8 @@ use wasmctrl::runtime::{Config, Runtime};
 async fn every_object_converges_through_dropped_watches_410s_409s_and_500s() {
     let server = ApiServer::new().unwrap();
     let client = server.client();
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "things.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-            "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
-    )
-    .await
-    .unwrap();
-    let gvk = GroupVersionKind::gvk("example.com", "v1", "Thing");
-    let things: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &ApiResource::from_gvk_with_plural(&gvk, "things"),
-    );
+    common::things::install(&client).await;
+    let things = common::things::api(&client);
 
     let runtime = Runtime::new(Config::default()).unwrap();
     let settings = json!({"mode": "version", "version": 7}).to_string();

@@ -11,9 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::ListParams;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::Host;
@@ -38,37 +36,10 @@ fn config(version: u32) -> String {
 async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_version() {
     let server = ApiServer::new().unwrap();
     let client = server.client();
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "things.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-            "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    });
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
-    )
-    .await
-    .unwrap();
-    let gvk = GroupVersionKind::gvk("example.com", "v1", "Thing");
-    let things: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &ApiResource::from_gvk_with_plural(&gvk, "things"),
-    );
+    common::things::install(&client).await;
+    let things = common::things::api(&client);
     for i in 0..500 {
-        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
-            "metadata": {"name": format!("thing-{i:03}"), "namespace": "default"}, "spec": {"i": i}});
-        things
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(thing).unwrap(),
-            )
-            .await
-            .unwrap();
+        common::things::create(&things, &format!("thing-{i:03}"), json!({})).await;
     }
 
     let dir = tempfile::tempdir().unwrap();

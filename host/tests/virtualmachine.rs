@@ -10,7 +10,6 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
@@ -49,14 +48,11 @@ fn vm_api(client: &kube::Client) -> Api<DynamicObject> {
 }
 
 async fn install_vm_crd(client: &kube::Client) {
-    let crd = common::yaml_objects("examples/virtualmachine/crd.yaml").remove(0);
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(crd).unwrap(),
+    common::install_crd(
+        client,
+        common::yaml_objects("examples/virtualmachine/crd.yaml").remove(0),
     )
-    .await
-    .unwrap();
+    .await;
 }
 
 async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::Value> {

@@ -71,3 +71,53 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// Creates a CustomResourceDefinition from its JSON form.
+pub async fn install_crd(client: &kube::Client, crd: serde_json::Value) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    let crd = serde_json::from_value(crd).expect("a CRD");
+    crds.create(&Default::default(), &crd)
+        .await
+        .expect("create CRD");
+}
+
+/// `Thing` (example.com/v1), the kind the hostile test plugin reconciles.
+pub mod things {
+    use kube::api::{Api, ApiResource, DynamicObject};
+    use kube::core::GroupVersionKind;
+    use serde_json::json;
+
+    /// Installs the Thing CRD (status subresource, any fields).
+    pub async fn install(client: &kube::Client) {
+        super::install_crd(client, json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))
+        .await;
+    }
+
+    /// Things in `default`.
+    pub fn api(client: &kube::Client) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("example.com", "v1", "Thing");
+        Api::namespaced_with(
+            client.clone(),
+            "default",
+            &ApiResource::from_gvk_with_plural(&gvk, "things"),
+        )
+    }
+
+    /// Creates a Thing in `default`.
+    pub async fn create(api: &Api<DynamicObject>, name: &str, labels: serde_json::Value) {
+        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {"name": name}});
+        let thing = serde_json::from_value(thing).expect("a Thing");
+        api.create(&Default::default(), &thing)
+            .await
+            .expect("create Thing");
+    }
+}
