@@ -465,3 +465,36 @@ impl View for Informers {
         entries.into_iter().map(|e| e.json.clone()).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(name: &str, owner_uid: Option<&str>) -> Arc<Entry> {
+        let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"), "resourceVersion": "1",
+                         "managedFields": [{"manager": "someone"}]}});
+        if let Some(uid) = owner_uid {
+            obj["metadata"]["ownerReferences"] = json!([{"apiVersion": "example.com/v1", "kind": "Thing", "name": "t", "uid": uid, "controller": true}]);
+        }
+        Arc::new(Entry::from_object(serde_json::from_value(obj).unwrap()))
+    }
+
+    #[test]
+    fn entries_drop_managed_fields_and_index_children_by_owner_uid() {
+        let mut store = Store::default();
+        let child = entry("a", Some("owner-1"));
+        assert!(!child.json.contains("managedFields"));
+        assert_eq!(child.owners[0].name, "t");
+        store.insert(child);
+        store.insert(entry("b", Some("owner-1")));
+        store.insert(entry("c", None));
+        assert_eq!(store.children["owner-1"].len(), 2);
+        // A new version without the owner leaves the index.
+        store.insert(entry("b", None));
+        assert_eq!(store.children["owner-1"].len(), 1);
+        store.remove(&ObjectKey::new("ns", "a"));
+        assert!(!store.children.contains_key("owner-1"));
+    }
+}

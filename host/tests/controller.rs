@@ -178,3 +178,46 @@ async fn graceful_shutdown_finishes_in_flight_reconciles() {
         "the in-flight reconcile was cut off"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owned_children_get_owner_references_and_their_events_reconcile_the_owner() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (server, host, api) = things::setup(json!({"mode": "own"}), Tuning::default()).await;
+    things::create(&api, "parent", json!({})).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let child = common::eventually(20, "the owned ConfigMap", || async {
+        configmaps.get_opt("parent-child").await.unwrap()
+    })
+    .await;
+    let owner = &child.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Thing", "parent", Some(true))
+    );
+    let parent_uid = api.get("parent").await.unwrap().metadata.uid.unwrap();
+    assert_eq!(owner.uid, parent_uid);
+    let managers: Vec<_> = child
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, ["wasmctrl/hostile-own"]);
+
+    // The child is deleted behind the controller's back: its event maps to the owner, whose
+    // reconcile puts it back although the plugin's intent has not changed.
+    configmaps
+        .delete("parent-child", &Default::default())
+        .await
+        .unwrap();
+    common::eventually(20, "the ConfigMap to come back", || async {
+        configmaps
+            .get_opt("parent-child")
+            .await
+            .unwrap()
+            .filter(|c| c.metadata.uid != child.metadata.uid)
+    })
+    .await;
+    host.shutdown(Duration::from_secs(5)).await;
+}

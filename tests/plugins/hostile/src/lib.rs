@@ -1,7 +1,8 @@
 //! A plugin that misbehaves on request, to prove the sandbox contains it. Its settings choose
 //! the misbehaviour: `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
 //! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
-//! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
+//! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings, `own` applies an owned ConfigMap
+//! `<name>-child`. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
 //! and reports the object's generation in its status.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,8 +26,16 @@ fn mode(settings: &Settings) -> String {
 
 impl Reconciler for Hostile {
     fn manifest(settings: &Settings) -> Result<Manifest, String> {
-        let name = format!("hostile-{}", mode(settings));
-        Ok(Manifest::new(&name, Gvk::new("example.com", "v1", "Thing")))
+        let mode = mode(settings);
+        let manifest = Manifest::new(
+            &format!("hostile-{mode}"),
+            Gvk::new("example.com", "v1", "Thing"),
+        );
+        Ok(if mode == "own" {
+            manifest.owns(Gvk::new("", "v1", "ConfigMap"))
+        } else {
+            manifest
+        })
     }
 
     fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {
@@ -84,6 +93,12 @@ impl Reconciler for Hostile {
                 Ok(Outcome::with(vec![Action::update_status(
                     &json!({ "version": version }),
                 )?]))
+            }
+            "own" => {
+                let child = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("{}-child", req.name), "namespace": req.namespace},
+                    "data": {"owner": req.name}});
+                Ok(Outcome::with(vec![Action::apply(&child)?]))
             }
             "count" => Ok(Outcome::with(vec![Action::update_status(
                 &json!({ "calls": calls }),
