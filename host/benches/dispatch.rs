@@ -19,7 +19,7 @@ const ROUND_TIME: Duration = Duration::from_millis(700);
 
 /// A realistic ~4 KB object: labels, annotations, a spec with a container list.
 fn object() -> Value {
-    let containers: Vec<Value> = (0..6)
+    let containers: Vec<Value> = (0..9)
         .map(|i| {
             json!({"name": format!("container-{i}"), "image": format!("registry.example.com/team/app-{i}:v1.2.{i}"),
                 "ports": [{"containerPort": 8080 + i, "protocol": "TCP", "name": format!("http-{i}")}],
@@ -152,5 +152,20 @@ fn main() {
     let per_call_us = 1e6 / rows[0].1;
     println!(
         "wasm single-thread latency: {per_call_us:.1} µs per reconcile (instantiate + call + checks)"
+    );
+
+    // The sandbox's fixed cost: a fresh instance and a call that returns at once (no object).
+    let empty_op: Arc<dyn Fn() + Send + Sync> = {
+        let (plugin, view) = (plugin.clone(), view.clone());
+        Arc::new(move || {
+            let mut req = request("");
+            req.object = None;
+            std::hint::black_box(plugin.reconcile(req, view.clone()).expect("reconcile"));
+        })
+    };
+    let empty = median((0..ROUNDS).map(|_| rate(1, empty_op.clone())).collect());
+    println!(
+        "sandbox overhead (fresh instance + empty call): {:.1} µs ({empty:.0} calls/s, 1 thread)",
+        1e6 / empty
     );
 }

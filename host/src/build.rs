@@ -318,7 +318,7 @@ fn run_cargo(cmd: &mut Command, krate: &str) -> Result<(), Error> {
 /// workspace does not define one (a standalone plugin crate). Kept in step by a unit test.
 const DEFAULT_PROFILE: &[(&str, &str)] = &[
     ("inherits", "\"release\""),
-    ("opt-level", "\"s\""),
+    ("opt-level", "3"),
     ("lto", "true"),
     ("codegen-units", "1"),
     ("panic", "\"abort\""),

@@ -142,10 +142,18 @@ pub fn check_actions(
     request: &wit::Request,
     actions: &[wit::Action],
 ) -> Result<Vec<Intent>, ActionError> {
-    let owner: Option<Value> = request
-        .object
-        .as_deref()
-        .and_then(|o| serde_json::from_str(o).ok());
+    // Parsing the whole object costs as much as a small reconcile; only owned children need it.
+    let parsed = std::cell::OnceCell::new();
+    let owner = || -> Option<&Value> {
+        parsed
+            .get_or_init(|| {
+                request
+                    .object
+                    .as_deref()
+                    .and_then(|o| serde_json::from_str(o).ok())
+            })
+            .as_ref()
+    };
     actions
         .iter()
         .enumerate()
@@ -169,19 +177,19 @@ pub fn check_actions(
                     })
                 }
             };
-            let needs_object = || {
-                owner
-                    .as_ref()
-                    .map(|_| ())
-                    .ok_or_else(|| malformed(format!("{} no longer exists", request_key(request))))
-            };
+            let needs_object =
+                || {
+                    request.object.as_ref().map(|_| ()).ok_or_else(|| {
+                        malformed(format!("{} no longer exists", request_key(request)))
+                    })
+                };
             Ok(match action {
                 wit::Action::Apply(json) => {
                     let mut object: Value = parse(json).map_err(&malformed)?;
                     let target = target_of(&object).map_err(&malformed)?;
                     writable(&target)?;
                     if manifest.owns(&target.gvk())
-                        && let Some(owner) = &owner
+                        && let Some(owner) = owner()
                     {
                         add_owner_reference(&mut object, owner);
                     }
