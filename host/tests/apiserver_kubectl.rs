@@ -63,6 +63,8 @@ spec:
     served: true
     storage: true
     subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
     schema:
       openAPIV3Schema:
         type: object

@@ -32,6 +32,7 @@ mod router;
 mod selector;
 mod status;
 mod store;
+mod table;
 mod watch;
 mod write;
 

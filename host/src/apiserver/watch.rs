@@ -40,7 +40,7 @@ fn expired_line(rv: u64, cur: u64) -> Bytes {
 
 fn bookmark(t: &Target, shape: Shape, rv: u64, initial_end: bool) -> Bytes {
     let (kind, av) = match shape {
-        Shape::Meta => (
+        Shape::Meta | Shape::Table => (
             "PartialObjectMetadata".to_string(),
             "meta.k8s.io/v1".to_string(),
         ),

@@ -111,6 +111,8 @@ pub fn create_locked(
         o.remove("status");
     }
     match (t.res.group.as_str(), t.res.plural.as_str()) {
+        // kube-apiserver starts every Pod as Pending (no kubelet here moves it on).
+        ("", "pods") => obj["status"] = json!({"phase": "Pending"}),
         ("", "namespaces") => {
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
             obj["spec"]["finalizers"] = json!(["kubernetes"]);
