@@ -77,6 +77,9 @@ pub(crate) struct Inner {
     pub(crate) faults: Arc<Faults>,
     pub(crate) admin: bool,
     pub(crate) addr: Mutex<String>,
+    /// Set when the HTTP listener shuts down: new watches end at once so the graceful
+    /// shutdown does not wait on clients that re-watch immediately.
+    pub(crate) closing: std::sync::atomic::AtomicBool,
 }
 
 /// Configures an [`ApiServer`].
@@ -156,6 +159,7 @@ impl Builder {
             faults: Arc::new(Faults::default()),
             admin: self.admin,
             addr: Mutex::new("127.0.0.1:0".into()),
+            closing: std::sync::atomic::AtomicBool::new(false),
         });
         if self.gc || self.namespace_cleanup {
             let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;

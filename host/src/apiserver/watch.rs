@@ -163,6 +163,9 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let inner = inner.clone();
     tokio::spawn(async move {
+        if inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         if let Some((rv, cur)) = expired {
             let _ = tx.send(expired_line(rv, cur)).await;
             return;
