@@ -49,7 +49,11 @@ pub(crate) async fn run(inner: Weak<Inner>, gc: bool, namespaces: bool) {
 
 fn pass(inner: &Arc<Inner>, f: fn(&mut State) -> bool) {
     let mut st = inner.store.lock();
-    if f(&mut st) {
+    let changed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut st)));
+    if changed.unwrap_or_else(|_| {
+        tracing::error!("apiserver background controller panicked");
+        true
+    }) {
         let rv = st.rv;
         drop(st);
         inner.store.notify(rv);

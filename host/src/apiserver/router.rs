@@ -21,9 +21,19 @@ pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
 }
 
 async fn handle(State(inner): State<Arc<Inner>>, req: Request<Body>) -> Response<Body> {
-    match route(&inner, req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    use futures::FutureExt;
+    // A bug must cost one request a 500, never the server: state changes are applied in one
+    // step after every check, so a panic before that leaves the store as it was.
+    let routed = std::panic::AssertUnwindSafe(route(&inner, req))
+        .catch_unwind()
+        .await;
+    match routed {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => {
+            tracing::error!("apiserver handler panicked");
+            ApiError::internal("the request handler panicked").into_response()
+        }
     }
 }
 

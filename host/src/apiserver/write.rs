@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::{
-    check_crd, check_namespace, check_type, decode_yaml, dry_run, invalid, manager, name_error,
-    now, random_suffix,
+    check_crd, check_namespace, check_shape, check_type, decode_yaml, dry_run, invalid, manager,
+    name_error, now, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::delete::{finalize_delete, has_spec_finalizers};
@@ -48,6 +48,10 @@ pub fn create_locked(
     mut obj: Value,
     ua: &str,
 ) -> ApiResult<Value> {
+    if obj.get("metadata").is_none() {
+        obj["metadata"] = json!({});
+    }
+    check_shape(t, &obj)?;
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
     let mut name = str_at(&meta, "/name").to_string();
     let generate = str_at(&meta, "/generateName").to_string();
@@ -189,7 +193,16 @@ fn update_locked(
     }
     let mut out = if status {
         let mut o = cur.clone();
-        o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        let st_val = new.get("status").cloned().unwrap_or(Value::Null);
+        if !st_val.is_object() && !st_val.is_null() {
+            return Err(invalid(
+                t,
+                &name,
+                "status",
+                "Invalid value: must be an object".into(),
+            ));
+        }
+        o["status"] = st_val;
         if kind == Kind::Apply {
             o["metadata"]["managedFields"] = new
                 .pointer("/metadata/managedFields")
@@ -330,6 +343,10 @@ pub fn update(
     ua: &str,
 ) -> ApiResult<Value> {
     check_type(t, &mut obj)?;
+    if obj.get("metadata").is_none() {
+        obj["metadata"] = json!({});
+    }
+    check_shape(t, &obj)?;
     let body_name = str_at(&obj, "/metadata/name");
     if !body_name.is_empty() && body_name != name {
         return Err(ApiError::bad_request(format!(
@@ -386,6 +403,10 @@ pub fn patch(
             };
             let mut config = decode_yaml(body)?;
             check_type(t, &mut config)?;
+            if config.get("metadata").is_none() {
+                config["metadata"] = json!({});
+            }
+            check_shape(t, &config)?;
             let cname = str_at(&config, "/metadata/name");
             if !cname.is_empty() && cname != name {
                 return Err(ApiError::bad_request(format!(
@@ -454,6 +475,7 @@ pub fn patch(
                     "the patch produced something that is not an object",
                 ));
             }
+            check_shape(t, &patched)?;
             let mut patched = patched;
             let pname = str_at(&patched, "/metadata/name");
             if pname != name {
