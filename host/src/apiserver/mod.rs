@@ -14,6 +14,21 @@
 //! println!("{} {}", http.addr(), http.kubeconfig());
 //! # Ok(()) }
 //! ```
+//!
+//! Module map: [`store`](self) (objects, RV counter, history, snapshots) and `persist` (data
+//! dir log); `registry` + `discovery` (kinds, CRDs, discovery, OpenAPI v3); `router` ->
+//! `handlers` (get/list), `watch`, `write` + `admission` + `delete` (writes), `patch`,
+//! `apply` + `fields` (server-side apply, managedFields); `table`, `protobuf` (kubectl
+//! formats); `status` (errors); `faults` + `listener` (HTTP, kubeconfig, admin endpoints);
+//! `gc` (owner-reference GC and namespace cleanup).
+//!
+//! Known differences from kube-apiserver: no authentication/authorization or admission
+//! webhooks; custom resources are not validated against their schema (`fieldValidation` is
+//! accepted and ignored); CRD versions share storage and are converted by rewriting
+//! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
+//! protobuf request bodies are decoded for Namespace, ConfigMap and Secret only (others 415);
+//! core/v1 and events.k8s.io/v1 Events are stored separately; no `scale` subresource;
+//! plain HTTP only (loopback).
 
 mod admission;
 mod apply;
