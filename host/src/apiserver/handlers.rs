@@ -166,7 +166,9 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
         return Err(ApiError::not_found_path());
     }
     if let Some(s) = sub {
-        let ok = (s == "status" && res.status) || (s == "finalize" && res.plural == "namespaces");
+        let ok = (s == "status" && res.status)
+            || (s == "finalize" && res.plural == "namespaces")
+            || (s == "scale" && super::scale::has_scale(&res));
         if !ok {
             return Err(ApiError::not_found_path());
         }

@@ -27,7 +27,7 @@
 //! accepted and ignored); CRD versions share storage and are converted by rewriting
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies are decoded for Namespace, ConfigMap and Secret only (others 415);
-//! core/v1 and events.k8s.io/v1 Events are stored separately; no `scale` subresource;
+//! core/v1 and events.k8s.io/v1 Events are stored separately; `scale` only for Deployments;
 //! plain HTTP only (loopback).
 
 mod admission;
@@ -44,6 +44,7 @@ mod persist;
 mod protobuf;
 mod registry;
 mod router;
+mod scale;
 mod selector;
 mod status;
 mod store;

@@ -13,7 +13,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
-use super::{admission, delete, listener as admin, protobuf, watch, write};
+use super::{admission, delete, listener as admin, protobuf, scale, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -193,6 +193,11 @@ async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResul
     let name = t.name.clone();
     let render = |code: u16, v: &Value| json_response(code, &handlers::render(&t, v, shape));
     match (method, name) {
+        (m, Some(n)) if t.sub.as_deref() == Some("scale") => {
+            let body = body_bytes(req).await?;
+            let out = scale::handle(inner, &t, &q, &n, &m, &ct, &body, &ua)?;
+            Ok(json_response(200, &out))
+        }
         (Method::GET, Some(n)) => handlers::get(inner, &t, &n, shape),
         (Method::GET, None) if handlers::flag(&q, "watch") => {
             watch::watch(inner, t.clone(), &q, shape)

@@ -162,14 +162,17 @@ fn strip_spec(o: &Value) -> Value {
 
 /// How an update was requested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
+    /// PUT.
     Put,
+    /// JSON, merge or strategic patch.
     Patch,
+    /// Server-side apply.
     Apply,
 }
 
 /// Finishes any update: `new` is the requested full object (body or patched result).
-fn update_locked(
+pub(crate) fn update_locked(
     st: &mut State,
     t: &Target,
     q: &Query,
