@@ -68,6 +68,27 @@ async fn creates_per_sec() -> f64 {
     median(rates)
 }
 
+async fn durable_creates_per_sec() -> f64 {
+    let dir = std::env::temp_dir().join(format!("wasmctrl-bench-{}", std::process::id()));
+    let server = ApiServer::builder()
+        .data_dir(Some(dir.clone()))
+        .build()
+        .unwrap();
+    let client = server.client();
+    let mut rates = Vec::new();
+    for run in 0..3 {
+        let ns = format!("d{run}");
+        namespace(&client, &ns).await;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        let n = 500;
+        let took = create_many(&api, "o", n).await;
+        rates.push(n as f64 / took.as_secs_f64());
+    }
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    median(rates)
+}
+
 async fn list_10k_ms() -> f64 {
     let server = ApiServer::builder().build().unwrap();
     let client = server.client();
@@ -139,6 +160,8 @@ fn main() {
     rt.block_on(async {
         let c = creates_per_sec().await;
         println!("creates/s (kube client, in-process, 32 in flight): median {c:.0}");
+        let d = durable_creates_per_sec().await;
+        println!("creates/s with --data-dir (fsync per write): median {d:.0}");
         let l = list_10k_ms().await;
         println!("list 10,000 ConfigMaps (kube client, typed): median {l:.1} ms");
         let w = watch_fanout_events_per_sec().await;

@@ -80,6 +80,36 @@ async fn status_bodies_for_each_error() {
     )
     .await;
     assert_status(&v, 400, "BadRequest");
+    // Patches that would break the object's shape: 422, not a panic.
+    for (ct, body) in [
+        ("application/merge-patch+json", r#"{"metadata":"x"}"#),
+        (
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"a":1}}}"#,
+        ),
+        (
+            "application/merge-patch+json",
+            r#"{"metadata":{"finalizers":"x"}}"#,
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"replace","path":"/metadata","value":[]}]"#,
+        ),
+    ] {
+        let (_, v, _) = call(
+            &s,
+            Method::PATCH,
+            &format!("{CMS}/a"),
+            Some(ct),
+            body.as_bytes().to_vec(),
+        )
+        .await;
+        assert_status(&v, 422, "Invalid");
+    }
+    let ns_bad =
+        br#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"odd"},"spec":"x"}"#.to_vec();
+    let (_, v, _) = call(&s, Method::POST, "/api/v1/namespaces", json_ct, ns_bad).await;
+    assert_status(&v, 422, "Invalid");
     // Invalid names.
     for bad in ["UPPER", "-x", "a_b", &"x".repeat(254)] {
         let (_, v, _) = call(&s, Method::POST, CMS, json_ct, cm(bad)).await;
@@ -281,6 +311,9 @@ async fn fuzz_never_panics() {
         "/api/v1/namespaces/default",
         "/apis/apps/v1/namespaces/default/deployments",
         "/apis/apps/v1/namespaces/default/deployments/d/status",
+        "/api/v1/namespaces/f1",
+        "/api/v1/namespaces/f2/status",
+        "/api/v1/namespaces/default/pods/f3/status",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         "/api/v1/pods",
         "/apis/x/y/z/w/v/u",
@@ -327,6 +360,16 @@ async fn fuzz_never_panics() {
             if rng.random_bool(0.2) {
                 obj["metadata"]["finalizers"] = json!(["a/b"]);
             }
+            if rng.random_bool(0.1) {
+                obj["metadata"]["labels"] = json!(rng.random::<u8>());
+            }
+            if rng.random_bool(0.1) {
+                obj["spec"] = json!("x");
+                obj["status"] = json!([1]);
+            }
+            if rng.random_bool(0.05) {
+                obj["metadata"] = json!("m");
+            }
             if rng.random_bool(0.2) {
                 obj = json!([{"op": "add", "path": "/data", "value": {}}]);
             }
@@ -346,6 +389,8 @@ async fn fuzz_never_panics() {
         if c >= 400 {
             assert_eq!(v["kind"], "Status", "{c} {v}");
             assert_eq!(v["code"], c);
+            let msg = v["message"].as_str().unwrap_or("");
+            assert!(!msg.contains("panicked"), "handler panicked: {msg}");
         }
     }
 }

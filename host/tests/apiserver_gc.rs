@@ -58,6 +58,70 @@ async fn owner_gone_dependents_deleted() {
     api.get("bystander").await.unwrap();
 }
 
+fn owned(name: &str, owner: &ConfigMap) -> ConfigMap {
+    let mut c = cm(name);
+    c.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: owner.name_any(),
+            uid: owner.uid().unwrap(),
+            ..Default::default()
+        },
+    ]);
+    c
+}
+
+#[tokio::test]
+async fn foreground_and_orphan_propagation() {
+    let server = ApiServer::builder().gc(true).build().unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let fg = api.create(&PostParams::default(), &cm("fg")).await.unwrap();
+    let mut held = owned("fg-child", &fg);
+    held.metadata.finalizers = Some(vec!["x/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    api.delete("fg", &DeleteParams::foreground()).await.unwrap();
+    // The owner waits (foregroundDeletion) while its dependent is held by a finalizer.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let owner = api.get("fg").await.unwrap();
+    assert!(
+        owner
+            .finalizers()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    assert!(
+        api.get("fg-child")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    api.patch(
+        "fg-child",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(gone(&api, "fg").await);
+
+    let or = api.create(&PostParams::default(), &cm("or")).await.unwrap();
+    api.create(&PostParams::default(), &owned("or-child", &or))
+        .await
+        .unwrap();
+    api.delete("or", &DeleteParams::orphan()).await.unwrap();
+    assert!(gone(&api, "or").await);
+    let child = api.get("or-child").await.unwrap();
+    assert!(
+        child
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn namespace_deletion_cleans_up() {
     let server = ApiServer::builder()

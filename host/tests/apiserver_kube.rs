@@ -172,6 +172,31 @@ async fn typed_configmap_crud() {
         ),
         400
     );
+    // resourceVersionMatch: Exact at the current RV works, an older one is 410, a future one 504;
+    // NotOlderThan an older RV gives the current state.
+    let cur = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let exact = ListParams::default()
+        .at(&cur)
+        .matching(kube::api::VersionMatch::Exact);
+    assert_eq!(api.list(&exact).await.unwrap().items.len(), 10);
+    let old = ListParams::default()
+        .at(&rv)
+        .matching(kube::api::VersionMatch::Exact);
+    assert_eq!(status_code(&api.list(&old).await.unwrap_err()), 410);
+    let future = ListParams::default()
+        .at("999999")
+        .matching(kube::api::VersionMatch::NotOlderThan);
+    assert_eq!(status_code(&api.list(&future).await.unwrap_err()), 504);
+    let not_older = ListParams::default()
+        .at(&rv)
+        .matching(kube::api::VersionMatch::NotOlderThan);
+    assert_eq!(api.list(&not_older).await.unwrap().items.len(), 10);
     // Delete.
     api.delete("one", &DeleteParams::default()).await.unwrap();
     assert_eq!(status_code(&api.get("one").await.unwrap_err()), 404);

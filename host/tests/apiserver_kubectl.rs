@@ -63,6 +63,8 @@ spec:
     served: true
     storage: true
     subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
     schema:
       openAPIV3Schema:
         type: object
@@ -339,6 +341,9 @@ fn kubectl_end_to_end() {
         d["spec"]["template"]["spec"]["containers"][0]["image"],
         "nginx:2"
     );
+    env.run(&["scale", "deployment", "d1", "--replicas=3"]);
+    let d = env.json(&["get", "deploy", "d1", "-o", "json"]);
+    assert_eq!(d["spec"]["replicas"], 3);
     env.run(&["get", "configmaps,deployments"]);
     env.run(&["delete", "configmap", "c1"]);
     drop(http);

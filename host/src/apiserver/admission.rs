@@ -165,3 +165,51 @@ pub fn decode_yaml(body: &[u8]) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     serde_json::to_value(v).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
+
+/// Shapes every stored object must have (what the generated types would refuse to decode):
+/// `metadata` an object, labels and annotations string maps, finalizers strings,
+/// ownerReferences objects, and `spec`/`status` objects where the server writes into them.
+pub(crate) fn check_shape(t: &Target, obj: &Value) -> ApiResult<()> {
+    let name = str_at(obj, "/metadata/name").to_string();
+    let bad =
+        |field: &str, what: &str| Err(invalid(t, &name, field, format!("Invalid value: {what}")));
+    let Some(meta) = obj.get("metadata").and_then(Value::as_object) else {
+        return bad("metadata", "must be an object");
+    };
+    for k in ["labels", "annotations"] {
+        match meta.get(k) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) if m.values().all(Value::is_string) => {}
+            Some(_) => return bad(&format!("metadata.{k}"), "must be a map of strings"),
+        }
+    }
+    match meta.get("finalizers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {}
+        Some(_) => return bad("metadata.finalizers", "must be a list of strings"),
+    }
+    match meta.get("ownerReferences") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.iter().all(Value::is_object) => {}
+        Some(_) => return bad("metadata.ownerReferences", "must be a list of objects"),
+    }
+    for k in [
+        "name",
+        "namespace",
+        "generateName",
+        "resourceVersion",
+        "uid",
+    ] {
+        if meta.get(k).is_some_and(|v| !v.is_string() && !v.is_null()) {
+            return bad(&format!("metadata.{k}"), "must be a string");
+        }
+    }
+    let must_be_object = |k: &str| obj.get(k).is_some_and(|v| !v.is_object() && !v.is_null());
+    if (t.res.status || !t.res.custom) && must_be_object("status") {
+        return bad("status", "must be an object");
+    }
+    if !t.res.custom && must_be_object("spec") {
+        return bad("spec", "must be an object");
+    }
+    Ok(())
+}

@@ -46,6 +46,28 @@ pub(crate) fn finalize_delete(st: &mut State, t: &Target, obj: &Value) -> ApiRes
     Ok(last)
 }
 
+/// Finalizer of a deletion with `propagationPolicy: Foreground`.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// Finalizer of a deletion with `propagationPolicy: Orphan`.
+pub const ORPHAN: &str = "orphan";
+
+/// Removes one finalizer; the object goes away if it was the last one.
+pub(crate) fn drop_finalizer(st: &mut State, t: &Target, obj: &Value, fin: &str) -> ApiResult<()> {
+    let mut out = obj.clone();
+    if let Some(a) = out["metadata"]["finalizers"].as_array_mut() {
+        a.retain(|x| x != fin);
+    }
+    let empty = out["metadata"]["finalizers"]
+        .as_array()
+        .is_none_or(Vec::is_empty);
+    if empty && !has_spec_finalizers(&out) {
+        finalize_delete(st, t, &out)?;
+    } else {
+        st.put(&t.key(), out)?;
+    }
+    Ok(())
+}
+
 /// DELETE: immediate without finalizers, else marks the object as deleting.
 pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> ApiResult<Value> {
     let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
@@ -92,6 +114,43 @@ pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> 
             ));
         }
     }
+    // Foreground and Orphan propagation are finalizers the garbage collector acts on.
+    let policy = opts
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .or(q.get("propagationPolicy").map(String::as_str));
+    let extra = match policy {
+        Some("Foreground") => Some(FOREGROUND),
+        Some("Orphan") => Some(ORPHAN),
+        None | Some("Background") => None,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "DeleteOptions",
+                "meta.k8s.io",
+                "",
+                &[(
+                    "propagationPolicy".into(),
+                    format!("Unsupported value: \"{other}\""),
+                )],
+            ));
+        }
+    };
+    let cur = match extra {
+        Some(f) if cur.pointer("/metadata/deletionTimestamp").is_none() => {
+            let mut c = (*cur).clone();
+            let fins = c["metadata"]["finalizers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if !fins.iter().any(|x| x == f) {
+                let mut fins = fins;
+                fins.push(json!(f));
+                c["metadata"]["finalizers"] = Value::Array(fins);
+            }
+            Arc::new(c)
+        }
+        _ => cur,
+    };
     let out = delete_locked(&mut st, t, &cur, dry)?;
     let rv = st.rv;
     drop(st);

@@ -86,6 +86,12 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 "kind": r.kind, "verbs": ["get", "patch", "update"],
             }));
         }
+        if super::scale::has_scale(r) {
+            out.push(json!({
+                "name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     let gv = if group.is_empty() {
         version.to_string()
@@ -109,8 +115,17 @@ fn aggregated_resource(r: &Resource, version: &str) -> Value {
     if !r.categories.is_empty() {
         e["categories"] = json!(r.categories);
     }
+    let mut subs = Vec::new();
     if r.status {
-        e["subresources"] = json!([{ "subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"] }]);
+        subs.push(json!({ "subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"] }));
+    }
+    if super::scale::has_scale(r) {
+        subs.push(json!({ "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"] }));
+    }
+    if !subs.is_empty() {
+        e["subresources"] = Value::Array(subs);
     }
     e
 }

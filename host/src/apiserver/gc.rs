@@ -49,7 +49,11 @@ pub(crate) async fn run(inner: Weak<Inner>, gc: bool, namespaces: bool) {
 
 fn pass(inner: &Arc<Inner>, f: fn(&mut State) -> bool) {
     let mut st = inner.store.lock();
-    if f(&mut st) {
+    let changed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut st)));
+    if changed.unwrap_or_else(|_| {
+        tracing::error!("apiserver background controller panicked");
+        true
+    }) {
         let rv = st.rv;
         drop(st);
         inner.store.notify(rv);
@@ -86,12 +90,98 @@ fn collect_garbage(st: &mut State) -> bool {
             }
         }
     }
-    let changed = !orphans.is_empty();
+    let mut changed = propagate(st, &uids);
+    changed |= !orphans.is_empty();
     for (key, o) in orphans {
         if let Some(t) = target_for(st, &key)
             && let Err(e) = delete::delete_locked(st, &t, &o, false)
         {
             tracing::warn!(error = %e, "garbage collection");
+        }
+    }
+    changed
+}
+
+fn has_finalizer(o: &Value, f: &str) -> bool {
+    o.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|x| x == f))
+}
+
+fn owned_by(o: &Value, uid: &str) -> bool {
+    o.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .any(|r| r.get("uid").and_then(Value::as_str) == Some(uid))
+        })
+}
+
+/// Foreground deletion (delete dependents, then drop the owner's `foregroundDeletion`
+/// finalizer) and orphaning (strip owner references, then drop `orphan`).
+fn propagate(st: &mut State, _uids: &HashSet<String>) -> bool {
+    let mut owners = Vec::new();
+    for (key, t) in &st.tables {
+        for o in t.objects.values() {
+            if o.pointer("/metadata/deletionTimestamp").is_some()
+                && (has_finalizer(o, delete::FOREGROUND) || has_finalizer(o, delete::ORPHAN))
+            {
+                owners.push((key.clone(), o.clone()));
+            }
+        }
+    }
+    let mut changed = false;
+    for (okey, owner) in owners {
+        let uid = str_at(&owner, "/metadata/uid").to_string();
+        let deps: Vec<(ResKey, Arc<Value>)> = st
+            .tables
+            .iter()
+            .flat_map(|(k, t)| {
+                t.objects
+                    .values()
+                    .filter(|o| owned_by(o, &uid))
+                    .map(move |o| (k.clone(), o.clone()))
+            })
+            .collect();
+        let orphan = has_finalizer(&owner, delete::ORPHAN);
+        for (dkey, dep) in &deps {
+            let Some(t) = target_for(st, dkey) else {
+                continue;
+            };
+            let r = if orphan {
+                let mut d = (**dep).clone();
+                if let Some(a) = d["metadata"]["ownerReferences"].as_array_mut() {
+                    a.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()));
+                }
+                st.put(dkey, d).map(|_| ())
+            } else if dep.pointer("/metadata/deletionTimestamp").is_none() {
+                delete::delete_locked(st, &t, dep, false).map(|_| ())
+            } else {
+                continue;
+            };
+            changed = true;
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "garbage collection");
+            }
+        }
+        let Some(t) = target_for(st, &okey) else {
+            continue;
+        };
+        let fin = if orphan {
+            delete::ORPHAN
+        } else {
+            delete::FOREGROUND
+        };
+        if orphan || deps.is_empty() {
+            // Re-read: orphaning may not change the owner, but be exact about what we drop from.
+            let ns = str_at(&owner, "/metadata/namespace").to_string();
+            let name = str_at(&owner, "/metadata/name").to_string();
+            if let Some(cur) = st.get(&okey, &ns, &name) {
+                changed = true;
+                if let Err(e) = delete::drop_finalizer(st, &t, &cur, fin) {
+                    tracing::warn!(error = %e, "garbage collection");
+                }
+            }
         }
     }
     changed

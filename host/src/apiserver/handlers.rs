@@ -16,6 +16,7 @@ use super::registry::{ResKey, Resource};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{Snapshot, str_at};
+use super::table;
 
 /// Largest request body accepted (kube-apiserver's limit).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -83,6 +84,8 @@ pub enum Shape {
     Full,
     /// `PartialObjectMetadata` / `PartialObjectMetadataList`.
     Meta,
+    /// `meta.k8s.io/v1` Table (human-readable kubectl output).
+    Table,
 }
 
 /// Reads the Accept header: metadata-only, full, or 406 for protobuf-only clients.
@@ -106,6 +109,15 @@ pub fn shape(req: &Request<Body>) -> ApiResult<Shape> {
         {
             if part.contains("as=PartialObjectMetadata") {
                 return Ok(Shape::Meta);
+            }
+            if part.contains("as=Table") {
+                if part.contains("g=meta.k8s.io")
+                    && part.contains("v=v1")
+                    && !part.contains("v=v1beta1")
+                {
+                    return Ok(Shape::Table);
+                }
+                continue;
             }
             json_ok = true;
         }
@@ -154,7 +166,9 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
         return Err(ApiError::not_found_path());
     }
     if let Some(s) = sub {
-        let ok = (s == "status" && res.status) || (s == "finalize" && res.plural == "namespaces");
+        let ok = (s == "status" && res.status)
+            || (s == "finalize" && res.plural == "namespaces")
+            || (s == "scale" && super::scale::has_scale(&res));
         if !ok {
             return Err(ApiError::not_found_path());
         }
@@ -185,6 +199,7 @@ pub fn render(t: &Target, obj: &Value, shape: Shape) -> Value {
             "apiVersion": "meta.k8s.io/v1",
             "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
         }),
+        Shape::Table => table::table(&t.res, std::iter::once(obj), json!({})),
         Shape::Full => {
             let mut o = obj.clone();
             if o.get("apiVersion").and_then(Value::as_str) != Some(&t.api_version()) {
@@ -330,18 +345,22 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
     };
     drop(st);
     let page = snap.items.get(offset.min(end)..end).unwrap_or(&[]);
-    let items: Vec<Value> = page.iter().map(|o| render(t, o, shape)).collect();
     let mut meta = json!({ "resourceVersion": snap.rv.to_string() });
     if let Some(tok) = token {
         meta["continue"] = json!(tok);
         meta["remainingItemCount"] = json!(snap.items.len() - end);
     }
+    if shape == Shape::Table {
+        let tab = table::table(&t.res, page.iter().map(|o| &**o), meta);
+        return Ok(json_response(200, &tab));
+    }
+    let items: Vec<Value> = page.iter().map(|o| render(t, o, shape)).collect();
     let (kind, api_version) = match shape {
         Shape::Meta => (
             "PartialObjectMetadataList".to_string(),
             "meta.k8s.io/v1".to_string(),
         ),
-        Shape::Full => (t.res.list_kind.clone(), t.api_version()),
+        Shape::Full | Shape::Table => (t.res.list_kind.clone(), t.api_version()),
     };
     Ok(json_response(
         200,

@@ -55,6 +55,9 @@ impl HttpServer {
 
     fn stop_now(&mut self) {
         if let Some(s) = self.stop.take() {
+            self.inner
+                .closing
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             self.inner.faults.drop_watches();
             let _ = s.send(());
         }

@@ -14,6 +14,21 @@
 //! println!("{} {}", http.addr(), http.kubeconfig());
 //! # Ok(()) }
 //! ```
+//!
+//! Module map: [`store`](self) (objects, RV counter, history, snapshots) and `persist` (data
+//! dir log); `registry` + `discovery` (kinds, CRDs, discovery, OpenAPI v3); `router` ->
+//! `handlers` (get/list), `watch`, `write` + `admission` + `delete` (writes), `patch`,
+//! `apply` + `fields` (server-side apply, managedFields); `table`, `protobuf` (kubectl
+//! formats); `status` (errors); `faults` + `listener` (HTTP, kubeconfig, admin endpoints);
+//! `gc` (owner-reference GC and namespace cleanup).
+//!
+//! Known differences from kube-apiserver: no authentication/authorization or admission
+//! webhooks; custom resources are not validated against their schema (`fieldValidation` is
+//! accepted and ignored); CRD versions share storage and are converted by rewriting
+//! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
+//! protobuf request bodies are decoded for Namespace, ConfigMap and Secret only (others 415);
+//! core/v1 and events.k8s.io/v1 Events are stored separately; `scale` only for Deployments;
+//! plain HTTP only (loopback).
 
 mod admission;
 mod apply;
@@ -29,9 +44,11 @@ mod persist;
 mod protobuf;
 mod registry;
 mod router;
+mod scale;
 mod selector;
 mod status;
 mod store;
+mod table;
 mod watch;
 mod write;
 
@@ -76,6 +93,9 @@ pub(crate) struct Inner {
     pub(crate) faults: Arc<Faults>,
     pub(crate) admin: bool,
     pub(crate) addr: Mutex<String>,
+    /// Set when the HTTP listener shuts down: new watches end at once so the graceful
+    /// shutdown does not wait on clients that re-watch immediately.
+    pub(crate) closing: std::sync::atomic::AtomicBool,
 }
 
 /// Configures an [`ApiServer`].
@@ -155,6 +175,7 @@ impl Builder {
             faults: Arc::new(Faults::default()),
             admin: self.admin,
             addr: Mutex::new("127.0.0.1:0".into()),
+            closing: std::sync::atomic::AtomicBool::new(false),
         });
         if self.gc || self.namespace_cleanup {
             let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;

@@ -45,6 +45,8 @@ pub struct Resource {
     pub status: bool,
     /// Defined by a CustomResourceDefinition (no strategic merge patch).
     pub custom: bool,
+    /// Extra Table columns between Name and Age: `(name, type, jsonPath)`.
+    pub columns: Vec<(String, String, String)>,
 }
 
 impl Resource {
@@ -89,6 +91,10 @@ fn builtin(
         categories: if all { vec!["all".into()] } else { vec![] },
         status,
         custom: false,
+        columns: match kind {
+            "Pod" | "Namespace" => vec![("Status".into(), "string".into(), ".status.phase".into())],
+            _ => vec![],
+        },
     }
 }
 
@@ -253,6 +259,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
             .unwrap_or_default()
     };
     let mut versions = Vec::new();
+    let mut columns = Vec::new();
     let mut status = false;
     let mut storage_first = None;
     for v in spec.get("versions")?.as_array()? {
@@ -260,6 +267,17 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
             continue;
         }
         let name = v.get("name")?.as_str()?.to_string();
+        if columns.is_empty() {
+            for c in v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                columns.push((s("name"), s("type"), s("jsonPath")));
+            }
+        }
         if v.pointer("/subresources/status").is_some() {
             status = true;
         }
@@ -296,6 +314,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         categories: strs(names.get("categories")),
         status,
         custom: true,
+        columns,
     })
 }
 

@@ -13,7 +13,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
-use super::{admission, delete, listener as admin, protobuf, watch, write};
+use super::{admission, delete, listener as admin, protobuf, scale, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -21,9 +21,19 @@ pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
 }
 
 async fn handle(State(inner): State<Arc<Inner>>, req: Request<Body>) -> Response<Body> {
-    match route(&inner, req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    use futures::FutureExt;
+    // A bug must cost one request a 500, never the server: state changes are applied in one
+    // step after every check, so a panic before that leaves the store as it was.
+    let routed = std::panic::AssertUnwindSafe(route(&inner, req))
+        .catch_unwind()
+        .await;
+    match routed {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => e.into_response(),
+        Err(_) => {
+            tracing::error!("apiserver handler panicked");
+            ApiError::internal("the request handler panicked").into_response()
+        }
     }
 }
 
@@ -183,6 +193,11 @@ async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResul
     let name = t.name.clone();
     let render = |code: u16, v: &Value| json_response(code, &handlers::render(&t, v, shape));
     match (method, name) {
+        (m, Some(n)) if t.sub.as_deref() == Some("scale") => {
+            let body = body_bytes(req).await?;
+            let out = scale::handle(inner, &t, &q, &n, &m, &ct, &body, &ua)?;
+            Ok(json_response(200, &out))
+        }
         (Method::GET, Some(n)) => handlers::get(inner, &t, &n, shape),
         (Method::GET, None) if handlers::flag(&q, "watch") => {
             watch::watch(inner, t.clone(), &q, shape)

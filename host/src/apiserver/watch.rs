@@ -40,7 +40,7 @@ fn expired_line(rv: u64, cur: u64) -> Bytes {
 
 fn bookmark(t: &Target, shape: Shape, rv: u64, initial_end: bool) -> Bytes {
     let (kind, av) = match shape {
-        Shape::Meta => (
+        Shape::Meta | Shape::Table => (
             "PartialObjectMetadata".to_string(),
             "meta.k8s.io/v1".to_string(),
         ),
@@ -163,6 +163,9 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let inner = inner.clone();
     tokio::spawn(async move {
+        if inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         if let Some((rv, cur)) = expired {
             let _ = tx.send(expired_line(rv, cur)).await;
             return;

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::{
-    check_crd, check_namespace, check_type, decode_yaml, dry_run, invalid, manager, name_error,
-    now, random_suffix,
+    check_crd, check_namespace, check_shape, check_type, decode_yaml, dry_run, invalid, manager,
+    name_error, now, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::delete::{finalize_delete, has_spec_finalizers};
@@ -48,6 +48,10 @@ pub fn create_locked(
     mut obj: Value,
     ua: &str,
 ) -> ApiResult<Value> {
+    if obj.get("metadata").is_none() {
+        obj["metadata"] = json!({});
+    }
+    check_shape(t, &obj)?;
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
     let mut name = str_at(&meta, "/name").to_string();
     let generate = str_at(&meta, "/generateName").to_string();
@@ -111,6 +115,8 @@ pub fn create_locked(
         o.remove("status");
     }
     match (t.res.group.as_str(), t.res.plural.as_str()) {
+        // kube-apiserver starts every Pod as Pending (no kubelet here moves it on).
+        ("", "pods") => obj["status"] = json!({"phase": "Pending"}),
         ("", "namespaces") => {
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
             obj["spec"]["finalizers"] = json!(["kubernetes"]);
@@ -156,14 +162,17 @@ fn strip_spec(o: &Value) -> Value {
 
 /// How an update was requested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
+    /// PUT.
     Put,
+    /// JSON, merge or strategic patch.
     Patch,
+    /// Server-side apply.
     Apply,
 }
 
 /// Finishes any update: `new` is the requested full object (body or patched result).
-fn update_locked(
+pub(crate) fn update_locked(
     st: &mut State,
     t: &Target,
     q: &Query,
@@ -187,7 +196,16 @@ fn update_locked(
     }
     let mut out = if status {
         let mut o = cur.clone();
-        o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+        let st_val = new.get("status").cloned().unwrap_or(Value::Null);
+        if !st_val.is_object() && !st_val.is_null() {
+            return Err(invalid(
+                t,
+                &name,
+                "status",
+                "Invalid value: must be an object".into(),
+            ));
+        }
+        o["status"] = st_val;
         if kind == Kind::Apply {
             o["metadata"]["managedFields"] = new
                 .pointer("/metadata/managedFields")
@@ -328,6 +346,10 @@ pub fn update(
     ua: &str,
 ) -> ApiResult<Value> {
     check_type(t, &mut obj)?;
+    if obj.get("metadata").is_none() {
+        obj["metadata"] = json!({});
+    }
+    check_shape(t, &obj)?;
     let body_name = str_at(&obj, "/metadata/name");
     if !body_name.is_empty() && body_name != name {
         return Err(ApiError::bad_request(format!(
@@ -384,6 +406,10 @@ pub fn patch(
             };
             let mut config = decode_yaml(body)?;
             check_type(t, &mut config)?;
+            if config.get("metadata").is_none() {
+                config["metadata"] = json!({});
+            }
+            check_shape(t, &config)?;
             let cname = str_at(&config, "/metadata/name");
             if !cname.is_empty() && cname != name {
                 return Err(ApiError::bad_request(format!(
@@ -452,6 +478,7 @@ pub fn patch(
                     "the patch produced something that is not an object",
                 ));
             }
+            check_shape(t, &patched)?;
             let mut patched = patched;
             let pname = str_at(&patched, "/metadata/name");
             if pname != name {
