@@ -5,7 +5,8 @@
 //! into components). The controller loop is [`informer`] (shared caches) -> [`queue`] (the
 //! client-go workqueue contract) -> [`controller`] (a plugin per queue) -> [`apply`] (carrying out
 //! checked intents). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
-//! embedded, protocol-faithful Kubernetes API server with its own module tree. [`cli`] wires them
+//! embedded, protocol-faithful Kubernetes API server with its own module tree. [`sql`] is the
+//! database capability plugins reach through the `sql` import. [`cli`] wires them
 //! to commands.
 
 pub mod apiserver;
@@ -19,4 +20,5 @@ pub mod plugin;
 pub mod queue;
 pub mod runtime;
 pub mod selector;
+pub mod sql;
 pub mod view;

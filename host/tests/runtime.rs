@@ -206,7 +206,7 @@ fn loading_rejects_what_is_not_a_plugin() {
     // A valid component (wasmtime accepts the text format) that exports nothing of the contract.
     let err = rt.load("empty.wasm", b"(component)", "{}").unwrap_err();
     assert!(matches!(err, LoadError::Contract { .. }), "{err}");
-    assert!(err.to_string().contains("wasmctrl:plugin@0.1.0"), "{err}");
+    assert!(err.to_string().contains("wasmctrl:plugin@0.1.x"), "{err}");
 }
 
 #[test]

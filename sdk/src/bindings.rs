@@ -1,4 +1,4 @@
-//! Guest bindings generated from `wit/plugin.wit` (the `wasmctrl:plugin@0.1.0` world).
+//! Guest bindings generated from `wit/plugin.wit` (the `wasmctrl:plugin@0.1.1` world).
 //!
 //! Plugin authors do not use this module directly: the crate root re-exports the types and
 //! [`crate::export!`] wires a [`crate::Reconciler`] to the generated exports.

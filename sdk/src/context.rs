@@ -1,8 +1,9 @@
-//! What a reconcile can ask of the host: logging and reads from the host's cache.
+//! What a reconcile can ask of the host: logging, reads from the host's cache, and SQL.
 
 use serde::de::DeserializeOwned;
 
-use crate::bindings::wasmctrl::plugin::{cache, log};
+use crate::bindings::wasmctrl::plugin::{cache, log, sql};
+use crate::sql::{Database, Rows, SqlError, Statement};
 use crate::{Error, Gvk, Level};
 
 /// The host services a plugin uses. In wasm these are the component's imports; natively
@@ -14,6 +15,8 @@ pub trait Host {
     fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String>;
     /// Lists objects as JSON in a namespace (empty: all) matching a label selector (empty: all).
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String>;
+    /// Runs statements in one transaction on a granted database.
+    fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError>;
 }
 
 /// The real host: the component's imports.
@@ -35,9 +38,13 @@ impl Host for Imports {
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
         cache::list(kind, namespace, labels)
     }
+
+    fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
+        sql::execute(database, statements)
+    }
 }
 
-/// Handed to [`crate::Reconciler::reconcile`]: logging and typed cache reads.
+/// Handed to [`crate::Reconciler::reconcile`]: logging, typed cache reads and SQL.
 pub struct Context<'a> {
     host: &'a dyn Host,
 }
@@ -108,5 +115,13 @@ impl<'a> Context<'a> {
                     .map_err(|e| Error::retryable(format!("listing {}: {e}", kind.kind)))
             })
             .collect()
+    }
+
+    /// A database the operator granted and the manifest declares as `sql:<database>`.
+    pub fn sql(&self, database: &str) -> Database<'a> {
+        Database {
+            host: self.host,
+            name: database.into(),
+        }
     }
 }

@@ -34,6 +34,7 @@ pub mod bindings;
 mod context;
 mod manifest;
 mod request;
+pub mod sql;
 pub mod testing;
 
 pub use bindings::wasmctrl::plugin::types::{

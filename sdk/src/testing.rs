@@ -1,5 +1,9 @@
 //! A native stand-in for the host, so `cargo test -p <plugin>` tests a plugin without wasm.
 //!
+//! SQL goes to a stand-in function given with [`Harness::sql`]; every statement is recorded for
+//! [`Harness::statements`], and a database the manifest did not declare is refused as the host
+//! refuses it.
+//!
 //! ```ignore
 //! let h = Harness::new().now("2026-01-01T00:00:00Z").object(json!({ /* a cached Pod */ }));
 //! let outcome = h.reconcile::<MyPlugin>(&json!({ /* the object */ })).unwrap();
@@ -8,8 +12,13 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt;
 
+use crate::sql::{Rows, SqlError, Statement};
 use crate::{Context, Error, Gvk, Host, Level, Manifest, Outcome, Reconciler, Request, Settings};
+
+/// Answers the plugin's SQL in tests: `(database, statements) -> one Rows per statement`.
+pub type SqlStandIn = Box<dyn Fn(&str, &[Statement]) -> Result<Vec<Rows>, SqlError>>;
 
 /// One line a plugin logged.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,14 +31,30 @@ pub struct LogLine {
     pub fields: Vec<(String, String)>,
 }
 
-/// A stand-in host: an in-memory cache, captured logs, fixed settings and clock.
-#[derive(Debug, Default)]
+/// A stand-in host: an in-memory cache, captured logs, fixed settings and clock, and SQL
+/// answered by a function.
+#[derive(Default)]
 pub struct Harness {
     // (apiVersion, kind) -> (namespace, name) -> JSON
     objects: BTreeMap<(String, String), BTreeMap<(String, String), serde_json::Value>>,
     logs: RefCell<Vec<LogLine>>,
     settings: serde_json::Value,
     now: Option<String>,
+    sql: Option<SqlStandIn>,
+    statements: RefCell<Vec<(String, Statement)>>,
+    // The capabilities of the plugin being run, for the same check the host makes.
+    capabilities: RefCell<Vec<String>>,
+}
+
+impl fmt::Debug for Harness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Harness")
+            .field("objects", &self.objects)
+            .field("settings", &self.settings)
+            .field("now", &self.now)
+            .field("statements", &self.statements)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Harness {
@@ -48,6 +73,20 @@ impl Harness {
     pub fn now(mut self, now: &str) -> Self {
         self.now = Some(now.into());
         self
+    }
+
+    /// Answers SQL with `stand_in` (for example from an in-memory table the test keeps).
+    pub fn sql(
+        mut self,
+        stand_in: impl Fn(&str, &[Statement]) -> Result<Vec<Rows>, SqlError> + 'static,
+    ) -> Self {
+        self.sql = Some(Box::new(stand_in));
+        self
+    }
+
+    /// Every statement the plugin ran, with its database, in order.
+    pub fn statements(&self) -> Vec<(String, Statement)> {
+        self.statements.borrow().clone()
     }
 
     /// Puts an object (with apiVersion, kind, metadata.name) in the stand-in cache.
@@ -96,6 +135,8 @@ impl Harness {
         if let Some(now) = &self.now {
             request.now = now.clone();
         }
+        let manifest = self.manifest::<R>().map_err(Error::terminal)?;
+        *self.capabilities.borrow_mut() = manifest.capabilities;
         R::reconcile(&request, &Context::new(self))
     }
 
@@ -147,6 +188,33 @@ impl Host for Harness {
             })
             .map(|(_, o)| o.to_string())
             .collect())
+    }
+
+    fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
+        let refuse = |message: String| SqlError {
+            message,
+            sqlstate: None,
+            transient: false,
+        };
+        if !self
+            .capabilities
+            .borrow()
+            .iter()
+            .any(|c| c.strip_prefix("sql:") == Some(database))
+        {
+            return Err(refuse(format!(
+                "the manifest does not declare the capability sql:{database}"
+            )));
+        }
+        self.statements
+            .borrow_mut()
+            .extend(statements.iter().map(|s| (database.to_string(), s.clone())));
+        match &self.sql {
+            Some(stand_in) => stand_in(database, statements),
+            None => Err(refuse(
+                "test harness: no SQL stand-in; give one with Harness::sql".into(),
+            )),
+        }
     }
 }
 

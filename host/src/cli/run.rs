@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use crate::controller::Host;
 use crate::loader::{self, Loader};
 use crate::runtime::{self, Runtime};
+use crate::sql::{self, Databases};
 
 /// Options shared by `run` and `dev`: where plugins come from and the limits they run under.
 #[derive(Debug, Clone, clap::Args)]
@@ -33,6 +34,40 @@ pub struct HostArgs {
     /// On SIGINT/SIGTERM, how long in-flight reconciles get to finish, in seconds.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_secs: u64,
+    #[command(flatten)]
+    pub sql: SqlArgs,
+}
+
+/// The databases granted to plugins (`sql:<name>` capabilities).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SqlArgs {
+    /// Grant a PostgreSQL database to plugins that declare `sql:<NAME>`: a `postgresql://` URL
+    /// or a libpq `key=value` string. Repeatable.
+    #[arg(long = "sql", value_name = "NAME=CONNECTION")]
+    pub sql: Vec<String>,
+    /// A TOML file of databases, one table per name: `url`, and the password from
+    /// `password_env` or `password_file` (a mounted Secret), `max_connections`.
+    #[arg(long, value_name = "FILE")]
+    pub sql_config: Option<PathBuf>,
+}
+
+impl SqlArgs {
+    /// Pools for the granted databases; call it inside the tokio runtime that will run queries.
+    pub fn databases(&self) -> anyhow::Result<Databases> {
+        let mut databases = self
+            .sql
+            .iter()
+            .map(|flag| sql::parse_flag(flag))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(path) = &self.sql_config {
+            databases.extend(sql::read_file(path)?);
+        }
+        let databases = Databases::new(databases)?;
+        for db in databases.iter() {
+            tracing::info!(database = %db.name, target = %db.target(), max_connections = db.max_connections, "sql database granted");
+        }
+        Ok(databases)
+    }
 }
 
 /// Arguments of `wasmctrl run`.
@@ -81,6 +116,7 @@ pub(crate) async fn serve(
         deadline: Duration::from_millis(args.deadline_ms),
         memory_limit: args.memory_mib << 20,
         cache_dir: args.cache_dir.clone(),
+        databases: args.sql.databases()?,
         ..runtime::Config::default()
     };
     let runtime = Runtime::new(config)?;

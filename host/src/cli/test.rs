@@ -39,6 +39,9 @@ pub struct Args {
     /// Per-call deadline in milliseconds.
     #[arg(long, default_value_t = 2000)]
     deadline_ms: u64,
+    /// Databases for plugins that use SQL; statements run for real against them.
+    #[command(flatten)]
+    sql: super::run::SqlArgs,
 }
 
 /// Loads the plugin, runs one reconcile and prints the result. Exit 0 when the reconcile
@@ -82,9 +85,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         view.insert(object.clone()).ok();
     }
 
+    // SQL queries run on a tokio runtime; the reconcile itself runs on this thread.
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let databases = {
+        let _entered = io.enter();
+        args.sql.databases()?
+    };
     let config = Config {
         deadline: std::time::Duration::from_millis(args.deadline_ms),
         max_instances: 2,
+        databases,
         ..Config::default()
     };
     let runtime = Runtime::new(config)?;

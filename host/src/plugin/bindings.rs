@@ -1,4 +1,4 @@
-//! Host bindings generated from `wit/plugin.wit` (the `wasmctrl:plugin@0.1.0` world).
+//! Host bindings generated from `wit/plugin.wit` (the `wasmctrl:plugin@0.1.1` world).
 
 #![allow(missing_docs, clippy::all)]
 

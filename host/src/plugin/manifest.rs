@@ -47,6 +47,11 @@ pub enum ManifestError {
         /// What was given.
         gvk: String,
     },
+    /// A capability this host does not offer, or a malformed one.
+    #[error(
+        "capabilities: {0:?} is not a capability this host offers (`sql:<database>`, the database name in lowercase letters, digits, '-' or '_')"
+    )]
+    Capability(String),
     /// A label selector does not parse.
     #[error("{field}: {source}")]
     Selector {
@@ -67,6 +72,22 @@ fn gvk(field: &'static str, g: &wit::Gvk) -> Result<GroupVersionKind, ManifestEr
 
 fn selector(field: &'static str, s: &str) -> Result<Selector, ManifestError> {
     Selector::parse(s).map_err(|source| ManifestError::Selector { field, source })
+}
+
+/// The capabilities a host offers: `sql:<database>` (names as `--sql` accepts them).
+fn capability(c: &str) -> Result<String, ManifestError> {
+    let valid = c.strip_prefix("sql:").is_some_and(|db| {
+        !db.is_empty()
+            && db.len() <= 63
+            && db
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    });
+    if valid {
+        Ok(c.to_string())
+    } else {
+        Err(ManifestError::Capability(c.to_string()))
+    }
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -112,7 +133,11 @@ impl Manifest {
                 .iter()
                 .map(|g| gvk("writes", g))
                 .collect::<Result<_, _>>()?,
-            capabilities: m.capabilities.clone(),
+            capabilities: m
+                .capabilities
+                .iter()
+                .map(|c| capability(c))
+                .collect::<Result<_, _>>()?,
         })
     }
 
@@ -207,6 +232,20 @@ pub(crate) mod tests {
                 .to_string()
                 .starts_with("owns")
         );
+        for nonsense in ["network", "sql:", "sql:Students", "sql:a b"] {
+            let mut bad = sample();
+            bad.capabilities = vec![nonsense.into()];
+            assert!(
+                Manifest::from_wit(&bad)
+                    .unwrap_err()
+                    .to_string()
+                    .starts_with("capabilities"),
+                "{nonsense}"
+            );
+        }
+        let mut good = sample();
+        good.capabilities = vec!["sql:students".into(), "sql:audit_log-2".into()];
+        assert!(Manifest::from_wit(&good).is_ok());
         let mut bad = sample();
         bad.watches.selector.labels = "a in (b".into();
         assert!(

@@ -101,8 +101,8 @@ pub enum LoadError {
         /// Compiler message.
         reason: String,
     },
-    /// It does not implement `wasmctrl:plugin@0.1.0` (wrong exports or imports).
-    #[error("{source_name}: does not implement the wasmctrl:plugin@0.1.0 contract: {reason}")]
+    /// It does not implement `wasmctrl:plugin@0.1.x` (wrong exports or imports).
+    #[error("{source_name}: does not implement the wasmctrl:plugin@0.1.x contract: {reason}")]
     Contract {
         /// File or label of the plugin.
         source_name: String,

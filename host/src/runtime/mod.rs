@@ -24,6 +24,7 @@ pub use error::{Error, ErrorKind, LoadError};
 
 use crate::plugin::bindings::{Plugin as Bindings, PluginPre};
 use crate::plugin::{Intent, Manifest, check_actions, wit};
+use crate::sql::Databases;
 use crate::view::{EmptyView, View};
 use host::{Limits, State};
 use permits::Permits;
@@ -44,6 +45,9 @@ pub struct Config {
     pub max_instances: u32,
     /// Directory for compiled artifacts; `None` compiles on every start.
     pub cache_dir: Option<PathBuf>,
+    /// Databases plugins may reach through the `sql` import (each also needs `sql:<name>` in its
+    /// manifest).
+    pub databases: Databases,
 }
 
 impl Default for Config {
@@ -54,6 +58,7 @@ impl Default for Config {
             max_result_bytes: 4 << 20,
             max_instances: 64,
             cache_dir: None,
+            databases: Databases::default(),
         }
     }
 }
@@ -147,6 +152,16 @@ impl Runtime {
                 source_name,
                 source,
             })?;
+        for capability in &manifest.capabilities {
+            if let Some(database) = capability.strip_prefix("sql:")
+                && !self.inner.config.databases.contains(database)
+            {
+                // Not fatal: the plugin may do useful work without it, and the operator may be
+                // about to grant it. Every call that uses it fails, naming the missing grant.
+                tracing::warn!(plugin.name = %manifest.name, capability = %capability,
+                    "plugin declares a database that is not configured (--sql {database}=<connection>); its sql calls will fail");
+            }
+        }
         plugin.name = Arc::from(manifest.name.as_str());
         plugin.manifest = Arc::new(manifest);
         Ok(plugin)
@@ -282,6 +297,7 @@ impl Plugin {
             key: key.to_string(),
             manifest,
             view,
+            databases: inner.config.databases.clone(),
             limits: Limits {
                 memory: inner.config.memory_limit,
                 exceeded: false,

@@ -2,6 +2,9 @@
 
 #![allow(dead_code)]
 
+pub mod postgres;
+pub mod process;
+
 use std::path::PathBuf;
 
 /// Where `make plugins` and `make test-plugins` put built components.

@@ -3,11 +3,13 @@
 
 mod cache;
 mod log;
+mod sql;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::plugin::Manifest;
+use crate::sql::Databases;
 use crate::view::View;
 
 /// Everything one sandboxed call can see. A fresh `State` (and store) is made for every call.
@@ -17,6 +19,8 @@ pub(crate) struct State {
     /// `None` while `manifest()` runs: nothing is declared yet, so nothing may be read.
     pub(crate) manifest: Option<Arc<Manifest>>,
     pub(crate) view: Arc<dyn View>,
+    /// The databases the operator granted (the `sql` import checks the manifest too).
+    pub(crate) databases: Databases,
     pub(crate) limits: Limits,
     pub(crate) started: Instant,
     pub(crate) deadline: Duration,

@@ -2,11 +2,14 @@
 //! the misbehaviour: `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
 //! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
 //! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings, `own` applies an owned ConfigMap
-//! `<name>-child`. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
-//! and reports the object's generation in its status.
+//! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
+//! and reports the object's generation in its status. `sql` declares `sql:<declare>` and runs
+//! `{"query": ..., "identifiers": [...], "params": [...]}` on database `<use>`, reporting the rows
+//! (or the error) in its status.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use wasmctrl_sdk::sql::{Statement, Value};
 use wasmctrl_sdk::{
     Action, Context, Error, Gvk, Manifest, Outcome, Reconciler, Request, Settings, json,
 };
@@ -31,14 +34,17 @@ impl Reconciler for Hostile {
             &format!("hostile-{mode}"),
             Gvk::new("example.com", "v1", "Thing"),
         );
-        Ok(if mode == "own" {
-            manifest.owns(Gvk::new("", "v1", "ConfigMap"))
-        } else {
-            manifest
+        Ok(match mode.as_str() {
+            "own" => manifest.owns(Gvk::new("", "v1", "ConfigMap")),
+            "sql" => {
+                let declare = settings.value()["declare"].as_str().unwrap_or("db");
+                manifest.capability(&format!("sql:{declare}"))
+            }
+            _ => manifest,
         })
     }
 
-    fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {
+    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
         let calls = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
         match mode(&req.settings()?).as_str() {
             "loop" => loop {
@@ -52,6 +58,40 @@ impl Reconciler for Hostile {
                 }
             }
             "panic" => panic!("hostile plugin panicked on purpose"),
+            "sql" => {
+                let settings = req.settings()?;
+                let s = settings.value();
+                let mut statement = Statement::new(s["query"].as_str().unwrap_or("SELECT 1"));
+                for id in s["identifiers"].as_array().into_iter().flatten() {
+                    statement = statement.identifier(id.as_str().unwrap_or_default());
+                }
+                for p in s["params"].as_array().into_iter().flatten() {
+                    statement = statement.bind(match p {
+                        serde_json::Value::Bool(b) => Value::Boolean(*b),
+                        serde_json::Value::Number(n) => match n.as_i64() {
+                            Some(i) => Value::Integer(i),
+                            None => Value::Float(n.as_f64().unwrap_or_default()),
+                        },
+                        serde_json::Value::String(t) => Value::Text(t.clone()),
+                        _ => Value::Null,
+                    });
+                }
+                let database = s["use"].as_str().unwrap_or("db");
+                let status = match ctx.sql(database).execute(statement) {
+                    Ok(rows) => json!({"columns": rows.columns, "affected": rows.affected,
+                        "rows": rows.rows.iter().map(|r| r.iter().map(|v| match v {
+                            Value::Null => json!(null),
+                            Value::Boolean(b) => json!(b),
+                            Value::Integer(i) => json!(i),
+                            Value::Float(f) => json!(f),
+                            Value::Text(t) => json!(t),
+                        }).collect::<Vec<_>>()).collect::<Vec<_>>()}),
+                    Err(e) => {
+                        json!({"error": e.message, "sqlstate": e.sqlstate, "transient": e.transient})
+                    }
+                };
+                Ok(Outcome::with(vec![Action::update_status(&status)?]))
+            }
             "huge" => {
                 let big = "x".repeat(8 << 20);
                 Ok(Outcome::with(vec![Action::update_status(
@@ -99,6 +139,10 @@ impl Reconciler for Hostile {
                     "metadata": {"name": format!("{}-child", req.name), "namespace": req.namespace},
                     "data": {"owner": req.name}});
                 Ok(Outcome::with(vec![Action::apply(&child)?]))
+            }
+            "requeue" => {
+                let after = req.settings()?.value()["afterMs"].as_u64().unwrap_or(1000);
+                Ok(Outcome::done().requeue_after_ms(after))
             }
             "count" => Ok(Outcome::with(vec![Action::update_status(
                 &json!({ "calls": calls }),

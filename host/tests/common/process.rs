@@ -1,0 +1,235 @@
+//! Real processes for end-to-end tests: `wasmctrl apiserver` and `wasmctrl run` as separate
+//! processes, so that a test can kill and restart the host while the cluster state stays, and
+//! kubectl against them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Polls `check` every 100 ms until it holds, failing the test after `secs` seconds.
+pub fn wait_for(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Runs kubectl from the repository root; returns whether it succeeded and stdout + stderr.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .current_dir(super::repo_root())
+        .output()
+        .expect("kubectl is installed (make deps)");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// Runs `wasmctrl test <args>` from the repository root.
+pub fn wasmctrl_test(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .arg("test")
+        .args(args)
+        .current_dir(super::repo_root())
+        .output()
+        .expect("run wasmctrl")
+}
+
+/// `wasmctrl test <args>`, which must succeed; its JSON report.
+pub fn wasmctrl_test_report(args: &[&str]) -> serde_json::Value {
+    let out = wasmctrl_test(args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "wasmctrl test {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).expect("a JSON report")
+}
+
+/// A `wasmctrl` child process whose stderr goes to a log file. Killed when dropped.
+pub struct Process {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts `wasmctrl <args>` with `RUST_LOG=info`, logging to `log`.
+    pub fn wasmctrl(args: &[&str], log: PathBuf, envs: &[(&str, &str)]) -> Self {
+        let file = std::fs::File::create(&log).expect("create log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .envs(envs.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("start wasmctrl");
+        Self {
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// What the process has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The log's WARN and ERROR lines.
+    pub fn complaints(&self) -> Vec<String> {
+        self.log()
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .map(String::from)
+            .collect()
+    }
+
+    /// SIGTERM, then waits (30 s at most) for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("wasmctrl did not exit after SIGTERM; log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL: no chance to finish anything, as in a node failure.
+    pub fn kill(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The embedded API server as its own process (`wasmctrl apiserver`), persisting to a data
+/// directory, with garbage collection on, plus what a test needs to drive hosts against it.
+pub struct Cluster {
+    dir: PathBuf,
+    /// The kubeconfig the server wrote.
+    pub kubeconfig: PathBuf,
+    server: Process,
+    hosts: AtomicUsize,
+}
+
+impl Cluster {
+    /// Starts the server with its kubeconfig, data and logs under `dir`.
+    pub fn start(dir: &Path) -> Self {
+        let kubeconfig = dir.join("kubeconfig");
+        let data = dir.join("apiserver-data");
+        let server = Process::wasmctrl(
+            &[
+                "apiserver",
+                "--listen",
+                "127.0.0.1:0",
+                "--kubeconfig-out",
+                kubeconfig.to_str().expect("utf-8 path"),
+                "--data-dir",
+                data.to_str().expect("utf-8 path"),
+            ],
+            dir.join("apiserver.log"),
+            &[],
+        );
+        wait_for(30, "the API server's kubeconfig", || kubeconfig.exists());
+        Self {
+            dir: dir.to_path_buf(),
+            kubeconfig,
+            server,
+            hosts: AtomicUsize::new(0),
+        }
+    }
+
+    /// kubectl against this server.
+    pub fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        kubectl(&self.kubeconfig, args)
+    }
+
+    /// kubectl that must succeed; returns its output.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let (ok, out) = self.kubectl(args);
+        assert!(ok, "kubectl {args:?} failed: {out}");
+        out
+    }
+
+    /// `kubectl get <args> -o json`, parsed; `None` when kubectl fails (e.g. not found).
+    pub fn get_json(&self, args: &[&str]) -> Option<serde_json::Value> {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        let (ok, out) = self.kubectl(&[&["get"], all.as_slice()].concat());
+        if !ok {
+            return None;
+        }
+        serde_json::from_str(&out).ok()
+    }
+
+    /// A kube client for this server.
+    pub async fn client(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("client config");
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// Starts `wasmctrl run --plugins <plugins> --kubeconfig <ours> <extra>`; each start logs to
+    /// its own `host-<n>.log`.
+    pub fn run_host(&self, plugins: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Process {
+        let n = self.hosts.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut args = vec![
+            "run",
+            "--plugins",
+            plugins.to_str().expect("utf-8 path"),
+            "--kubeconfig",
+            self.kubeconfig.to_str().expect("utf-8 path"),
+        ];
+        args.extend_from_slice(extra);
+        Process::wasmctrl(&args, self.dir.join(format!("host-{n}.log")), envs)
+    }
+
+    /// The API server's log so far.
+    pub fn server_log(&self) -> String {
+        self.server.log()
+    }
+}
+
+/// A plugin directory under `dir` holding the named built plugins (copied from the build
+/// output), each with the given operator config text written beside it as `<name>.toml`.
+pub fn plugin_dir(dir: &Path, plugins: &[(&str, Option<&str>)]) -> PathBuf {
+    let out = dir.join("plugins");
+    std::fs::create_dir_all(&out).expect("create plugin dir");
+    for (name, config) in plugins {
+        std::fs::copy(super::plugin_path(name), out.join(format!("{name}.wasm")))
+            .expect("copy plugin");
+        if let Some(config) = config {
+            std::fs::write(out.join(format!("{name}.toml")), config).expect("write config");
+        }
+    }
+    out
+}

@@ -1,0 +1,163 @@
+//! SQL through the host's `sql` capability: statements with bound values and host-quoted
+//! identifiers, run on a database the operator granted and the manifest declares
+//! (`Manifest::capability("sql:<name>")`).
+//!
+//! ```ignore
+//! let db = ctx.sql("students");
+//! db.execute(
+//!     Statement::new("INSERT INTO {0} (id, age) VALUES ($1, $2)")
+//!         .identifier(&spec.table)
+//!         .bind(key.as_str())
+//!         .bind(spec.age),
+//! )?;
+//! ```
+
+pub use crate::bindings::wasmctrl::plugin::sql::{Rows, SqlError, Statement, Value};
+use crate::{Error, Host};
+
+impl Statement {
+    /// One SQL statement: values as `$1`, `$2`, ...; table and column names as `{0}`, `{1}`, ...
+    /// (`{{` and `}}` for literal braces).
+    pub fn new(query: &str) -> Self {
+        Self {
+            query: query.into(),
+            identifiers: Vec::new(),
+            params: Vec::new(),
+        }
+    }
+
+    /// The next identifier (`{0}`, then `{1}`, ...). The host checks and quotes it, so any text
+    /// stays exactly one name.
+    pub fn identifier(mut self, name: &str) -> Self {
+        self.identifiers.push(name.into());
+        self
+    }
+
+    /// The next parameter (`$1`, then `$2`, ...).
+    pub fn bind(mut self, value: impl Into<Value>) -> Self {
+        self.params.push(value.into());
+        self
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Boolean(v)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Integer(v)
+    }
+}
+
+impl From<i32> for Value {
+    fn from(v: i32) -> Self {
+        Value::Integer(v.into())
+    }
+}
+
+impl From<u32> for Value {
+    fn from(v: u32) -> Self {
+        Value::Integer(v.into())
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Float(v)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.into())
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(v)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+impl Value {
+    /// The text, if this is text.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The integer, if this is one.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Integer(i) => Some(*i),
+            _ => None,
+        }
+    }
+}
+
+impl Rows {
+    /// The value of `column` in row `row`, if both exist.
+    pub fn get(&self, row: usize, column: &str) -> Option<&Value> {
+        let index = self.columns.iter().position(|c| c == column)?;
+        self.rows.get(row)?.get(index)
+    }
+}
+
+impl SqlError {
+    /// The message with its SQLSTATE, for logs and reconcile errors. (The bindings' `Display`
+    /// prints the record's debug form.)
+    pub fn describe(&self) -> String {
+        match &self.sqlstate {
+            Some(code) => format!("{} (SQLSTATE {code})", self.message),
+            None => self.message.clone(),
+        }
+    }
+}
+
+/// A failed SQL call as a reconcile error: retried with backoff when the database said it was
+/// transient (unreachable, timed out, deadlock), terminal otherwise (bad SQL, a violated
+/// constraint), since the same input would fail the same way.
+impl From<SqlError> for Error {
+    fn from(e: SqlError) -> Self {
+        let message = format!("sql: {}", e.describe());
+        if e.transient {
+            Error::retryable(message)
+        } else {
+            Error::terminal(message)
+        }
+    }
+}
+
+/// A granted database, from [`crate::Context::sql`].
+pub struct Database<'a> {
+    pub(crate) host: &'a dyn Host,
+    pub(crate) name: String,
+}
+
+impl Database<'_> {
+    /// Runs one statement.
+    pub fn execute(&self, statement: Statement) -> Result<Rows, SqlError> {
+        let mut rows = self.transaction(&[statement])?;
+        rows.pop().ok_or_else(|| SqlError {
+            message: "the host returned no result for the statement".into(),
+            sqlstate: None,
+            transient: false,
+        })
+    }
+
+    /// Runs statements in order in one transaction: all take effect or none.
+    pub fn transaction(&self, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
+        self.host.sql(&self.name, statements)
+    }
+}
