@@ -221,3 +221,30 @@ async fn owned_children_get_owner_references_and_their_events_reconcile_the_owne
     .await;
     host.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_after_fires_on_time() {
+    let (_server, host, api) = things::setup(
+        json!({"mode": "requeue", "afterMs": 1000}),
+        Tuning::default(),
+    )
+    .await;
+    things::create(&api, "periodic", json!({})).await;
+    let mut at = Vec::new();
+    for n in 1..=4 {
+        common::eventually(20, "the next requeue", || async {
+            (host.counts("hostile-requeue").unwrap().requeue >= n).then_some(())
+        })
+        .await;
+        at.push(std::time::Instant::now());
+    }
+    let mut gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort();
+    let median = gaps[1];
+    // Within 10% of the asked delay (polling adds up to 20 ms on either side).
+    assert!(
+        median >= Duration::from_millis(900) && median <= Duration::from_millis(1100),
+        "requeue intervals {gaps:?}"
+    );
+    host.shutdown(Duration::from_secs(5)).await;
+}
