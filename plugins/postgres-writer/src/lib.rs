@@ -1,0 +1,261 @@
+//! The PostgresWriter operator (`demo.yash.com/v1`) as a wasmctrl plugin: each PostgresWriter
+//! object is one row, keyed `<namespace>/<name>`, in the table its spec names.
+//!
+//! - **Create / change:** once its finalizer is on, the object's row is upserted (insert, or
+//!   update on a changed spec) in one statement; if the spec moved the row to another table, the
+//!   old row is deleted in the same transaction. Status says which table holds the row.
+//! - **Delete:** the finalizer holds the object until its row is deleted, then is removed. A
+//!   host that dies in between deletes the row again on restart (deleting nothing is fine) and
+//!   then releases the object.
+//! - **SQL safety:** values are bound parameters and the table name is an identifier the host
+//!   checks and quotes; the original operator concatenated both into the SQL text.
+//! - **Outages** are retryable errors (backoff until the database is back); a missing table is
+//!   retryable too, since a DBA can create it without touching the object.
+//!   An invalid spec is reported in status and not retried until it changes.
+//!
+//! Settings: `database` (default `students`), the name of the database the operator granted with
+//! `--sql <database>=<connection>`; the manifest declares the capability `sql:<database>`.
+
+use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::sql::{SqlError, Statement};
+use wasmctrl_sdk::{
+    Action, Context, Error, Gvk, Manifest, Outcome, Predicate, Reconciler, Request, Settings,
+};
+
+/// The finalizer that keeps an object until its row is gone.
+pub const FINALIZER: &str = "demo.yash.com/row-cleanup";
+
+/// PostgreSQL's SQLSTATE for "relation does not exist".
+const UNDEFINED_TABLE: &str = "42P01";
+
+/// The kind this plugin reconciles.
+pub fn kind() -> Gvk {
+    Gvk::new("demo.yash.com", "v1", "PostgresWriter")
+}
+
+/// Operator settings.
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The granted database rows go to.
+    pub database: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            database: "students".into(),
+        }
+    }
+}
+
+/// A PostgresWriter (the fields this plugin reads).
+#[derive(Debug, Deserialize)]
+pub struct PostgresWriter {
+    /// Standard metadata.
+    pub metadata: Metadata,
+    /// The row to keep.
+    #[serde(default)]
+    pub spec: Spec,
+    /// What was last written.
+    #[serde(default)]
+    pub status: Option<Status>,
+}
+
+/// The metadata fields used.
+#[derive(Debug, Deserialize)]
+pub struct Metadata {
+    /// Spec generation.
+    #[serde(default)]
+    pub generation: i64,
+    /// Finalizers on the object.
+    #[serde(default)]
+    pub finalizers: Vec<String>,
+}
+
+/// `spec`: the table and the row's values.
+#[derive(Debug, Default, Deserialize)]
+pub struct Spec {
+    /// Table holding the row.
+    #[serde(default)]
+    pub table: String,
+    /// The student's name.
+    #[serde(default)]
+    pub name: String,
+    /// The student's age (at least 0).
+    #[serde(default)]
+    pub age: Option<i64>,
+    /// The student's country.
+    #[serde(default)]
+    pub country: String,
+}
+
+/// `.status` as this plugin writes it.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// `Synced` or `Invalid`.
+    pub phase: String,
+    /// The table holding the row (empty while none does).
+    #[serde(default)]
+    pub table: String,
+    /// The row's primary key.
+    #[serde(default)]
+    pub id: String,
+    /// Why the phase is `Invalid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The generation the status describes.
+    #[serde(default)]
+    pub observed_generation: i64,
+}
+
+impl Spec {
+    /// What is wrong with the spec, if anything (the CRD schema says the same; this guards
+    /// servers that do not enforce it).
+    fn invalid(&self) -> Option<String> {
+        let missing: Vec<&str> = [
+            ("table", self.table.is_empty()),
+            ("name", self.name.is_empty()),
+            ("age", self.age.is_none()),
+            ("country", self.country.is_empty()),
+        ]
+        .into_iter()
+        .filter_map(|(field, missing)| missing.then_some(field))
+        .collect();
+        if !missing.is_empty() {
+            return Some(format!("spec.{} required", missing.join(", spec.")));
+        }
+        match self.age {
+            Some(age) if !(0..=i64::from(i32::MAX)).contains(&age) => {
+                Some(format!("spec.age must be between 0 and {}", i32::MAX))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn upsert(table: &str, id: &str, spec: &Spec) -> Statement {
+    Statement::new(
+        "INSERT INTO {0} (id, name, age, country) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, age = EXCLUDED.age, \
+         country = EXCLUDED.country",
+    )
+    .identifier(table)
+    .bind(id)
+    .bind(spec.name.as_str())
+    .bind(spec.age)
+    .bind(spec.country.as_str())
+}
+
+fn delete(table: &str, id: &str) -> Statement {
+    Statement::new("DELETE FROM {0} WHERE id = $1")
+        .identifier(table)
+        .bind(id)
+}
+
+/// A failed SQL call as a reconcile error. A missing table is worth retrying (a DBA can create
+/// it without touching the object); otherwise the database said whether it was transient.
+fn sql_failed(e: SqlError, table: &str) -> Error {
+    if e.sqlstate.as_deref() == Some(UNDEFINED_TABLE) {
+        return Error::retryable(format!("table {table:?} does not exist in the database"));
+    }
+    e.into()
+}
+
+/// The plugin.
+pub struct PostgresWriterController;
+
+impl Reconciler for PostgresWriterController {
+    fn manifest(settings: &Settings) -> Result<Manifest, String> {
+        let config: Config = settings.get()?;
+        Ok(Manifest::new("postgres-writer", kind())
+            .version(env!("CARGO_PKG_VERSION"))
+            // Spec changes, and the finalizer/deletion changes the delete path waits for; our
+            // own status writes trigger nothing.
+            .predicate(Predicate::GenerationChanged)
+            .predicate(Predicate::FinalizersChanged)
+            .capability(&format!("sql:{}", config.database)))
+    }
+
+    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+        let key = req.key();
+        let Some(writer) = req.object::<PostgresWriter>()? else {
+            // The finalizer path deleted the row before the object could go.
+            ctx.debug("postgreswriter is gone", &[("key", &key)]);
+            return Ok(Outcome::done());
+        };
+        let config: Config = req.settings()?.get().map_err(Error::terminal)?;
+        let db = ctx.sql(&config.database);
+        let ours = writer.metadata.finalizers.iter().any(|f| f == FINALIZER);
+        let status = writer.status.clone().unwrap_or_default();
+
+        if req.deleting {
+            if !ours {
+                return Ok(Outcome::done());
+            }
+            // The row lives where status says it was written; before any write, nowhere.
+            if !status.table.is_empty() {
+                match db.execute(delete(&status.table, &key)) {
+                    Ok(rows) => ctx.info(
+                        "deleted row",
+                        &[("key", &key), ("rows", &rows.affected.to_string())],
+                    ),
+                    // Nothing to delete from a table that is gone.
+                    Err(e) if e.sqlstate.as_deref() == Some(UNDEFINED_TABLE) => {}
+                    Err(e) => return Err(sql_failed(e, &status.table)),
+                }
+            }
+            return Ok(Outcome::with(vec![Action::remove_finalizer(FINALIZER)]));
+        }
+
+        if let Some(problem) = writer.spec.invalid() {
+            let invalid = Status {
+                phase: "Invalid".into(),
+                message: Some(problem.clone()),
+                observed_generation: writer.metadata.generation,
+                ..status.clone()
+            };
+            let mut actions = vec![Action::warning("InvalidSpec", &problem)];
+            if invalid != status {
+                actions.push(Action::update_status(&invalid)?);
+            }
+            return Ok(Outcome::with(actions));
+        }
+        if !ours {
+            // As kube-runtime's finalizer helper does: add it first; its event brings us back.
+            return Ok(Outcome::with(vec![Action::add_finalizer(FINALIZER)]));
+        }
+
+        let spec = &writer.spec;
+        let mut statements = Vec::new();
+        if !status.table.is_empty() && status.table != spec.table {
+            statements.push(delete(&status.table, &key));
+        }
+        statements.push(upsert(&spec.table, &key, spec));
+        db.transaction(&statements)
+            .map_err(|e| sql_failed(e, &spec.table))?;
+        let synced = Status {
+            phase: "Synced".into(),
+            table: spec.table.clone(),
+            id: key.clone(),
+            message: None,
+            observed_generation: writer.metadata.generation,
+        };
+        let mut actions = Vec::new();
+        if synced != status {
+            ctx.info("row written", &[("key", &key), ("table", &spec.table)]);
+            actions.push(Action::update_status(&synced)?);
+            actions.push(Action::event(
+                "Synced",
+                &format!("row {key} written to table {}", spec.table),
+            ));
+        }
+        Ok(Outcome::with(actions))
+    }
+}
+
+wasmctrl_sdk::export!(PostgresWriterController);
+
+#[cfg(test)]
+mod tests;
