@@ -1,0 +1,169 @@
+//! What a Workspace reports in `.status`: the phase, IP and node of its Pod and a `Ready`
+//! condition whose `lastTransitionTime` moves only when its status does.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Workspace;
+use crate::pod::Pod;
+
+/// The type of the condition this controller maintains.
+pub const READY: &str = "Ready";
+
+/// `.status` as this controller writes it.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// The phase of the workspace's current Pod; `Pending` while there is none.
+    #[serde(default)]
+    pub phase: String,
+    /// The Pod's IP once it has one.
+    #[serde(default, rename = "podIP", skip_serializing_if = "Option::is_none")]
+    pub pod_ip: Option<String>,
+    /// The node the Pod runs on once scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// The Workspace generation this status describes.
+    #[serde(default)]
+    pub observed_generation: i64,
+    /// `Ready`, plus any conditions others maintain (kept as they are).
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A `metav1.Condition`.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type, e.g. `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable CamelCase reason.
+    #[serde(default)]
+    pub reason: String,
+    /// Human-readable details.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    #[serde(default)]
+    pub last_transition_time: String,
+    /// The generation the condition was computed from.
+    #[serde(default)]
+    pub observed_generation: i64,
+}
+
+/// What the controller found where the workspace's Pod should be.
+#[derive(Debug, Clone, Copy)]
+pub enum Observed<'a> {
+    /// No Pod yet: it is being created.
+    Missing,
+    /// A Pod built from an older spec, deleted so that it can be replaced.
+    Outdated,
+    /// The current Pod is being deleted (by someone else) and will be re-created.
+    Terminating,
+    /// The Pod built from the current spec.
+    Current(&'a Pod),
+}
+
+impl Status {
+    /// The `Ready` condition, if present.
+    pub fn ready(&self) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == READY)
+    }
+}
+
+/// The status to report for `ws` given its Pod; `now` stamps a `Ready` condition that changed.
+pub fn desired(ws: &Workspace, observed: Observed<'_>, now: &str) -> Status {
+    let name = &ws.metadata.name;
+    let generation = ws.metadata.generation;
+    let (phase, pod_ip, node_name) = match observed {
+        Observed::Current(pod) => (
+            pod.status.phase.clone().unwrap_or_else(|| "Pending".into()),
+            pod.status.pod_ip.clone(),
+            pod.spec.node_name.clone(),
+        ),
+        _ => ("Pending".into(), None, None),
+    };
+    let (ready, reason, message) = match observed {
+        Observed::Missing => (false, "PodMissing", format!("creating Pod {name}")),
+        Observed::Outdated => (
+            false,
+            "PodOutdated",
+            format!("replacing Pod {name}: the Workspace spec changed"),
+        ),
+        Observed::Terminating => (
+            false,
+            "PodTerminating",
+            format!("Pod {name} is being deleted; it will be re-created"),
+        ),
+        Observed::Current(pod) => match phase.as_str() {
+            "Running" => (
+                true,
+                "PodRunning",
+                format!(
+                    "Pod {name} is running on {} at {}",
+                    node_name.as_deref().unwrap_or("an unknown node"),
+                    pod_ip.as_deref().unwrap_or("no IP yet"),
+                ),
+            ),
+            "Pending" => (
+                false,
+                "PodPending",
+                match &node_name {
+                    Some(node) => format!("Pod {name} is starting on {node}"),
+                    None => format!("Pod {name} is waiting to be scheduled"),
+                },
+            ),
+            "Failed" => (false, "PodFailed", failure(name, "failed", pod)),
+            "Succeeded" => (false, "PodSucceeded", failure(name, "exited", pod)),
+            other => (
+                false,
+                "PodUnknown",
+                format!("Pod {name} is in phase {other}"),
+            ),
+        },
+    };
+
+    let current = ws.status.clone().unwrap_or_default();
+    let status = if ready { "True" } else { "False" };
+    let last_transition_time = match current.ready() {
+        Some(c) if c.status == status && !c.last_transition_time.is_empty() => {
+            c.last_transition_time.clone()
+        }
+        _ => now.to_string(),
+    };
+    let condition = Condition {
+        type_: READY.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time,
+        observed_generation: generation,
+    };
+    let mut conditions = current.conditions;
+    match conditions.iter_mut().find(|c| c.type_ == READY) {
+        Some(c) => *c = condition,
+        None => conditions.push(condition),
+    }
+    Status {
+        phase,
+        pod_ip,
+        node_name,
+        observed_generation: generation,
+        conditions,
+    }
+}
+
+fn failure(name: &str, what: &str, pod: &Pod) -> String {
+    let details: Vec<&str> = [&pod.status.reason, &pod.status.message]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if details.is_empty() {
+        format!("Pod {name} {what}")
+    } else {
+        format!("Pod {name} {what}: {}", details.join(": "))
+    }
+}
