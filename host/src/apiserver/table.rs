@@ -1,6 +1,8 @@
 //! `meta.k8s.io/v1` Table responses (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`),
-//! which kubectl asks for when it prints human-readable output: Name, the kind's printer
-//! columns (a CRD's `additionalPrinterColumns`), Age; each row carries the object's metadata.
+//! which kubectl asks for when it prints human-readable output. As kube-apiserver does: built-in
+//! kinds get Name, their columns, Age; a CRD with `additionalPrinterColumns` gets Name and exactly
+//! those (its own Age column, if it wants one), one without gets Name and Age. `date` cells are
+//! shown as ages (`5m`), not timestamps. Each row carries the object's metadata.
 
 use serde_json::{Value, json};
 
@@ -10,6 +12,12 @@ fn column(name: &str, ty: &str, format: &str) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": "", "priority": 0})
 }
 
+/// Whether the server adds its own Age column: always for built-in kinds, for a CRD only when it
+/// declares no printer columns of its own.
+fn adds_age(r: &Resource) -> bool {
+    !r.custom || r.columns.is_empty()
+}
+
 /// Column definitions of a resource.
 pub fn columns(r: &Resource) -> Vec<Value> {
     let mut cols = vec![column("Name", "string", "name")];
@@ -17,7 +25,9 @@ pub fn columns(r: &Resource) -> Vec<Value> {
         let ty = if ty.is_empty() { "string" } else { ty };
         cols.push(column(name, ty, ""));
     }
-    cols.push(column("Age", "string", ""));
+    if adds_age(r) {
+        cols.push(column("Age", "date", ""));
+    }
     cols
 }
 
@@ -63,6 +73,7 @@ fn age(ts: &str) -> String {
         .max(0);
     match s {
         0..120 => format!("{s}s"),
+        120..600 if s % 60 == 0 => format!("{}m", s / 60),
         120..600 => format!("{}m{}s", s / 60, s % 60),
         600..10800 => format!("{}m", s / 60),
         10800..172800 => format!("{}h", s / 3600),
@@ -77,14 +88,20 @@ pub fn row(r: &Resource, obj: &Value) -> Value {
             .cloned()
             .unwrap_or(Value::Null),
     ];
-    for (_, _, path) in &r.columns {
-        cells.push(json_path(obj, path).cloned().unwrap_or(Value::Null));
+    for (_, ty, path) in &r.columns {
+        let cell = json_path(obj, path).cloned().unwrap_or(Value::Null);
+        cells.push(match (ty.as_str(), cell.as_str()) {
+            ("date", Some(ts)) => json!(age(ts)),
+            _ => cell,
+        });
     }
-    let ts = obj
-        .pointer("/metadata/creationTimestamp")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    cells.push(json!(age(ts)));
+    if adds_age(r) {
+        let ts = obj
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        cells.push(json!(age(ts)));
+    }
     json!({
         "cells": cells,
         "object": {
@@ -116,5 +133,51 @@ mod tests {
             Some(&json!("True"))
         );
         assert_eq!(json_path(&o, ".nope"), None);
+    }
+
+    fn resource(custom: bool, columns: &[(&str, &str, &str)]) -> Resource {
+        Resource {
+            group: "example.com".into(),
+            versions: vec!["v1".into()],
+            plural: "things".into(),
+            singular: "thing".into(),
+            kind: "Thing".into(),
+            list_kind: "ThingList".into(),
+            namespaced: true,
+            short_names: vec![],
+            categories: vec![],
+            status: false,
+            custom,
+            columns: columns
+                .iter()
+                .map(|(n, t, p)| (n.to_string(), t.to_string(), p.to_string()))
+                .collect(),
+        }
+    }
+
+    fn names(r: &Resource) -> Vec<String> {
+        columns(r)
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn crd_printer_columns_replace_the_default_age_and_dates_read_as_ages() {
+        let old = (chrono::Utc::now() - chrono::Duration::minutes(20)).to_rfc3339();
+        let obj = json!({"metadata": {"name": "a", "creationTimestamp": old}, "spec": {"n": 3}});
+        let crd = resource(
+            true,
+            &[
+                ("N", "integer", ".spec.n"),
+                ("Age", "date", ".metadata.creationTimestamp"),
+            ],
+        );
+        assert_eq!(names(&crd), ["Name", "N", "Age"]);
+        assert_eq!(row(&crd, &obj)["cells"], json!(["a", 3, "20m"]));
+        assert_eq!(names(&resource(true, &[])), ["Name", "Age"]);
+        let builtin = resource(false, &[("N", "integer", ".spec.n")]);
+        assert_eq!(names(&builtin), ["Name", "N", "Age"]);
+        assert_eq!(row(&builtin, &obj)["cells"], json!(["a", 3, "20m"]));
     }
 }
