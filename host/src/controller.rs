@@ -525,15 +525,18 @@ impl Worker {
         let reconciled = match result {
             Ok(r) => r,
             Err(e) => {
-                if matches!(e.kind, ErrorKind::Action(_)) {
-                    // The plugin asked for something it may not do: tell whoever looks at the object.
-                    if let Err(we) = self
-                        .applier
-                        .warn(&subject, "ActionRejected", &e.to_string())
-                        .await
-                    {
-                        tracing::warn!(error = %we, "could not record the warning event");
-                    }
+                // Tell whoever looks at the object (kubectl describe) when retrying cannot help:
+                // the plugin asked for something it may not do, or failed for good. Retryable
+                // failures are logged and retried; an Event per attempt would be noise.
+                let reason = match &e.kind {
+                    ErrorKind::Action(_) => Some("ActionRejected"),
+                    kind if !kind.retryable() => Some("ReconcileFailed"),
+                    _ => None,
+                };
+                if let Some(reason) = reason
+                    && let Err(we) = self.applier.warn(&subject, reason, &e.to_string()).await
+                {
+                    tracing::warn!(error = %we, "could not record the warning event");
                 }
                 return self.failed(key, &e.to_string(), e.kind.retryable(), e.kind.label());
             }

@@ -49,11 +49,8 @@ mod things {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn undeclared_action_fails_the_key_with_a_warning_event_and_no_request() {
-    let (server, host, api) = things::setup(json!({"mode": "undeclared"}), Tuning::default()).await;
-    things::create(&api, "t1", json!({})).await;
-    let client = server.client();
+/// The Warning Event with `reason` about Thing `name`, once the host has recorded it.
+async fn warning(client: &kube::Client, name: &str, reason: &str) -> DynamicObject {
     let events: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         "default",
@@ -62,16 +59,23 @@ async fn undeclared_action_fails_the_key_with_a_warning_event_and_no_request() {
             "events",
         ),
     );
-    let event = common::eventually(20, "an ActionRejected warning", || async {
+    common::eventually(20, &format!("a {reason} warning"), || async {
         events
             .list(&Default::default())
             .await
             .unwrap()
             .items
             .into_iter()
-            .find(|e| e.data["reason"] == "ActionRejected")
+            .find(|e| e.data["reason"] == reason && e.data["regarding"]["name"] == name)
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_action_fails_the_key_with_a_warning_event_and_no_request() {
+    let (server, host, api) = things::setup(json!({"mode": "undeclared"}), Tuning::default()).await;
+    things::create(&api, "t1", json!({})).await;
+    let event = warning(&server.client(), "t1", "ActionRejected").await;
     assert_eq!(event.data["type"], "Warning");
     assert_eq!(event.data["regarding"]["name"], "t1");
     assert!(
@@ -79,7 +83,8 @@ async fn undeclared_action_fails_the_key_with_a_warning_event_and_no_request() {
         "{}",
         event.data["note"]
     );
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(server.client(), "default");
     assert!(
         secrets.get_opt("stolen").await.unwrap().is_none(),
         "the host must not send the undeclared action"
@@ -145,12 +150,23 @@ async fn a_failing_key_backs_off_while_others_proceed_and_terminal_errors_stop()
     assert!(status_of(&api, "bad").await.is_none());
     host.shutdown(Duration::from_secs(5)).await;
 
-    let (_server, host, api) = things::setup(json!({"mode": "terminal"}), Tuning::default()).await;
+    let (server, host, api) = things::setup(json!({"mode": "terminal"}), Tuning::default()).await;
     things::create(&api, "doomed", json!({})).await;
     common::eventually(20, "the terminal failure", || async {
         (host.counts("hostile-terminal").unwrap().terminal == 1).then_some(())
     })
     .await;
+    // Nobody reads host logs on a cluster: the reason is on the object.
+    let event = warning(&server.client(), "doomed", "ReconcileFailed").await;
+    assert_eq!(event.data["type"], "Warning");
+    assert!(
+        event.data["note"]
+            .as_str()
+            .unwrap()
+            .contains("hostile-terminal"),
+        "{}",
+        event.data["note"]
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         host.counts("hostile-terminal").unwrap().total(),
