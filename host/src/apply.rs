@@ -38,6 +38,15 @@ pub enum Error {
         /// The client error.
         source: kube::Error,
     },
+    /// The plugin's intent cannot be sent as asked (a JSON Patch that does not parse): retrying
+    /// the same intent cannot help.
+    #[error("{target}: {message}")]
+    Malformed {
+        /// The object.
+        target: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The kind is not served (CRD missing).
     #[error("{kind}: not served by the API server: {source}")]
     Discovery {
@@ -54,8 +63,14 @@ impl Error {
         match self {
             Error::Conflict { .. } => "conflict",
             Error::Api { .. } => "api_error",
+            Error::Malformed { .. } => "malformed_intent",
             Error::Discovery { .. } => "discovery",
         }
+    }
+
+    /// Whether the same intent could succeed later.
+    pub fn retryable(&self) -> bool {
+        !matches!(self, Error::Malformed { .. })
     }
 }
 
@@ -112,13 +127,22 @@ fn target_label(gvk: &GroupVersionKind, namespace: &str, name: &str) -> String {
     }
 }
 
-fn is_conflict(e: &kube::Error) -> Option<String> {
+/// Someone else changed the object first: 409, or (for a patch with `test` preconditions) a 422,
+/// which is how a failed `test` comes back; servers word its message differently.
+fn is_conflict(e: &kube::Error, preconditions: bool) -> Option<String> {
     match e {
-        kube::Error::Api(s) if s.code == 409 || (s.code == 422 && s.message.contains("test")) => {
+        kube::Error::Api(s) if s.code == 409 || (preconditions && s.code == 422) => {
             Some(s.message.clone())
         }
         _ => None,
     }
+}
+
+/// Whether a JSON Patch carries `test` preconditions.
+fn has_test(ops: &json_patch::Patch) -> bool {
+    ops.0
+        .iter()
+        .any(|op| matches!(op, json_patch::PatchOperation::Test(_)))
 }
 
 fn is_not_found(e: &kube::Error) -> bool {
@@ -204,18 +228,23 @@ impl Applier {
                     field_manager: Some(subject.manifest.field_manager()),
                     ..Default::default()
                 };
-                let result = if matches!(intent, Intent::JsonPatch { .. }) {
+                let (result, preconditions) = if matches!(intent, Intent::JsonPatch { .. }) {
                     let ops: json_patch::Patch =
-                        serde_json::from_value(patch.clone()).map_err(|e| Error::Conflict {
+                        serde_json::from_value(patch.clone()).map_err(|e| Error::Malformed {
                             target: label.clone(),
-                            message: e.to_string(),
+                            message: format!("not a JSON Patch: {e}"),
                         })?;
-                    api.patch(&target.name, &params, &Patch::<()>::Json(ops))
-                        .await
+                    let preconditions = has_test(&ops);
+                    let result = api
+                        .patch(&target.name, &params, &Patch::<()>::Json(ops))
+                        .await;
+                    (result, preconditions)
                 } else {
-                    api.patch(&target.name, &params, &Patch::Merge(patch)).await
+                    let result = api.patch(&target.name, &params, &Patch::Merge(patch)).await;
+                    (result, false)
                 };
-                let written = self.map(result, &label, "patch")?;
+                let written =
+                    result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
                 self.remember(plugin, label, intent_hash, &written);
                 Ok(true)
             }
@@ -233,7 +262,7 @@ impl Applier {
                 match api.delete(&target.name, &DeleteParams::background()).await {
                     Ok(_) => Ok(true),
                     Err(e) if is_not_found(&e) => Ok(false),
-                    Err(e) => Err(self.classify(e, &label, "delete")),
+                    Err(e) => Err(self.classify(e, &label, "delete", false)),
                 }
             }
             Intent::UpdateStatus { status } => {
@@ -247,7 +276,7 @@ impl Applier {
                 let ops: json_patch::Patch = serde_json::from_value(
                     json!([{"op": "add", "path": "/status", "value": status}]),
                 )
-                .map_err(|e| Error::Conflict {
+                .map_err(|e| Error::Malformed {
                     target: label.clone(),
                     message: e.to_string(),
                 })?;
@@ -285,7 +314,7 @@ impl Applier {
                 };
                 let (api, label) = self.subject_api(subject).await?;
                 let ops: json_patch::Patch =
-                    serde_json::from_value(ops).map_err(|e| Error::Conflict {
+                    serde_json::from_value(ops).map_err(|e| Error::Malformed {
                         target: label.clone(),
                         message: e.to_string(),
                     })?;
@@ -298,7 +327,8 @@ impl Applier {
                     .await;
                 match result {
                     Err(e) if !adding && is_not_found(&e) => Ok(false),
-                    other => self.map(other, &label, "patch finalizers").map(|_| true),
+                    Err(e) => Err(self.classify(e, &label, "patch finalizers", true)),
+                    Ok(_) => Ok(true),
                 }
             }
             Intent::Event {
@@ -364,7 +394,7 @@ impl Applier {
         let (resource, _) = self.resource(&gvk).await?;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), namespace, &resource);
-        let event: DynamicObject = serde_json::from_value(event).map_err(|e| Error::Conflict {
+        let event: DynamicObject = serde_json::from_value(event).map_err(|e| Error::Malformed {
             target: label.clone(),
             message: e.to_string(),
         })?;
@@ -415,11 +445,17 @@ impl Applier {
         label: &str,
         verb: &'static str,
     ) -> Result<T, Error> {
-        result.map_err(|e| self.classify(e, label, verb))
+        result.map_err(|e| self.classify(e, label, verb, false))
     }
 
-    fn classify(&self, e: kube::Error, label: &str, verb: &'static str) -> Error {
-        match is_conflict(&e) {
+    fn classify(
+        &self,
+        e: kube::Error,
+        label: &str,
+        verb: &'static str,
+        preconditions: bool,
+    ) -> Error {
+        match is_conflict(&e, preconditions) {
             Some(message) => Error::Conflict {
                 target: label.to_string(),
                 message,

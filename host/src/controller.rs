@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::apply::{self, Applier, Subject};
@@ -109,6 +110,8 @@ pub struct Host {
 
 struct Controller {
     plugin: Arc<RwLock<Arc<Plugin>>>,
+    /// Cancelled when the controller stops, so workers still waiting for caches end at once.
+    stop: CancellationToken,
     stats: Arc<Stats>,
     in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
     queue: Queue<ObjectKey>,
@@ -265,12 +268,16 @@ impl Host {
         }
 
         let shared = Arc::new(RwLock::new(plugin));
+        let stop = CancellationToken::new();
+        let caches: Vec<Arc<Informer>> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
         let stats = Arc::new(Stats::default());
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
         let workers = (0..tuning.concurrency.unwrap_or(4).max(1))
             .map(|_| {
                 let worker = Worker {
                     plugin: shared.clone(),
+                    caches: caches.clone(),
+                    stop: stop.clone(),
                     queue: queue.clone(),
                     watched: watched.clone(),
                     informers: self.informers.clone(),
@@ -283,6 +290,7 @@ impl Host {
             .collect();
         Controller {
             plugin: shared,
+            stop,
             stats,
             in_flight,
             queue,
@@ -295,6 +303,7 @@ impl Host {
 
 impl Controller {
     async fn stop(self, grace: Duration) {
+        self.stop.cancel();
         for (informer, id) in &self.subscriptions {
             informer.unsubscribe(*id);
         }
@@ -469,6 +478,9 @@ fn by_mapping(
 
 struct Worker {
     plugin: Arc<RwLock<Arc<Plugin>>>,
+    /// Every cache the plugin reads: watched, owned and `reads` kinds.
+    caches: Vec<Arc<Informer>>,
+    stop: CancellationToken,
     queue: Queue<ObjectKey>,
     watched: Arc<Informer>,
     informers: Arc<Informers>,
@@ -480,6 +492,13 @@ struct Worker {
 
 impl Worker {
     async fn run(self) {
+        // As client-go's WaitForCacheSync: a plugin that reads a half-loaded cache would act on
+        // a world that does not exist (a missing Deployment, children it thinks are gone).
+        let synced = futures::future::join_all(self.caches.iter().map(|c| c.synced()));
+        tokio::select! {
+            _ = synced => {}
+            () = self.stop.cancelled() => return,
+        }
         while let Some(key) = self.queue.get().await {
             let plugin = current(&self.plugin);
             let manifest = plugin.manifest();
@@ -562,7 +581,7 @@ impl Worker {
                 self.queue.add(key.clone());
                 Outcome::Requeue
             }
-            Err(e) => self.failed(key, &e.to_string(), true, e.label()),
+            Err(e) => self.failed(key, &e.to_string(), e.retryable(), e.label()),
         }
     }
 

@@ -305,7 +305,7 @@ impl Informer {
         });
     }
 
-    fn apply(&self, obj: DynamicObject, initial: bool) {
+    fn apply(&self, obj: DynamicObject) {
         let entry = Arc::new(Entry::from_object(obj));
         let mut store = self.write();
         let old = store.insert(entry.clone());
@@ -316,7 +316,7 @@ impl Informer {
         {
             return;
         }
-        self.publish(Change::Applied { old, new: entry }, initial);
+        self.publish(Change::Applied { old, new: entry }, false);
     }
 
     fn delete(&self, obj: &DynamicObject) {
@@ -330,20 +330,42 @@ impl Informer {
         }
     }
 
-    /// After a (re)list: objects that were cached but not listed were deleted while we were
-    /// not watching.
-    fn finish_list(&self, listed: &HashSet<ObjectKey>) {
+    /// Installs a complete (re)list in one step, as kube-runtime's reflector does: readers see
+    /// the old contents or the new, never a half-loaded cache (a plugin pruning what it cannot
+    /// see would otherwise forget objects not loaded yet). Objects cached but not listed were
+    /// deleted while we were not watching.
+    fn replace(&self, listed: Vec<DynamicObject>, initial: bool) {
+        let entries: Vec<Arc<Entry>> = listed
+            .into_iter()
+            .map(|obj| Arc::new(Entry::from_object(obj)))
+            .collect();
+        let keys: HashSet<ObjectKey> = entries.iter().map(|e| e.key.clone()).collect();
         let mut store = self.write();
         let gone: Vec<ObjectKey> = store
             .objects
             .keys()
-            .filter(|k| !listed.contains(k))
+            .filter(|k| !keys.contains(k))
             .cloned()
             .collect();
+        let mut changes = Vec::with_capacity(entries.len() + gone.len());
+        for entry in entries {
+            let old = store.insert(entry.clone());
+            // Relists re-deliver unchanged objects; they are not changes.
+            if old
+                .as_ref()
+                .is_none_or(|o| o.resource_version != entry.resource_version)
+            {
+                changes.push(Change::Applied { old, new: entry });
+            }
+        }
         for key in gone {
             if let Some(old) = store.remove(&key) {
-                self.publish(Change::Deleted(old), false);
+                changes.push(Change::Deleted(old));
             }
+        }
+        for change in changes {
+            let initial = initial && matches!(change, Change::Applied { .. });
+            self.publish(change, initial);
         }
     }
 
@@ -353,25 +375,18 @@ impl Informer {
         let api: Api<DynamicObject> = Api::all_with(client, &resource);
         let config = watcher::Config::default().any_semantic();
         let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-        let mut listed = HashSet::new();
+        let mut listed = Vec::new();
         let mut first = true;
         while let Some(event) = stream.next().await {
             match event {
                 Ok(Event::Init) => listed.clear(),
-                Ok(Event::InitApply(obj)) => {
-                    listed.insert(ObjectKey::new(
-                        obj.metadata.namespace.as_deref().unwrap_or_default(),
-                        obj.metadata.name.as_deref().unwrap_or_default(),
-                    ));
-                    self.apply(obj, first);
-                }
+                Ok(Event::InitApply(obj)) => listed.push(obj),
                 Ok(Event::InitDone) => {
-                    self.finish_list(&listed);
-                    listed.clear();
+                    self.replace(std::mem::take(&mut listed), first);
                     first = false;
                     self.synced.send_replace(true);
                 }
-                Ok(Event::Apply(obj)) => self.apply(obj, false),
+                Ok(Event::Apply(obj)) => self.apply(obj),
                 Ok(Event::Delete(obj)) => self.delete(&obj),
                 Err(e) => {
                     tracing::warn!(kind = %self.gvk.kind, error = %e, "watch failed; retrying with backoff")

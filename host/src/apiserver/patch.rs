@@ -56,8 +56,15 @@ pub fn json_patch(doc: &Value, body: &[u8]) -> ApiResult<Value> {
         {
             continue;
         }
-        json_patch::patch(&mut out, std::slice::from_ref(op))
-            .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+        json_patch::patch(&mut out, std::slice::from_ref(op)).map_err(|e| match op {
+            // kube-apiserver's wording, which clients match on to tell a failed precondition.
+            json_patch::PatchOperation::Test(t) => ApiError::new(
+                422,
+                "Invalid",
+                format!("testing value {} failed: test failed", t.path),
+            ),
+            _ => ApiError::new(422, "Invalid", e.to_string()),
+        })?;
     }
     Ok(out)
 }
@@ -244,6 +251,8 @@ mod tests {
         let doc = json!({"a": 1});
         assert_eq!(json_patch(&doc, b"{").unwrap_err().code, 400);
         let bad_test = br#"[{"op":"test","path":"/a","value":2}]"#;
-        assert_eq!(json_patch(&doc, bad_test).unwrap_err().code, 422);
+        let err = json_patch(&doc, bad_test).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(err.message, "testing value /a failed: test failed");
     }
 }
