@@ -1,0 +1,375 @@
+//! The pod-restarter plugin through the real binaries: `wasmctrl apiserver` and `wasmctrl run` as
+//! processes, kubectl as the user and, since the embedded server has no kubelet, as the kubelet
+//! too. Every write to the Deployment is counted through a watch, so a second restart for the
+//! same Pod would show even within the same second; the host is restarted in between to show
+//! the record survives it. `wasmctrl test` shows the same reconcile offline on the examples.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::BufReader;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::process::{Cluster, plugin_dir, wait_for, wasmctrl_test_report};
+use serde_json::{Value, json};
+
+/// Non-default settings, so the test proves they are honoured.
+const CONFIG: &str = r#"
+[settings]
+labelSelector = "role=web"
+namespace = "team-a"
+deployment = "backend"
+"#;
+
+const HANDLED: &str = "pod-restarter.wasmctrl.io/handled-pods";
+const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// How long the host gets to (not) act on a change before we look.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// Every change to one object as `kubectl get --watch` reports it: the first event is the object
+/// when the watch began, each later one is one write that changed it. A watch delivers every
+/// such write, even several within a second; a patch that changes nothing restarts nothing and
+/// makes no event.
+struct Changes {
+    kubectl: Mutex<Child>,
+    events: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Changes {
+    fn watch(cluster: &Cluster, namespace: &str, resource: &str) -> Self {
+        let mut kubectl = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig)
+            .args(["get", resource, "-n", namespace])
+            .args(["--watch", "--output-watch-events", "-o", "json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl is installed (make deps)");
+        let stdout = kubectl.stdout.take().unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = events.clone();
+        std::thread::spawn(move || {
+            for event in
+                serde_json::Deserializer::from_reader(BufReader::new(stdout)).into_iter::<Value>()
+            {
+                let event =
+                    event.unwrap_or_else(|e| json!({"type": "UNPARSABLE", "error": e.to_string()}));
+                sink.lock().unwrap().push(event);
+            }
+        });
+        let changes = Self {
+            kubectl: Mutex::new(kubectl),
+            events,
+        };
+        wait_for(30, "the watch's initial ADDED event", || {
+            !changes.events.lock().unwrap().is_empty()
+        });
+        assert_eq!(changes.events.lock().unwrap()[0]["type"], "ADDED");
+        changes
+    }
+
+    /// The object after each write since the watch began.
+    fn writes(&self) -> Vec<Value> {
+        // A watch that ended would make "no more writes" hold vacuously.
+        let ended = self.kubectl.lock().unwrap().try_wait().unwrap();
+        assert!(ended.is_none(), "the watch ended: {ended:?}");
+        let events = self.events.lock().unwrap();
+        events[1..]
+            .iter()
+            .map(|e| {
+                assert_eq!(e["type"], "MODIFIED", "unexpected watch event {e}");
+                e["object"].clone()
+            })
+            .collect()
+    }
+
+    /// Waits for write number `n` and returns the object it produced.
+    fn wait_for_write(&self, n: usize) -> Value {
+        wait_for(30, &format!("write {n} to the Deployment"), || {
+            self.writes().len() >= n
+        });
+        let writes = self.writes();
+        assert_eq!(writes.len(), n, "more writes than expected: {writes:#?}");
+        writes[n - 1].clone()
+    }
+}
+
+impl Drop for Changes {
+    fn drop(&mut self) {
+        let kubectl = self.kubectl.get_mut().unwrap_or_else(|p| p.into_inner());
+        let _ = kubectl.kill();
+        let _ = kubectl.wait();
+    }
+}
+
+/// The handled Pod UIDs the Deployment records.
+fn record(deployment: &Value) -> Vec<String> {
+    let raw = deployment["metadata"]["annotations"][HANDLED]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {HANDLED} on {deployment}"));
+    serde_json::from_str(raw).unwrap()
+}
+
+fn sorted(uids: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = uids.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+fn apply(cluster: &Cluster, dir: &Path, name: &str, object: &Value) {
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, object.to_string()).unwrap();
+    cluster.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
+}
+
+/// Creates a Pod labelled `role=<role>` (Pending, as nothing schedules it); returns its UID.
+fn create_pod(cluster: &Cluster, dir: &Path, namespace: &str, name: &str, role: &str) -> String {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"role": role}},
+        "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+    });
+    apply(cluster, dir, &format!("pod-{namespace}-{name}"), &pod);
+    let pod = cluster.get_json(&["pod", name, "-n", namespace]).unwrap();
+    pod["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+/// Plays kubelet: reports the Pod running.
+fn run_pod(cluster: &Cluster, namespace: &str, name: &str) {
+    cluster.kubectl_ok(&[
+        "patch",
+        "pod",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"phase":"Running"}}"#,
+    ]);
+}
+
+fn wait_until_started(host: &common::process::Process) {
+    wait_for(60, "the host to start pod-restarter", || {
+        host.log()
+            .lines()
+            .any(|l| l.contains("plugin started") && l.contains("pod-restarter"))
+    });
+}
+
+/// No WARN or ERROR lines other than those containing one of `allowed`.
+fn assert_quiet(log: &str, which: &str) {
+    let complaints: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    assert!(
+        complaints.is_empty(),
+        "warnings or errors in the {which} host's log:\n{}",
+        complaints.join("\n")
+    );
+}
+
+#[test]
+fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    let plugins = plugin_dir(dir.path(), &[("pod-restarter", Some(CONFIG))]);
+
+    cluster.kubectl_ok(&["create", "namespace", "team-a"]);
+    let backend = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "backend", "namespace": "team-a"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "backend"}},
+            "template": {
+                "metadata": {"labels": {"app": "backend"}},
+                "spec": {"containers": [{"name": "backend", "image": "busybox:1.36"}]},
+            },
+        },
+    });
+    // `create`, not `apply`: no last-applied annotation, so the first write has to create the
+    // annotations maps (behind a `test` that they are still absent) and later ones extend them.
+    let file = dir.path().join("backend.json");
+    std::fs::write(&file, backend.to_string()).unwrap();
+    cluster.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    let changes = Changes::watch(&cluster, "team-a", "deployment/backend");
+    let initial = changes.events.lock().unwrap()[0]["object"].clone();
+    assert!(initial["metadata"]["annotations"].is_null(), "{initial}");
+
+    let host = cluster.run_host(&plugins, &[], &[]);
+    wait_until_started(&host);
+
+    // A matching Pod that is still Pending: nothing.
+    let web1 = create_pod(&cluster, dir.path(), "team-a", "web-1", "web");
+    std::thread::sleep(SETTLE);
+    assert_eq!(changes.writes().len(), 0, "restarted for a Pending Pod");
+
+    // Running: exactly one restart, recording the Pod in the same write.
+    run_pod(&cluster, "team-a", "web-1");
+    let first = changes.wait_for_write(1);
+    assert_eq!(record(&first), sorted(&[&web1]));
+    let restarted_at = first["spec"]["template"]["metadata"]["annotations"][RESTARTED_AT].clone();
+    assert!(restarted_at.is_string(), "{first}");
+    // The template's other metadata is untouched.
+    assert_eq!(
+        first["spec"]["template"]["metadata"]["labels"],
+        json!({"app": "backend"})
+    );
+
+    // More changes to the same Pod (labels, status) are not new Pods.
+    cluster.kubectl_ok(&["label", "pod", "web-1", "-n", "team-a", "version=2"]);
+    cluster.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web-1",
+        "-n",
+        "team-a",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"podIP":"10.244.0.9","conditions":[{"type":"Ready","status":"True"}]}}"#,
+    ]);
+    std::thread::sleep(SETTLE);
+    assert_eq!(changes.writes().len(), 1, "restarted again for an old Pod");
+
+    // A new host process starts from nothing but the cluster: the record keeps it from
+    // restarting for web-1 again.
+    let status = host.terminate();
+    let log1 = std::fs::read_to_string(dir.path().join("host-1.log")).unwrap();
+    assert!(status.success(), "exit {status}; log:\n{log1}");
+    assert_quiet(&log1, "first");
+    let host = cluster.run_host(&plugins, &[], &[]);
+    wait_until_started(&host);
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        changes.writes().len(),
+        1,
+        "restarted again after the host restarted"
+    );
+
+    // A second new matching Pod: exactly one more restart, both Pods recorded.
+    let web2 = create_pod(&cluster, dir.path(), "team-a", "web-2", "web");
+    run_pod(&cluster, "team-a", "web-2");
+    let second = changes.wait_for_write(2);
+    assert_eq!(record(&second), sorted(&[&web1, &web2]));
+
+    // Pods outside the selector or the namespace: nothing.
+    create_pod(&cluster, dir.path(), "team-a", "db-1", "db");
+    run_pod(&cluster, "team-a", "db-1");
+    create_pod(&cluster, dir.path(), "default", "web-1", "web");
+    run_pod(&cluster, "default", "web-1");
+    std::thread::sleep(SETTLE);
+    assert_eq!(
+        changes.writes().len(),
+        2,
+        "restarted for a Pod the settings exclude"
+    );
+
+    // A Pod that is gone drops out of the record on the next write.
+    cluster.kubectl_ok(&["delete", "pod", "web-1", "-n", "team-a", "--wait=true"]);
+    let web3 = create_pod(&cluster, dir.path(), "team-a", "web-3", "web");
+    run_pod(&cluster, "team-a", "web-3");
+    let third = changes.wait_for_write(3);
+    assert_eq!(record(&third), sorted(&[&web2, &web3]));
+
+    // Two Pods running at the same moment: one restart each, neither record lost (whichever
+    // patch loses the race fails its `test` and is decided again).
+    let web4 = create_pod(&cluster, dir.path(), "team-a", "web-4", "web");
+    let web5 = create_pod(&cluster, dir.path(), "team-a", "web-5", "web");
+    std::thread::scope(|s| {
+        s.spawn(|| run_pod(&cluster, "team-a", "web-4"));
+        s.spawn(|| run_pod(&cluster, "team-a", "web-5"));
+    });
+    changes.wait_for_write(5);
+    std::thread::sleep(SETTLE);
+    let writes = changes.writes();
+    assert_eq!(writes.len(), 5, "{writes:#?}");
+    assert_eq!(record(&writes[4]), sorted(&[&web2, &web3, &web4, &web5]));
+
+    // Each restart told the Pod about it.
+    wait_for(30, "a DeploymentRestarted event per new Pod", || {
+        let Some(events) = cluster.get_json(&["events.events.k8s.io", "-n", "team-a"]) else {
+            return false;
+        };
+        let mut regarding: Vec<String> = events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["reason"] == "DeploymentRestarted")
+            .map(|e| {
+                e["regarding"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        regarding.sort();
+        regarding == ["web-1", "web-2", "web-3", "web-4", "web-5"]
+    });
+
+    assert_eq!(changes.writes().len(), 5);
+    assert_quiet(&host.log(), "second");
+    let status = host.terminate();
+    assert!(status.success(), "exit {status}");
+}
+
+#[test]
+fn wasmctrl_test_shows_the_restart_patch_for_the_examples() {
+    let plugin = common::plugin_path("pod-restarter").display().to_string();
+    let pod = "examples/pod-restarter/nginx-pod.yaml";
+    let deployment = "examples/pod-restarter/tools-deployment.yaml";
+
+    // The sample Pod as written is Pending: nothing to do.
+    let pending = wasmctrl_test_report(&[&plugin, "--object", pod, "--cache", deployment]);
+    assert_eq!(pending["plugin"], "pod-restarter");
+    assert_eq!(pending["key"], "default/nginx");
+    assert_eq!(pending["result"], "ok");
+    assert_eq!(pending["actions"], json!([]));
+
+    // Once a kubelet has it running (and the API server has given it a UID): one restart.
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = common::yaml_objects(pod).remove(0);
+    running["metadata"]["uid"] = json!("6b1c2f3e-0000-4000-8000-000000000001");
+    running["status"] = json!({"phase": "Running"});
+    let running_file = dir.path().join("running.json");
+    std::fs::write(&running_file, running.to_string()).unwrap();
+    let now = "2026-11-22T10:00:00Z";
+    let out = wasmctrl_test_report(&[
+        &plugin,
+        "--object",
+        running_file.to_str().unwrap(),
+        "--cache",
+        deployment,
+        "--now",
+        now,
+    ]);
+    let actions = out["actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 2, "{out:#}");
+    assert_eq!(actions[0]["action"], "jsonPatch");
+    assert_eq!(
+        actions[0]["target"],
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "tools"})
+    );
+    assert_eq!(
+        actions[0]["patch"],
+        json!([
+            {"op": "test", "path": "/metadata/annotations", "value": null},
+            {"op": "add", "path": "/metadata/annotations",
+                "value": {HANDLED: "[\"6b1c2f3e-0000-4000-8000-000000000001\"]"}},
+            {"op": "test", "path": "/spec/template/metadata/annotations", "value": null},
+            {"op": "add", "path": "/spec/template/metadata/annotations",
+                "value": {RESTARTED_AT: now}},
+        ])
+    );
+    assert_eq!(actions[1]["action"], "event");
+    assert_eq!(actions[1]["reason"], "DeploymentRestarted");
+}

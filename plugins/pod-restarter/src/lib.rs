@@ -1,0 +1,204 @@
+//! The client-go informer seed as a wasmctrl plugin: restart a Deployment when a new Pod comes up.
+//!
+//! It watches Pods matching a label selector (`app=nginx`) in one namespace (`default`). When a
+//! Pod it has not handled before is `Running`, it restarts the Deployment (`tools`) the way
+//! `kubectl rollout restart` does, by setting the Pod template annotation
+//! `kubectl.kubernetes.io/restartedAt` to the request's `now`, and records a Normal Event on the
+//! Pod. All three are operator settings, see [`settings::Config`].
+//!
+//! **Exactly once per Pod, across crashes.** A plugin keeps nothing between calls, so the handled
+//! Pod UIDs live on the Deployment itself, in the annotation [`restart::HANDLED`], and are written
+//! by the same JSON Patch that sets `restartedAt`, behind a `test` of the record as it was read
+//! (see [`restart`]). Record and effect are one write: the host can crash or restart at any moment
+//! and still never restart the Deployment twice for one Pod, and two Pods handled at once cannot
+//! lose each other's entry (the loser fails the `test` and is requeued). UIDs of Pods that no
+//! longer exist in the namespace are dropped on each write, so the record stays as small as the
+//! set of live Pods.
+//!
+//! **Pods already Running when the plugin first starts count as new**: there is no history to
+//! tell them apart, so each of them restarts the Deployment once, as the original informer's
+//! initial list did. After that only new Pods do.
+//!
+//! A Pod that is Pending, being deleted, gone or already handled needs nothing. Pods of the target
+//! Deployment itself are ignored even if they match the selector, or every restart would trigger
+//! the next. A missing Deployment is a retryable error: it may simply not be created yet.
+
+pub mod restart;
+pub mod settings;
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+use wasmctrl_sdk::{
+    Action, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request, Selector,
+    Settings,
+};
+
+use crate::restart::Deployment;
+use crate::settings::Config;
+
+/// The kind this plugin watches: core v1 Pods.
+pub fn pod_kind() -> Gvk {
+    Gvk::new("", "v1", "Pod")
+}
+
+/// The kind it restarts: apps/v1 Deployments.
+pub fn deployment_kind() -> Gvk {
+    Gvk::new("apps", "v1", "Deployment")
+}
+
+/// A Pod (only the fields this controller reads).
+#[derive(Debug, Deserialize)]
+pub struct Pod {
+    /// Standard metadata.
+    pub metadata: PodMeta,
+    /// Reported state.
+    #[serde(default)]
+    pub status: Option<PodStatus>,
+}
+
+/// The Pod metadata fields used.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMeta {
+    /// Pod name.
+    #[serde(default)]
+    pub name: String,
+    /// Pod UID: what makes a Pod new, since a name can be reused.
+    #[serde(default)]
+    pub uid: String,
+    /// Owners; a ReplicaSet of the target Deployment marks the Deployment's own Pods.
+    #[serde(default)]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+/// One owner reference.
+#[derive(Debug, Deserialize)]
+pub struct OwnerReference {
+    /// Owner kind.
+    pub kind: String,
+    /// Owner name.
+    pub name: String,
+}
+
+/// `status`: only the phase.
+#[derive(Debug, Default, Deserialize)]
+pub struct PodStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
+    #[serde(default)]
+    pub phase: Option<String>,
+}
+
+impl Pod {
+    /// Whether the Pod reports phase `Running`.
+    pub fn is_running(&self) -> bool {
+        self.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    }
+
+    /// Whether a ReplicaSet of `deployment` (named `<deployment>-<pod-template-hash>`) owns it.
+    pub fn belongs_to(&self, deployment: &str) -> bool {
+        self.metadata.owner_references.iter().any(|o| {
+            o.kind == "ReplicaSet"
+                && o.name
+                    .strip_prefix(deployment)
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|hash| !hash.is_empty() && !hash.contains('-'))
+        })
+    }
+}
+
+/// The plugin.
+pub struct PodRestarter;
+
+impl Reconciler for PodRestarter {
+    fn manifest(settings: &Settings) -> Result<Manifest, String> {
+        let config: Config = settings.get()?;
+        config.validate()?;
+        let namespace = std::slice::from_ref(&config.namespace);
+        Ok(Manifest::new("pod-restarter", pod_kind())
+            .version(env!("CARGO_PKG_VERSION"))
+            .namespaces(namespace)
+            .labels(&config.label_selector)
+            // Read to see the record; no trigger, since only Pod events call for a restart.
+            .reads(
+                deployment_kind(),
+                Selector {
+                    namespaces: namespace.to_vec(),
+                    labels: String::new(),
+                },
+                None,
+            )
+            .writes(deployment_kind()))
+    }
+
+    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+        let config: Config = req.settings()?.get().map_err(Error::terminal)?;
+        let key = req.key();
+        let Some(pod) = req.object::<Pod>()? else {
+            ctx.debug("pod no longer exists", &[("key", &key)]);
+            return Ok(Outcome::done());
+        };
+        if req.deleting || !pod.is_running() {
+            return Ok(Outcome::done());
+        }
+        let target = format!("{}/{}", config.namespace, config.deployment);
+        if pod.belongs_to(&config.deployment) {
+            ctx.debug(
+                "pod belongs to the deployment it would restart; ignored",
+                &[("key", &key), ("deployment", &target)],
+            );
+            return Ok(Outcome::done());
+        }
+        let uid = &pod.metadata.uid;
+        if uid.is_empty() {
+            return Err(Error::terminal(format!("pod {key} has no metadata.uid")));
+        }
+
+        let deployment: Deployment = ctx
+            .get(&deployment_kind(), &config.namespace, &config.deployment)?
+            .ok_or_else(|| {
+                Error::retryable(format!(
+                    "Deployment {target} not found; pod {key} is waiting for it"
+                ))
+            })?;
+        let mut handled = deployment
+            .handled()
+            .map_err(|e| Error::terminal(format!("Deployment {target}: {e}")))?;
+        if handled.contains(uid) {
+            return Ok(Outcome::done());
+        }
+
+        // Prune by existence, not by the selector: a Pod relabelled out and back in is not new.
+        let existing: BTreeSet<String> = ctx
+            .list::<Pod>(&pod_kind(), &config.namespace, "")?
+            .into_iter()
+            .map(|p| p.metadata.uid)
+            .collect();
+        handled.retain(|u| existing.contains(u));
+        handled.insert(uid.clone());
+
+        let ops = restart::patch(&deployment, &handled, &req.now)
+            .map_err(|e| Error::terminal(format!("Deployment {target} {e}")))?;
+        ctx.info(
+            "restarting deployment for a new running pod",
+            &[("key", &key), ("deployment", &target), ("pod.uid", uid)],
+        );
+        let deployment_ref =
+            ObjectRef::new(&deployment_kind(), &config.namespace, &config.deployment);
+        Ok(Outcome::with(vec![
+            Action::json_patch(deployment_ref, &ops)?,
+            Action::event(
+                "DeploymentRestarted",
+                &format!(
+                    "restarted Deployment {target}: new Pod {} is Running",
+                    pod.metadata.name
+                ),
+            ),
+        ]))
+    }
+}
+
+wasmctrl_sdk::export!(PodRestarter);
+
+#[cfg(test)]
+mod tests;
