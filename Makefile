@@ -62,16 +62,16 @@ test: deps fmt-check clippy plugins test-plugins ## Everything CI runs: format, 
 bench: plugins test-plugins ## Build the plugins, then run the benchmarks
 	$(PLUGIN_DIRS) $(CARGO) bench --workspace
 
-dev: plugins ## Build the plugins and run the controller against examples/
-	@if $(WASMCTRL) dev --help >/dev/null 2>&1; then \
-		echo "$(WASMCTRL) dev --plugins $(PLUGIN_OUT) --apply examples/"; \
-		exec $(WASMCTRL) dev --plugins $(PLUGIN_OUT) --apply examples/; \
-	else \
-		echo "make dev: \`wasmctrl dev\` arrives with the controller runtime and is not in this build yet."; \
-		echo "make dev: once it is, this target runs: wasmctrl dev --plugins $(PLUGIN_OUT) --apply examples/"; \
-		echo "make dev: plugins are built in $(PLUGIN_OUT); the commands available now:"; \
-		$(WASMCTRL) --help; \
-	fi
+# The postgres-writer example needs a database: a private PostgreSQL under the target directory,
+# started for the session and stopped when it ends (Ctrl-C included).
+DEV_POSTGRES := $(TARGET_DIR)/dev-postgres
+
+dev: plugins ## Build the plugins and run the controller against examples/ (with a private PostgreSQL)
+	@conn=$$(scripts/dev-postgres.sh start $(DEV_POSTGRES)) || exit 1; \
+	trap 'scripts/dev-postgres.sh stop $(DEV_POSTGRES)' EXIT INT TERM; \
+	echo "PostgreSQL for the postgres-writer example: $$conn"; \
+	echo "$(WASMCTRL) dev --plugins $(PLUGIN_OUT) --apply examples/ --sql students=<that>"; \
+	$(WASMCTRL) dev --plugins $(PLUGIN_OUT) --apply examples/ --sql "students=$$conn"
 
 fmt: ## Format all code
 	$(CARGO) fmt --all
