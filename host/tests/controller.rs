@@ -221,6 +221,23 @@ async fn owned_children_get_owner_references_and_their_events_reconcile_the_owne
         .collect();
     assert_eq!(managers, ["wasmctrl/hostile-own"]);
 
+    // The owner changes without changing what the plugin wants: it is reconciled again, and the
+    // identical intent sends no write (the child keeps its resourceVersion).
+    let reconciles = host.counts("hostile-own").unwrap().total();
+    let relabel = json!({"metadata": {"labels": {"touched": "yes"}}});
+    api.patch("parent", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .unwrap();
+    common::eventually(20, "the owner's next reconcile", || async {
+        (host.counts("hostile-own").unwrap().total() > reconciles).then_some(())
+    })
+    .await;
+    let after = configmaps.get("parent-child").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, child.metadata.resource_version,
+        "an unchanged intent was written again"
+    );
+
     // The child is deleted behind the controller's back: its event maps to the owner, whose
     // reconcile puts it back although the plugin's intent has not changed.
     configmaps
@@ -262,5 +279,42 @@ async fn requeue_after_fires_on_time() {
         median >= Duration::from_millis(900) && median <= Duration::from_millis(1100),
         "requeue intervals {gaps:?}"
     );
+    host.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciles_at_once_never_exceed_the_plugins_concurrency() {
+    // Long enough (tens of milliseconds) that workers overlap, so the bound is what limits them.
+    let settings = json!({"mode": "spin", "iterations": 8_000_000u64});
+    let (_server, host, api) = things::setup(
+        settings,
+        Tuning {
+            concurrency: Some(2),
+            ..Tuning::default()
+        },
+    )
+    .await;
+    for i in 0..12 {
+        things::create(&api, &format!("busy-{i}"), json!({})).await;
+    }
+    let mut most = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let counts = host.counts("hostile-spin").unwrap();
+        most = most.max(counts.in_flight);
+        if counts.success >= 12 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "12 reconciles did not finish: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(
+        most, 2,
+        "at most 2 reconciles at once, and both workers used"
+    );
+    assert_eq!(host.counts("hostile-spin").unwrap().overlaps, 0);
     host.shutdown(Duration::from_secs(5)).await;
 }

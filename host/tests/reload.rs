@@ -1,6 +1,7 @@
 //! Hot reload under load: a plugin replaced 20 times (with a corrupt file in between) while 500
-//! objects are reconciled. No reconcile fails because of a swap, a corrupt file changes nothing,
-//! and every object ends reconciled by the last version.
+//! objects are reconciled. Each version is new component bytes (so a real compile and swap) and
+//! new settings. No reconcile fails because of a swap, a corrupt file changes nothing, and every
+//! object ends reconciled by the last version.
 
 // Helpers outside #[test] fns panic on failure too: they are part of the tests.
 #![allow(clippy::unwrap_used)]
@@ -28,6 +29,21 @@ fn put(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
+/// The same component with a custom section carrying `version`: other bytes and digest (the
+/// host compiles and swaps it like any new build), the same behaviour.
+fn build(component: &[u8], version: u32) -> Vec<u8> {
+    let name = b"wasmctrl-test-version";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(&version.to_le_bytes());
+    let mut out = component.to_vec();
+    // Custom section (id 0), its size as a one-byte LEB128: allowed anywhere in a component.
+    out.push(0);
+    out.push(u8::try_from(section.len()).unwrap());
+    out.extend(section);
+    out
+}
+
 fn config(version: u32) -> String {
     format!("concurrency = 4\n\n[settings]\nmode = \"version\"\nversion = {version}\n")
 }
@@ -46,7 +62,7 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
     let wasm = dir.path().join("hostile.wasm");
     let toml = dir.path().join("hostile.toml");
     let good = common::plugin_bytes("hostile");
-    put(&wasm, &good);
+    put(&wasm, &build(&good, 0));
     put(&toml, config(0).as_bytes());
 
     let host = Arc::new(Host::new(client.clone()));
@@ -80,9 +96,10 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
             put(&wasm, b"\0asm garbage, not a component");
             tokio::time::sleep(Duration::from_millis(400)).await;
             // ...and putting the good bytes back is no change at all.
-            put(&wasm, &good);
+            put(&wasm, &build(&good, version - 1));
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
+        put(&wasm, &build(&good, version));
         put(&toml, config(version).as_bytes());
     }
 
@@ -96,6 +113,12 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
         (done == 500).then_some(())
     })
     .await;
+    let served = loader.current();
+    assert_eq!(
+        served[0].0.digest(),
+        wasmctrl::runtime::digest(&build(&good, 20)),
+        "the last build is the one served"
+    );
     let counts = host.counts("hostile-version").unwrap();
     assert_eq!(
         counts.error + counts.terminal,

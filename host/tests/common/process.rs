@@ -91,10 +91,19 @@ impl Process {
     }
 
     /// SIGTERM, then waits (30 s at most) for the exit status.
-    pub fn terminate(mut self) -> ExitStatus {
+    pub fn terminate(self) -> ExitStatus {
+        self.signal("TERM")
+    }
+
+    /// SIGINT (Ctrl-C), then waits (30 s at most) for the exit status.
+    pub fn interrupt(self) -> ExitStatus {
+        self.signal("INT")
+    }
+
+    fn signal(mut self, signal: &str) -> ExitStatus {
         let mut child = self.child.take().expect("running");
         let sent = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args([&format!("-{signal}"), &child.id().to_string()])
             .status()
             .expect("kill");
         assert!(sent.success());
@@ -105,7 +114,10 @@ impl Process {
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("wasmctrl did not exit after SIGTERM; log:\n{}", self.log());
+                panic!(
+                    "wasmctrl did not exit after SIG{signal}; log:\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
