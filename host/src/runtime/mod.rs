@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
-    Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
+    Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
 };
 
 pub use artifacts::digest;
@@ -31,6 +31,9 @@ use permits::Permits;
 
 /// How often the engine's epoch advances: the granularity of deadline checks.
 const TICK: Duration = Duration::from_millis(10);
+
+/// Linear memory per pooled slot kept resident (and reset in place) between calls.
+const KEEP_RESIDENT: usize = 4 << 20;
 
 /// Limits and resources of the runtime; the defaults suit a controller host.
 #[derive(Debug, Clone)]
@@ -399,8 +402,24 @@ fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
             .max_core_instances_per_component(8)
             .max_memories_per_component(2)
             .max_tables_per_component(4)
-            .max_memory_size(config.memory_limit);
+            .max_memory_size(config.memory_limit)
+            // Reusing a slot should cost no system calls: reset only the pages the last call
+            // dirtied (found with PAGEMAP_SCAN where the kernel has it, Linux 6.7+) with memset
+            // and keep them resident, instead of madvise-ing the memory away and faulting it
+            // back in on the next call. Measured: sandbox overhead 32 -> 17 us per call.
+            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(Enabled::Auto);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // Bounds checks in code instead of guard pages and signal handlers. With guard pages, a
+        // memory that grew (every Rust guest's allocator grows it) is mprotect-ed back on each
+        // reuse and again on each grow, and mprotect takes the process-wide mm write lock: two
+        // cores reconciled no faster than one. Measured on 2 cores: 8.7k -> 85k reconciles/s
+        // for a trivial plugin (guest code itself runs ~8% slower). Without guard pages a slot
+        // needs no more address space than its memory cap.
+        c.signals_based_traps(false)
+            .memory_guard_size(0)
+            .memory_reservation(config.memory_limit as u64);
     }
     c
 }
