@@ -47,6 +47,11 @@ pub enum Record {
 pub struct Log {
     file: File,
     path: PathBuf,
+    /// Bytes of whole records in the file: where the next append starts.
+    len: u64,
+    /// An append failed and its partial line could not be cut off: later appends would follow
+    /// a torn line, and loading stops at the first one, losing them. Refuse them instead.
+    broken: bool,
 }
 
 const FILE: &str = "objects.log";
@@ -86,20 +91,47 @@ impl Log {
             file.set_len(good_len)?;
             file.sync_all()?;
         }
-        Ok((Self { file, path }, records))
+        let log = Self {
+            file,
+            path,
+            len: good_len,
+            broken: false,
+        };
+        Ok((log, records))
     }
 
-    /// Appends one record and waits until it is on disk.
+    /// Appends one record and waits until it is on disk. A failed append (disk full) is cut back
+    /// off the file, so the records acknowledged after it still load after a restart.
     pub fn append(&mut self, rec: &Record) -> std::io::Result<()> {
+        if self.broken {
+            return Err(std::io::Error::other(
+                "the data log could not be repaired after a failed write; restart the server",
+            ));
+        }
         let mut line = serde_json::to_vec(rec)?;
         line.push(b'\n');
-        self.file.write_all(&line)?;
-        self.file.sync_data()
+        let written = self
+            .file
+            .write_all(&line)
+            .and_then(|()| self.file.sync_data());
+        match written {
+            Ok(()) => {
+                self.len += line.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                if self.file.set_len(self.len).is_err() {
+                    self.broken = true;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Replaces the log with `records` (write a temporary file, fsync, rename).
     pub fn rewrite(&mut self, records: &[Record]) -> std::io::Result<()> {
         let tmp = self.path.with_extension("tmp");
+        let written;
         {
             let mut f = File::create(&tmp)?;
             let mut buf = Vec::new();
@@ -109,6 +141,7 @@ impl Log {
             }
             f.write_all(&buf)?;
             f.sync_all()?;
+            written = buf.len() as u64;
         }
         std::fs::rename(&tmp, &self.path)?;
         if let Some(dir) = self.path.parent()
@@ -120,6 +153,8 @@ impl Log {
             .append(true)
             .read(true)
             .open(&self.path)?;
+        self.len = written;
+        self.broken = false;
         Ok(())
     }
 }
