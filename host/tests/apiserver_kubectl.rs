@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use wasmctrl::apiserver::ApiServer;
+use serde_json::{Value, json};
+use wasmctrl::apiserver::{ApiServer, HttpServer};
 
 /// kubectl from PATH, as users run it (`make deps` installs one when the machine has none).
 const KUBECTL: &str = "kubectl";
@@ -47,6 +47,42 @@ impl Env {
         let p = self.dir.path().join(name);
         std::fs::write(&p, text).unwrap();
         p.to_string_lossy().into_owned()
+    }
+}
+
+/// An HTTP API server on loopback with kubectl pointed at it. Fields drop in order: the
+/// listener stops while the runtime it runs on is still up.
+struct Cluster {
+    env: Env,
+    _http: HttpServer,
+    _server: ApiServer,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn start() -> Cluster {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(async {
+        ApiServer::builder()
+            .gc(true)
+            .namespace_cleanup(true)
+            .build()
+            .unwrap()
+    });
+    let http = rt
+        .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, http.kubeconfig()).unwrap();
+    Cluster {
+        env: Env { dir, kubeconfig },
+        _http: http,
+        _server: server,
+        _rt: rt,
     }
 }
 
@@ -101,25 +137,8 @@ fn kubectl_end_to_end() {
         .output()
         .expect("kubectl on PATH (make deps installs it)");
     assert!(version.status.success(), "kubectl version --client failed");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = rt.block_on(async {
-        ApiServer::builder()
-            .gc(true)
-            .namespace_cleanup(true)
-            .build()
-            .unwrap()
-    });
-    let http = rt
-        .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, http.kubeconfig()).unwrap();
-    let env = Env { dir, kubeconfig };
+    let cluster = start();
+    let env = &cluster.env;
 
     let crd = env.file("crd.yaml", CRD);
     env.run(&["apply", "-f", &crd]);
@@ -345,5 +364,137 @@ fn kubectl_end_to_end() {
     assert_eq!(d["spec"]["replicas"], 3);
     env.run(&["get", "configmaps,deployments"]);
     env.run(&["delete", "configmap", "c1"]);
-    drop(http);
+    drop(cluster);
+}
+
+/// `kubectl create deployment|service` and `kubectl expose` send protobuf bodies; each object
+/// must be stored exactly as the JSON kubectl would have sent (`--dry-run=client -o json`).
+#[test]
+fn kubectl_typed_deployment_and_service() {
+    let cluster = start();
+    let env = &cluster.env;
+    let create = |kind: &str, name: &str, args: &[&str]| -> Value {
+        let mut dry = args.to_vec();
+        let at = dry.iter().position(|a| *a == "--").unwrap_or(dry.len());
+        dry.splice(at..at, ["--dry-run=client", "-o", "json"]);
+        let want = env.json(&dry);
+        env.run(args);
+        let got = env.json(&["get", kind, name, "-o", "json"]);
+        assert_eq!(got["spec"], want["spec"], "{args:?}");
+        assert_eq!(
+            got["metadata"]["labels"], want["metadata"]["labels"],
+            "{args:?}"
+        );
+        got
+    };
+
+    let d = create(
+        "deployment",
+        "web",
+        &[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx",
+            "--replicas=3",
+            "--port=8080",
+        ],
+    );
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(
+        d["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"}})
+    );
+    assert_eq!(d["metadata"]["labels"], json!({"app": "web"}));
+    let pod = &d["spec"]["template"];
+    assert_eq!(pod["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(pod["spec"]["containers"][0]["image"], "nginx");
+    assert_eq!(
+        pod["spec"]["containers"][0]["ports"][0]["containerPort"],
+        8080
+    );
+    let t = create(
+        "deployment",
+        "tools",
+        &[
+            "create",
+            "deployment",
+            "tools",
+            "--image=busybox",
+            "--",
+            "sleep",
+            "3600",
+        ],
+    );
+    assert_eq!(
+        t["spec"]["template"]["spec"]["containers"][0]["command"],
+        json!(["sleep", "3600"])
+    );
+
+    let s = create(
+        "service",
+        "web",
+        &["create", "service", "clusterip", "web", "--tcp=80:8080"],
+    );
+    assert_eq!(s["spec"]["type"], "ClusterIP");
+    assert_eq!(s["spec"]["selector"], json!({"app": "web"}));
+    assert_eq!(s["spec"]["ports"][0]["port"], 80);
+    assert_eq!(s["spec"]["ports"][0]["targetPort"], 8080);
+    let e = create(
+        "service",
+        "web2",
+        &[
+            "expose",
+            "deployment",
+            "web",
+            "--name=web2",
+            "--port=80",
+            "--target-port=8080",
+        ],
+    );
+    assert_eq!(e["spec"]["selector"], json!({"app": "web"}));
+    assert_eq!(e["spec"]["ports"][0]["port"], 80);
+    assert_eq!(e["spec"]["ports"][0]["targetPort"], 8080);
+    let np = create(
+        "service",
+        "np",
+        &[
+            "create",
+            "service",
+            "nodeport",
+            "np",
+            "--tcp=80:http",
+            "--node-port=30080",
+        ],
+    );
+    assert_eq!(np["spec"]["type"], "NodePort");
+    assert_eq!(np["spec"]["ports"][0]["nodePort"], 30080);
+    assert_eq!(np["spec"]["ports"][0]["targetPort"], "http");
+    let lb = create(
+        "service",
+        "lb",
+        &["create", "service", "loadbalancer", "lb", "--tcp=443:8443"],
+    );
+    assert_eq!(lb["spec"]["type"], "LoadBalancer");
+    let ext = create(
+        "service",
+        "ext",
+        &[
+            "create",
+            "service",
+            "externalname",
+            "ext",
+            "--external-name=example.com",
+        ],
+    );
+    assert_eq!(ext["spec"]["externalName"], "example.com");
+
+    env.run(&["scale", "deployment", "web", "--replicas=1"]);
+    assert_eq!(
+        env.json(&["get", "deployment", "web", "-o", "json"])["spec"]["replicas"],
+        1
+    );
+    let out = String::from_utf8(env.run(&["get", "deploy", "web"]).stdout).unwrap();
+    assert!(out.lines().any(|l| l.starts_with("web ")), "{out}");
+    drop(cluster);
 }

@@ -26,7 +26,8 @@
 //! webhooks; custom resources are not validated against their schema (`fieldValidation` is
 //! accepted and ignored); CRD versions share storage and are converted by rewriting
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
-//! protobuf request bodies are decoded for Namespace, ConfigMap and Secret only (others 415);
+//! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
+//! Secret, Service and Deployment only (others 415);
 //! core/v1 and events.k8s.io/v1 Events are stored separately; `scale` only for Deployments;
 //! plain HTTP only (loopback).
 
