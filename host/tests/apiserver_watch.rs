@@ -141,6 +141,8 @@ async fn metadata_watcher_sees_partial_objects() {
     assert_eq!(meta.types.as_ref().unwrap().kind, "PartialObjectMetadata");
     let list = api.list_metadata(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
+    // Api<PartialObjectMeta<_>> lists and watches with `Accept: ...;as=PartialObjectMetadata`
+    // (what kube's Controller::owns does), so the server must answer in that form.
     let meta_api: Api<PartialObjectMeta<ConfigMap>> = Api::default_namespaced(server.client());
     let mut events = watcher(meta_api, watcher::Config::default())
         .applied_objects()
@@ -159,6 +161,11 @@ async fn metadata_watcher_sees_partial_objects() {
         .unwrap()
         .unwrap()
         .unwrap();
+    assert_eq!(
+        second.types.as_ref().map(|t| t.kind.as_str()),
+        Some("PartialObjectMetadata"),
+        "a watch event in metadata form"
+    );
     assert_eq!(second.name_any(), "m2");
 }
 
