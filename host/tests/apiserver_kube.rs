@@ -468,3 +468,272 @@ async fn finalizer_helper_and_deletion() {
     };
     api.delete("pre", &dp).await.unwrap();
 }
+
+/// The PostgresWriter CRD exactly as the example ships it.
+fn postgres_writer_crd() -> CustomResourceDefinition {
+    let text = include_str!("../../examples/postgres-writer/crd.yaml");
+    serde_yaml::from_str(text).unwrap()
+}
+
+fn writer(name: &str, spec: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "demo.yash.com/v1", "kind": "PostgresWriter",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+/// `(reason, field, message)` of each cause of a 422 Invalid for PostgresWriter `name`.
+fn invalid_causes(e: &kube::Error, name: &str) -> Vec<(String, String, String)> {
+    let kube::Error::Api(s) = e else {
+        panic!("not an API error: {e:?}")
+    };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+    let d = s.details.as_ref().expect("details");
+    assert_eq!(
+        (d.name.as_str(), d.group.as_str(), d.kind.as_str()),
+        (name, "demo.yash.com", "PostgresWriter")
+    );
+    d.causes
+        .iter()
+        .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn custom_resources_are_pruned_and_validated_against_their_schema() {
+    let (_s, client) = setup().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &postgres_writer_crd())
+        .await
+        .unwrap();
+    let gvk = GroupVersionKind::gvk("demo.yash.com", "v1", "PostgresWriter");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "postgreswriters");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let pp = PostParams::default();
+    let good = json!({"table": "students", "name": "Alice", "age": 23, "country": "Norway"});
+
+    // A valid object is created; an unknown field is pruned, not stored.
+    let mut spec = good.clone();
+    spec["extra"] = json!("dropped");
+    let created = api.create(&pp, &writer("alice", spec)).await.unwrap();
+    assert_eq!(created.data["spec"], good);
+    assert_eq!(api.get("alice").await.unwrap().data["spec"], good);
+
+    // A negative age: 422 Invalid naming spec.age, in kube-apiserver's words; nothing stored.
+    let mut spec = good.clone();
+    spec["age"] = json!(-1);
+    let e = api.create(&pp, &writer("bad", spec)).await.unwrap_err();
+    let kube::Error::Api(s) = &e else { panic!() };
+    assert_eq!(
+        s.message,
+        "PostgresWriter.demo.yash.com \"bad\" is invalid: spec.age: Invalid value: -1: \
+         spec.age in body should be greater than or equal to 0"
+    );
+    assert_eq!(
+        invalid_causes(&e, "bad"),
+        [(
+            "FieldValueInvalid".to_string(),
+            "spec.age".to_string(),
+            "Invalid value: -1: spec.age in body should be greater than or equal to 0".to_string()
+        )]
+    );
+    assert_eq!(status_code(&api.get("bad").await.unwrap_err()), 404);
+
+    // Every violation is reported: a wrong type and a missing required field together.
+    let e = api
+        .create(
+            &pp,
+            &writer("bad", json!({"table": "t", "name": "n", "age": "old"})),
+        )
+        .await
+        .unwrap_err();
+    let causes = invalid_causes(&e, "bad");
+    let summary: Vec<(&str, &str)> = causes
+        .iter()
+        .map(|(r, f, _)| (r.as_str(), f.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("FieldValueTypeInvalid", "spec.age"),
+            ("FieldValueRequired", "spec.country")
+        ]
+    );
+    assert_eq!(causes[1].2, "Required value");
+    let kube::Error::Api(s) = &e else { panic!() };
+    assert!(
+        s.message.ends_with(
+            "is invalid: [spec.age: Invalid value: \"string\": spec.age in body must be of type \
+             integer: \"string\", spec.country: Required value]"
+        ),
+        "{}",
+        s.message
+    );
+
+    // A merge patch making age negative is refused and changes nothing.
+    let before = api.get("alice").await.unwrap();
+    let e = api
+        .patch(
+            "alice",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"age": -5}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(invalid_causes(&e, "alice")[0].1, "spec.age");
+    let after = api.get("alice").await.unwrap();
+    assert_eq!(after.data["spec"], good);
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
+    );
+
+    // So is a JSON patch removing a required field, and a PUT with a too-long table name.
+    let jp: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "remove", "path": "/spec/country"}])).unwrap();
+    let e = api
+        .patch("alice", &PatchParams::default(), &Patch::Json::<()>(jp))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        invalid_causes(&e, "alice")[0],
+        (
+            "FieldValueRequired".to_string(),
+            "spec.country".to_string(),
+            "Required value".to_string()
+        )
+    );
+    let mut put = after.clone();
+    put.data["spec"]["table"] = json!("t".repeat(64));
+    let e = api.replace("alice", &pp, &put).await.unwrap_err();
+    assert_eq!(
+        invalid_causes(&e, "alice")[0],
+        (
+            "FieldValueTooLong".to_string(),
+            "spec.table".to_string(),
+            "Too long: may not be more than 63 bytes".to_string()
+        )
+    );
+
+    // A patch that only adds unknown fields is a no-op.
+    let same = api
+        .patch(
+            "alice",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"nickname": "Al"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        same.metadata.resource_version,
+        before.metadata.resource_version
+    );
+
+    // Server-side apply: an invalid object is refused, whether new or existing; a valid one
+    // has its unknown fields pruned before they could be owned.
+    let ssa = PatchParams::apply("tester");
+    let mut config = json!({"apiVersion": "demo.yash.com/v1", "kind": "PostgresWriter",
+        "metadata": {"name": "carol"},
+        "spec": {"table": "students", "name": "Carol", "age": -3, "country": "Chile"}});
+    let e = api
+        .patch("carol", &ssa, &Patch::Apply(&config))
+        .await
+        .unwrap_err();
+    assert_eq!(invalid_causes(&e, "carol")[0].1, "spec.age");
+    assert_eq!(status_code(&api.get("carol").await.unwrap_err()), 404);
+    config["spec"]["age"] = json!(41);
+    config["spec"]["shoeSize"] = json!(38);
+    let applied = api
+        .patch("carol", &ssa, &Patch::Apply(&config))
+        .await
+        .unwrap();
+    assert!(applied.data["spec"].get("shoeSize").is_none());
+    let owned = serde_json::to_string(&applied.metadata.managed_fields).unwrap();
+    assert!(
+        owned.contains("f:age") && !owned.contains("shoeSize"),
+        "{owned}"
+    );
+    config["spec"]["country"] = json!("");
+    let e = api
+        .patch("carol", &ssa, &Patch::Apply(&config))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        invalid_causes(&e, "carol")[0].2,
+        "Invalid value: \"\": spec.country in body should be at least 1 chars long"
+    );
+
+    // Status writes are validated as part of the whole object, and pruned too.
+    let e = api
+        .patch_status(
+            "alice",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observedGeneration": "one"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        invalid_causes(&e, "alice")[0],
+        (
+            "FieldValueTypeInvalid".to_string(),
+            "status.observedGeneration".to_string(),
+            "Invalid value: \"string\": status.observedGeneration in body must be of type \
+             integer: \"string\""
+                .to_string()
+        )
+    );
+    let st = api
+        .patch_status(
+            "alice",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Synced", "observedGeneration": 1, "mood": "ok"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        st.data["status"],
+        json!({"phase": "Synced", "observedGeneration": 1})
+    );
+
+    // A dry run is judged like the real thing.
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let mut spec = good.clone();
+    spec["name"] = json!("");
+    let e = api.create(&dry, &writer("dry", spec)).await.unwrap_err();
+    assert_eq!(invalid_causes(&e, "dry")[0].1, "spec.name");
+}
+
+#[tokio::test]
+async fn crd_with_an_unusable_schema_is_refused() {
+    let (_s, client) = setup().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = crd_json();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object", "properties": {"size": {"type": "string", "pattern": "(["}}}}
+    });
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+    let e = crds.create(&PostParams::default(), &crd).await.unwrap_err();
+    let kube::Error::Api(s) = &e else { panic!() };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+    let cause = &s.details.as_ref().unwrap().causes[0];
+    assert_eq!(
+        cause.field,
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[size].pattern"
+    );
+    assert!(
+        cause.message.contains("must be a valid regular expression"),
+        "{}",
+        cause.message
+    );
+    assert_eq!(
+        status_code(&crds.get("widgets.example.com").await.unwrap_err()),
+        404
+    );
+}

@@ -498,3 +498,43 @@ fn kubectl_typed_deployment_and_service() {
     assert!(out.lines().any(|l| l.starts_with("web ")), "{out}");
     drop(cluster);
 }
+
+#[test]
+fn kubectl_apply_is_validated_against_the_crd_schema() {
+    let cluster = start();
+    let env = &cluster.env;
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/postgres-writer/crd.yaml"
+    );
+    env.run(&["apply", "-f", crd]);
+    env.run(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/postgreswriters.demo.yash.com",
+        "--timeout=20s",
+    ]);
+    let writer = |age: &str| {
+        format!(
+            "apiVersion: demo.yash.com/v1\nkind: PostgresWriter\nmetadata: {{name: bob}}\n\
+             spec: {{table: students, name: Bob, age: {age}, country: Peru}}\n"
+        )
+    };
+
+    let bad = env.file("bad.yaml", &writer("-1"));
+    let out = env.cmd(&["apply", "-f", &bad]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an invalid object was accepted");
+    assert!(
+        stderr.contains("spec.age")
+            && stderr.contains("spec.age in body should be greater than or equal to 0"),
+        "{stderr}"
+    );
+    let missing = env.cmd(&["get", "postgreswriter", "bob"]).output().unwrap();
+    assert!(!missing.status.success(), "the invalid object was stored");
+
+    let good = env.file("good.yaml", &writer("30"));
+    env.run(&["apply", "-f", &good]);
+    let got = env.json(&["get", "pgw", "bob", "-o", "json"]);
+    assert_eq!(got["spec"]["age"], 30);
+}

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::handlers::{Query, Target};
 use super::registry::crd_resource;
+use super::schema::crd_schemas;
 use super::status::{ApiError, ApiResult};
 use super::store::{State, str_at};
 
@@ -120,7 +121,8 @@ pub(crate) fn check_namespace(st: &State, ns: &str) -> ApiResult<()> {
     }
 }
 
-/// A CRD must be named `plural.group` and not take over a built-in group.
+/// A CRD must be named `plural.group`, not take over a built-in group, and have schemas the
+/// server can enforce (known types, patterns that compile).
 pub(crate) fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
     let name = str_at(crd, "/metadata/name");
     let t_invalid = |f: &str, m: String| {
@@ -151,6 +153,14 @@ pub(crate) fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResu
         return Err(t_invalid(
             "spec.group",
             "Invalid value: group is served by a built-in API".into(),
+        ));
+    }
+    if let Err(causes) = crd_schemas(crd) {
+        return Err(ApiError::invalid_causes(
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io",
+            name,
+            &causes,
         ));
     }
     Ok(())

@@ -17,14 +17,16 @@
 //!
 //! Module map: [`store`](self) (objects, RV counter, history, snapshots) and `persist` (data
 //! dir log); `registry` + `discovery` (kinds, CRDs, discovery, OpenAPI v3); `router` ->
-//! `handlers` (get/list), `watch`, `write` + `admission` + `delete` (writes), `patch`,
+//! `handlers` (get/list), `watch`, `write` + `admission` + `schema` + `delete` (writes), `patch`,
 //! `apply` + `fields` (server-side apply, managedFields); `table`, `protobuf` (kubectl
 //! formats); `status` (errors); `faults` + `listener` (HTTP, kubeconfig, admin endpoints);
 //! `gc` (owner-reference GC and namespace cleanup).
 //!
 //! Known differences from kube-apiserver: no authentication/authorization or admission
-//! webhooks; custom resources are not validated against their schema (`fieldValidation` is
-//! accepted and ignored); CRD versions share storage and are converted by rewriting
+//! webhooks; custom resources are pruned and validated against their CRD's structural schema
+//! (`schema`), but without `default`s, CEL rules, `format` checks or
+//! `allOf`/`anyOf`/`oneOf`/`not`, and unknown fields are pruned silently whatever
+//! `fieldValidation` says; CRD versions share storage and are converted by rewriting
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service and Deployment only (others 415);
@@ -46,6 +48,7 @@ mod protobuf;
 mod registry;
 mod router;
 mod scale;
+mod schema;
 mod selector;
 mod status;
 mod store;

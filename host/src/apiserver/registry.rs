@@ -1,12 +1,15 @@
 //! The resource registry: built-in kinds and the resources CustomResourceDefinitions add.
 //!
 //! One [`Resource`] per served group/resource with the discovery facts clients rely on
-//! (kind, plural, singular, short names, scope, verbs, status subresource).
+//! (kind, plural, singular, short names, scope, verbs, status subresource) and, for custom
+//! resources, the parsed schema of each served version (parsed here, once per registration).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+
+use super::schema::{self, Schema};
 
 /// Verbs of a normal resource, as discovery lists them.
 pub const VERBS: &[&str] = &[
@@ -47,6 +50,8 @@ pub struct Resource {
     pub custom: bool,
     /// Extra Table columns between Name and Age: `(name, type, jsonPath)`.
     pub columns: Vec<(String, String, String)>,
+    /// Structural schema per served version (custom resources whose CRD has one).
+    pub schemas: BTreeMap<String, Arc<Schema>>,
 }
 
 impl Resource {
@@ -95,6 +100,7 @@ fn builtin(
             "Pod" | "Namespace" => vec![("Status".into(), "string".into(), ".status.phase".into())],
             _ => vec![],
         },
+        schemas: BTreeMap::new(),
     }
 }
 
@@ -289,6 +295,19 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
     if versions.is_empty() {
         return None;
     }
+    let schemas = match schema::crd_schemas(crd) {
+        Ok(all) => all
+            .into_iter()
+            .filter(|(v, _)| versions.contains(v))
+            .map(|(v, s)| (v, Arc::new(s)))
+            .collect(),
+        Err(causes) => {
+            // Writes refuse such CRDs (admission); only an older data directory can hold one,
+            // and its resources stay served, unvalidated, rather than vanish.
+            tracing::warn!(crd = %str_of(crd), ?causes, "unusable CRD schema; not enforcing it");
+            BTreeMap::new()
+        }
+    };
     // Preferred version: kube sorts by version priority; the storage version is a fair stand-in.
     if let Some(s) = storage_first {
         versions.retain(|v| *v != s);
@@ -315,7 +334,14 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         status,
         custom: true,
         columns,
+        schemas,
     })
+}
+
+fn str_of(crd: &Value) -> &str {
+    crd.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// The `status` a CRD gets once its names are accepted and it is served.

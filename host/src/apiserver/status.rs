@@ -6,6 +6,17 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
+/// One `details.causes` entry of a 422 Invalid (a `field.Error` in apimachinery's terms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, ...
+    pub reason: &'static str,
+    /// The field path (`spec.age`, `spec.items[0].name`).
+    pub field: String,
+    /// The message without the field (`Invalid value: -1: ...`).
+    pub message: String,
+}
+
 /// An API error that renders as a `Status` object.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{reason} ({code}): {message}")]
@@ -99,17 +110,37 @@ impl ApiError {
         .with_details(name, group, plural)
     }
 
-    /// 422 Invalid with one cause per `(field, message)`.
+    /// 422 Invalid with one `FieldValueInvalid` cause per `(field, message)`.
     pub fn invalid(kind: &str, group: &str, name: &str, causes: &[(String, String)]) -> Self {
-        let text: Vec<String> = causes.iter().map(|(f, m)| format!("{f}: {m}")).collect();
-        let msg = format!(
-            "{kind}{} \"{name}\" is invalid: {}",
-            dot_group(group),
-            text.join(", ")
-        );
+        let causes: Vec<Cause> = causes
+            .iter()
+            .map(|(f, m)| Cause {
+                reason: "FieldValueInvalid",
+                field: f.clone(),
+                message: m.clone(),
+            })
+            .collect();
+        Self::invalid_causes(kind, group, name, &causes)
+    }
+
+    /// 422 Invalid with the given causes. The message aggregates them as apimachinery's
+    /// `ErrorList.ToAggregate` does: duplicates dropped, several in brackets.
+    pub fn invalid_causes(kind: &str, group: &str, name: &str, causes: &[Cause]) -> Self {
+        let mut text: Vec<String> = Vec::new();
+        for c in causes {
+            let line = format!("{}: {}", c.field, c.message);
+            if !text.contains(&line) {
+                text.push(line);
+            }
+        }
+        let joined = match text.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let msg = format!("{kind}{} \"{name}\" is invalid: {joined}", dot_group(group));
         let causes = causes
             .iter()
-            .map(|(f, m)| json!({ "reason": "FieldValueInvalid", "message": m, "field": f }))
+            .map(|c| json!({ "reason": c.reason, "message": c.message, "field": c.field }))
             .collect();
         Self::new(422, "Invalid", msg)
             .with_details(name, group, kind)

@@ -152,6 +152,7 @@ mod tests {
                 .iter()
                 .map(|(n, t, p)| (n.to_string(), t.to_string(), p.to_string()))
                 .collect(),
+            schemas: Default::default(),
         }
     }
 

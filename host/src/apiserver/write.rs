@@ -15,6 +15,7 @@ use super::delete::{finalize_delete, has_spec_finalizers};
 use super::handlers::{Query, Target, flag};
 use super::patch::{self, PatchType};
 use super::registry::crd_status;
+use super::schema;
 use super::status::{ApiError, ApiResult};
 use super::store::{State, str_at};
 
@@ -128,6 +129,7 @@ pub fn create_locked(
         }
         _ => {}
     }
+    schema::admit(t, &mut obj, None)?;
     if let Some(mgr) = manager(q, ua) {
         let scope = Scope::Main {
             status_sub: t.res.status,
@@ -258,6 +260,9 @@ pub(crate) fn update_locked(
     }
     out["apiVersion"] = cur["apiVersion"].clone();
     out["kind"] = cur["kind"].clone();
+    // Before the generation and no-op checks: a write that only adds unknown fields changes
+    // nothing.
+    schema::admit(t, &mut out, Some(cur))?;
     let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
     let fins = |o: &Value| -> Vec<String> {
         o.pointer("/metadata/finalizers")
@@ -410,6 +415,7 @@ pub fn patch(
                 config["metadata"] = json!({});
             }
             check_shape(t, &config)?;
+            schema::prune_config(t, &mut config);
             let cname = str_at(&config, "/metadata/name");
             if !cname.is_empty() && cname != name {
                 return Err(ApiError::bad_request(format!(

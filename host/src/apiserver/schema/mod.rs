@@ -1,0 +1,360 @@
+//! Structural schemas of CustomResourceDefinitions, enforced on custom resources as
+//! kube-apiserver enforces `apiextensions.k8s.io/v1` schemas: every write (create, update,
+//! each patch type, server-side apply, `/status`) first prunes fields the schema does not know,
+//! then validates the whole resulting object, collecting every violation as a field cause of a
+//! 422 `Invalid` (see [`validate`] for the rules and wording).
+//!
+//! Hand-written: no Rust crate validates Kubernetes structural schemas (OpenAPI v3.0 with the
+//! `x-kubernetes-*` extensions and boolean `exclusiveMinimum`) with kube-apiserver's field paths
+//! and error wording, which kubectl shows and clients match on; generic JSON Schema crates
+//! implement other dialects and report differently.
+//!
+//! A schema is parsed once, when its CRD is registered. Supported: `type`, `properties`,
+//! `required`, `items`, `additionalProperties`, `enum`, `minimum`/`maximum` (and the boolean
+//! exclusive forms), `multipleOf`, `minLength`/`maxLength`, `pattern`, `minItems`/`maxItems`,
+//! `minProperties`/`maxProperties`, `nullable`, `x-kubernetes-int-or-string`,
+//! `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-embedded-resource`. Not enforced:
+//! string `format`s (they only shape type-mismatch messages), `default`s, CEL
+//! `x-kubernetes-validations`, `allOf`/`anyOf`/`oneOf`/`not`.
+
+mod field;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::handlers::Target;
+use super::status::{ApiError, ApiResult, Cause};
+use super::store::str_at;
+
+/// An OpenAPI `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    /// `object`
+    Object,
+    /// `array`
+    Array,
+    /// `string`
+    String,
+    /// `integer`
+    Integer,
+    /// `number`
+    Number,
+    /// `boolean`
+    Boolean,
+}
+
+/// The type names kube-apiserver accepts, in the order its error lists them.
+const TYPES: [(&str, Type); 6] = [
+    ("array", Type::Array),
+    ("boolean", Type::Boolean),
+    ("integer", Type::Integer),
+    ("number", Type::Number),
+    ("object", Type::Object),
+    ("string", Type::String),
+];
+
+/// Formats kube-apiserver keeps on a schema (others are stripped before validating), compared
+/// without dashes as go-openapi normalises them.
+const FORMATS: &[&str] = &[
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+];
+
+impl Type {
+    /// The OpenAPI name.
+    pub fn name(self) -> &'static str {
+        TYPES
+            .iter()
+            .find(|(_, t)| *t == self)
+            .map_or("", |(n, _)| n)
+    }
+}
+
+/// `additionalProperties`: absent, `true`, or the schema of a map's values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Additional {
+    /// Not set (or `false`).
+    #[default]
+    None,
+    /// `true`: any values, kept as they are.
+    Any,
+    /// The schema every value of the map follows.
+    Schema(Box<Schema>),
+}
+
+/// A compiled `pattern` (compared by its source, so schemas stay comparable).
+#[derive(Debug, Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+/// One node of a structural schema.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Schema {
+    /// Allowed types; empty allows any, int-or-string allows two.
+    pub types: Vec<Type>,
+    /// `nullable`.
+    pub nullable: bool,
+    /// `format`, when it is one kube-apiserver keeps (it changes type-mismatch messages).
+    pub format: String,
+    /// `properties`.
+    pub properties: BTreeMap<String, Schema>,
+    /// `required`.
+    pub required: Vec<String>,
+    /// `items`.
+    pub items: Option<Box<Schema>>,
+    /// `additionalProperties`.
+    pub additional: Additional,
+    /// `x-kubernetes-preserve-unknown-fields`.
+    pub preserve_unknown: bool,
+    /// `x-kubernetes-embedded-resource`.
+    pub embedded: bool,
+    /// `enum`.
+    pub enumeration: Vec<Value>,
+    /// `minimum`, and whether it is exclusive.
+    pub minimum: Option<(f64, bool)>,
+    /// `maximum`, and whether it is exclusive.
+    pub maximum: Option<(f64, bool)>,
+    /// `multipleOf`.
+    pub multiple_of: Option<f64>,
+    /// `minLength` / `maxLength` (characters).
+    pub length: (Option<i64>, Option<i64>),
+    /// `minItems` / `maxItems`.
+    pub items_count: (Option<i64>, Option<i64>),
+    /// `minProperties` / `maxProperties`.
+    pub properties_count: (Option<i64>, Option<i64>),
+    /// `pattern`.
+    pub pattern: Option<Pattern>,
+}
+
+impl Schema {
+    /// Parses a schema node. What kube-apiserver would refuse in a CRD (unknown types, patterns
+    /// that do not compile) is appended to `errs` as causes under `path`.
+    pub fn parse(v: &Value, path: &str, errs: &mut Vec<Cause>) -> Schema {
+        let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let int = |k: &str| v.get(k).and_then(Value::as_i64);
+        let bound = |k: &str, ex: &str| v.get(k).and_then(Value::as_f64).map(|b| (b, flag(ex)));
+        let mut s = Schema {
+            nullable: flag("nullable"),
+            preserve_unknown: flag("x-kubernetes-preserve-unknown-fields"),
+            embedded: flag("x-kubernetes-embedded-resource"),
+            minimum: bound("minimum", "exclusiveMinimum"),
+            maximum: bound("maximum", "exclusiveMaximum"),
+            multiple_of: v.get("multipleOf").and_then(Value::as_f64),
+            length: (int("minLength"), int("maxLength")),
+            items_count: (int("minItems"), int("maxItems")),
+            properties_count: (int("minProperties"), int("maxProperties")),
+            ..Schema::default()
+        };
+        if let Some(t) = v
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        {
+            match TYPES.iter().find(|(n, _)| *n == t) {
+                Some((_, ty)) => s.types.push(*ty),
+                None => {
+                    let names: Vec<String> = TYPES.iter().map(|(n, _)| n.to_string()).collect();
+                    errs.push(field::not_supported(
+                        &format!("{path}.type"),
+                        &json!(t),
+                        &names,
+                    ));
+                }
+            }
+        }
+        if flag("x-kubernetes-int-or-string") {
+            s.types = vec![Type::Integer, Type::String];
+        }
+        if let Some(f) = v.get("format").and_then(Value::as_str)
+            && FORMATS.contains(&f.replace('-', "").as_str())
+        {
+            s.format = f.to_string();
+        }
+        for (k, p) in v
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let child = Schema::parse(p, &format!("{path}.properties[{k}]"), errs);
+            s.properties.insert(k.clone(), child);
+        }
+        s.required = v
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| r.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(i) = v.get("items").filter(|i| i.is_object()) {
+            s.items = Some(Box::new(Schema::parse(i, &format!("{path}.items"), errs)));
+        }
+        s.additional = match v.get("additionalProperties") {
+            Some(Value::Bool(true)) => Additional::Any,
+            Some(a @ Value::Object(_)) => {
+                let p = format!("{path}.additionalProperties");
+                Additional::Schema(Box::new(Schema::parse(a, &p, errs)))
+            }
+            _ => Additional::None,
+        };
+        s.enumeration = v
+            .get("enum")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(p) = v.get("pattern").and_then(Value::as_str) {
+            match regex::Regex::new(p) {
+                Ok(re) => s.pattern = Some(Pattern(re)),
+                Err(e) => {
+                    // The regex crate explains over several lines; kube's message is one line.
+                    let why = e.to_string();
+                    let why = why
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                        .trim_start_matches("error: ");
+                    let msg = format!(
+                        "must be a valid regular expression, but isn't: error parsing regexp: {why}: `{p}`"
+                    );
+                    errs.push(field::invalid(&format!("{path}.pattern"), &json!(p), &msg));
+                }
+            }
+        }
+        s
+    }
+
+    /// Whether `type` allows `t`.
+    pub fn allows(&self, t: Type) -> bool {
+        self.types.contains(&t)
+    }
+}
+
+/// The schemas of a CRD's versions (`spec.versions[i].schema.openAPIV3Schema`), or the causes
+/// that make them unusable, with the field paths kube-apiserver reports for the CRD.
+pub fn crd_schemas(crd: &Value) -> Result<BTreeMap<String, Schema>, Vec<Cause>> {
+    let mut out = BTreeMap::new();
+    let mut errs = Vec::new();
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    for (i, v) in versions.into_iter().flatten().enumerate() {
+        let (Some(name), Some(raw)) = (
+            v.get("name").and_then(Value::as_str),
+            v.pointer("/schema/openAPIV3Schema"),
+        ) else {
+            continue;
+        };
+        let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        out.insert(name.to_string(), Schema::parse(raw, &path, &mut errs));
+    }
+    if errs.is_empty() { Ok(out) } else { Err(errs) }
+}
+
+/// Prunes `obj` to the schema of the version `t` addresses, then validates it. `old` is the
+/// stored object of an update: values it already had are not judged again (kube-apiserver's
+/// validation ratcheting), so tightening a schema does not lock existing objects.
+pub(crate) fn admit(t: &Target, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    let Some(s) = t.res.schemas.get(&t.version) else {
+        return Ok(());
+    };
+    prune(s, obj, false, true);
+    let causes = validate::object(s, obj, old);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = str_at(obj, "/metadata/name");
+    Err(ApiError::invalid_causes(
+        &t.res.kind,
+        &t.res.group,
+        name,
+        &causes,
+    ))
+}
+
+/// Prunes a server-side apply configuration, so fields the schema drops are never recorded as
+/// owned in managedFields.
+pub(crate) fn prune_config(t: &Target, config: &mut Value) {
+    if let Some(s) = t.res.schemas.get(&t.version) {
+        prune(s, config, false, true);
+    }
+}
+
+/// Structural pruning (kube's `pruning.Prune` plus `PruneNonNullableNullsWithoutDefaults`):
+/// drops object fields the schema does not declare unless unknown fields are preserved (`skip`
+/// carries preservation into array items, as kube does), drops `null`s of non-nullable
+/// properties, keeps `apiVersion`/`kind`/`metadata` of embedded resources and the root, and
+/// stores integral floats of integer fields as integers (Go encodes `3.0` back as `3`).
+pub fn prune(s: &Schema, v: &mut Value, skip: bool, embedded: bool) {
+    let skip = skip || s.preserve_unknown;
+    let embedded = embedded || s.embedded;
+    match v {
+        Value::Object(m) => m.retain(|k, val| {
+            let prop = s.properties.get(k);
+            if val.is_null() && prop.is_some_and(|p| !p.nullable) {
+                return false;
+            }
+            if embedded
+                && (k == "metadata" || (val.is_string() && (k == "apiVersion" || k == "kind")))
+            {
+                return true;
+            }
+            let child = match (prop, &s.additional) {
+                (Some(p), _) => Some(p),
+                (None, Additional::Schema(a)) => Some(a.as_ref()),
+                _ => None,
+            };
+            match child {
+                Some(c) => {
+                    prune(c, val, false, false);
+                    true
+                }
+                None => skip || s.additional == Additional::Any,
+            }
+        }),
+        Value::Array(a) => {
+            if let Some(items) = &s.items {
+                for x in a {
+                    prune(items, x, skip, false);
+                }
+            }
+        }
+        Value::Number(n) if s.allows(Type::Integer) && n.as_i64().is_none() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18) {
+                *v = json!(f as i64);
+            }
+        }
+        _ => {}
+    }
+}
