@@ -11,8 +11,8 @@ pub struct Args {
     /// Plugin crate directories (each holding a Cargo.toml with a cdylib library).
     #[arg(required = true, value_name = "CRATE_DIR")]
     pub crate_dir: Vec<PathBuf>,
-    /// Where to write `<package-name>.wasm` [default: `<target dir>/plugins` of each crate's
-    /// workspace].
+    /// Where to write `<package-name>.wasm` (default: `<target dir>/plugins` of each crate's
+    /// workspace).
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
 }
