@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::process::{Cluster, plugin_dir, wait_for, wasmctrl_test_report};
+use common::process::{Cluster, assert_quiet, plugin_dir, wait_for, wasmctrl_test_report};
 use serde_json::{Value, json};
 
 /// Non-default settings, so the test proves they are honoured.
@@ -164,19 +164,6 @@ fn wait_until_started(host: &common::process::Process) {
     });
 }
 
-/// No WARN or ERROR lines other than those containing one of `allowed`.
-fn assert_quiet(log: &str, which: &str) {
-    let complaints: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
-        .collect();
-    assert!(
-        complaints.is_empty(),
-        "warnings or errors in the {which} host's log:\n{}",
-        complaints.join("\n")
-    );
-}
-
 #[test]
 fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restarts() {
     let dir = tempfile::tempdir().unwrap();
@@ -246,7 +233,7 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     let status = host.terminate();
     let log1 = std::fs::read_to_string(dir.path().join("host-1.log")).unwrap();
     assert!(status.success(), "exit {status}; log:\n{log1}");
-    assert_quiet(&log1, "first");
+    assert_quiet(&log1, "first host's");
     let host = cluster.run_host(&plugins, &[], &[]);
     wait_until_started(&host);
     std::thread::sleep(SETTLE);
@@ -317,7 +304,7 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     });
 
     assert_eq!(changes.writes().len(), 5);
-    assert_quiet(&host.log(), "second");
+    host.assert_quiet("second host's");
     let status = host.terminate();
     assert!(status.success(), "exit {status}");
 }

@@ -118,14 +118,9 @@ fn rows_follow_objects_through_outages_and_host_restarts() {
         "x'); DROP TABLE students; --|9|O'Hara"
     );
 
-    let complaints = host.complaints();
+    host.assert_quiet("restarted host's");
     let status = host.terminate();
     assert!(status.success(), "exit {status}");
-    assert!(
-        complaints.is_empty(),
-        "the restarted host complained:\n{}",
-        complaints.join("\n")
-    );
 }
 
 #[test]

@@ -180,12 +180,7 @@ fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_
     // Let the host see the deletions before it is stopped.
     std::thread::sleep(Duration::from_millis(500));
 
-    let complaints = host.complaints();
-    assert!(
-        complaints.is_empty(),
-        "warnings or errors in the host's log:\n{}",
-        complaints.join("\n")
-    );
+    host.assert_quiet("host's");
     let log = host.log();
     let status = host.terminate();
     assert!(status.success(), "exit {status}; log:\n{log}");

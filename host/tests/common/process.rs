@@ -52,6 +52,23 @@ pub fn wasmctrl_test_report(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&stdout).expect("a JSON report")
 }
 
+/// The WARN and ERROR lines of a log.
+pub fn complaints(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect()
+}
+
+/// Fails the test if `log` has WARN or ERROR lines; `which` names whose log it is.
+pub fn assert_quiet(log: &str, which: &str) {
+    let complaints = complaints(log);
+    assert!(
+        complaints.is_empty(),
+        "warnings or errors in the {which} log:\n{}",
+        complaints.join("\n")
+    );
+}
+
 /// A `wasmctrl` child process whose stderr goes to a log file. Killed when dropped.
 pub struct Process {
     child: Option<Child>,
@@ -83,11 +100,15 @@ impl Process {
 
     /// The log's WARN and ERROR lines.
     pub fn complaints(&self) -> Vec<String> {
-        self.log()
-            .lines()
-            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        complaints(&self.log())
+            .into_iter()
             .map(String::from)
             .collect()
+    }
+
+    /// Fails the test if the log so far has WARN or ERROR lines; `which` names the process.
+    pub fn assert_quiet(&self, which: &str) {
+        assert_quiet(&self.log(), which);
     }
 
     /// SIGTERM, then waits (30 s at most) for the exit status.
