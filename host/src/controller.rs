@@ -270,6 +270,10 @@ impl Host {
         let shared = Arc::new(RwLock::new(plugin));
         let stop = CancellationToken::new();
         let caches: Vec<Arc<Informer>> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
+        tasks.push(tokio::spawn(report_unsynced(
+            manifest.name.clone(),
+            caches.clone(),
+        )));
         let stats = Arc::new(Stats::default());
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
         let workers = (0..tuning.concurrency.unwrap_or(4).max(1))
@@ -319,6 +323,28 @@ impl Controller {
             );
         }
     }
+}
+
+/// How long a plugin may wait for its caches before the operator is told why nothing happens.
+const SYNC_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Workers take no keys until every cache the plugin reads has synced; a kind that is never
+/// served (its CRD not installed) would leave the plugin idle without a word. Say which.
+async fn report_unsynced(plugin: String, caches: Vec<Arc<Informer>>) {
+    let synced = futures::future::join_all(caches.iter().map(|c| c.synced()));
+    if tokio::time::timeout(SYNC_PATIENCE, synced).await.is_ok() {
+        return;
+    }
+    let waiting: Vec<String> = caches
+        .iter()
+        .filter(|c| !c.is_synced())
+        .map(|c| {
+            let gvk = c.gvk();
+            format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind)
+        })
+        .collect();
+    tracing::warn!(plugin.name = %plugin, kinds = ?waiting, patience = ?SYNC_PATIENCE,
+        "plugin is waiting for these kinds to be listed (is their CRD installed?); it reconciles nothing until they are");
 }
 
 /// Whether two manifests watch, own and read the same things (so a new version can take over

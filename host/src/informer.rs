@@ -258,6 +258,11 @@ impl Informer {
         self.read().objects.values().cloned().collect()
     }
 
+    /// Whether the first full list has been cached.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
     /// Waits until the first full list has been cached.
     pub async fn synced(&self) {
         let mut rx = self.synced.subscribe();
