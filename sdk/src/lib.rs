@@ -24,6 +24,7 @@
 //! The host calls [`Reconciler::manifest`] once per plugin version and [`Reconciler::reconcile`]
 //! once per key, each time in a fresh sandbox: statics never survive from one call to the next.
 //! Build with `wasmctrl build <crate dir>`; test natively with [`testing::Harness`].
+//! Read an object's `metadata` into [`ObjectMeta`] rather than a struct of your own.
 
 // The generated bindings name the SDK by its crate name, from plugin crates and from here alike.
 extern crate self as wasmctrl_sdk;
@@ -33,6 +34,7 @@ mod action;
 pub mod bindings;
 mod context;
 mod manifest;
+mod meta;
 mod request;
 pub mod sql;
 pub mod testing;
@@ -43,6 +45,7 @@ pub use bindings::wasmctrl::plugin::types::{
 };
 pub use context::{Context, Host};
 pub use manifest::Settings;
+pub use meta::{ObjectMeta, OwnerReference};
 pub use serde_json::{Value, json};
 
 /// A reconciler: declares what it watches and decides, per key, what should happen.

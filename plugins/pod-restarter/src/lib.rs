@@ -30,8 +30,8 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request, Selector,
-    Settings,
+    Action, Context, Error, Gvk, Manifest, ObjectMeta, ObjectRef, Outcome, Reconciler, Request,
+    Selector, Settings,
 };
 
 use crate::restart::Deployment;
@@ -50,35 +50,12 @@ pub fn deployment_kind() -> Gvk {
 /// A Pod (only the fields this controller reads).
 #[derive(Debug, Deserialize)]
 pub struct Pod {
-    /// Standard metadata.
-    pub metadata: PodMeta,
+    /// Standard metadata: the uid makes a Pod new (a name can be reused), and a ReplicaSet of
+    /// the target Deployment among its owners marks the Deployment's own Pods.
+    pub metadata: ObjectMeta,
     /// Reported state.
     #[serde(default)]
     pub status: Option<PodStatus>,
-}
-
-/// The Pod metadata fields used.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodMeta {
-    /// Pod name.
-    #[serde(default)]
-    pub name: String,
-    /// Pod UID: what makes a Pod new, since a name can be reused.
-    #[serde(default)]
-    pub uid: String,
-    /// Owners; a ReplicaSet of the target Deployment marks the Deployment's own Pods.
-    #[serde(default)]
-    pub owner_references: Vec<OwnerReference>,
-}
-
-/// One owner reference.
-#[derive(Debug, Deserialize)]
-pub struct OwnerReference {
-    /// Owner kind.
-    pub kind: String,
-    /// Owner name.
-    pub name: String,
 }
 
 /// `status`: only the phase.

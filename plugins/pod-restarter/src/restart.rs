@@ -28,6 +28,9 @@ pub struct Deployment {
 }
 
 /// Object metadata: only the annotations. `None` when the map is absent (or null).
+///
+/// Not [`wasmctrl_sdk::ObjectMeta`], which reads an absent map as an empty one: [`patch`] must
+/// tell the two apart, since a `test` of a member of a missing map fails.
 #[derive(Debug, Default, Deserialize)]
 pub struct Meta {
     /// `metadata.annotations`.

@@ -19,7 +19,8 @@
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::sql::{SqlError, Statement};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Outcome, Predicate, Reconciler, Request, Settings,
+    Action, Context, Error, Gvk, Manifest, ObjectMeta, Outcome, Predicate, Reconciler, Request,
+    Settings,
 };
 
 /// The finalizer that keeps an object until its row is gone.
@@ -53,24 +54,13 @@ impl Default for Config {
 #[derive(Debug, Deserialize)]
 pub struct PostgresWriter {
     /// Standard metadata.
-    pub metadata: Metadata,
+    pub metadata: ObjectMeta,
     /// The row to keep.
     #[serde(default)]
     pub spec: Spec,
     /// What was last written.
     #[serde(default)]
     pub status: Option<Status>,
-}
-
-/// The metadata fields used.
-#[derive(Debug, Deserialize)]
-pub struct Metadata {
-    /// Spec generation.
-    #[serde(default)]
-    pub generation: i64,
-    /// Finalizers on the object.
-    #[serde(default)]
-    pub finalizers: Vec<String>,
 }
 
 /// `spec`: the table and the row's values.

@@ -7,7 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Outcome, Predicate, Reconciler, Request, Settings,
+    Action, Context, Error, Gvk, Manifest, ObjectMeta, Outcome, Predicate, Reconciler, Request,
+    Settings,
 };
 
 /// The kind this plugin reconciles.
@@ -19,23 +20,13 @@ pub fn kind() -> Gvk {
 #[derive(Debug, Deserialize)]
 pub struct VirtualMachine {
     /// Standard metadata.
-    pub metadata: Metadata,
+    pub metadata: ObjectMeta,
     /// Desired state.
     #[serde(default)]
     pub spec: Spec,
     /// Reported state.
     #[serde(default)]
     pub status: Option<Status>,
-}
-
-/// The metadata fields used.
-#[derive(Debug, Deserialize)]
-pub struct Metadata {
-    /// Object name.
-    pub name: String,
-    /// Spec generation.
-    #[serde(default)]
-    pub generation: i64,
 }
 
 /// `spec`: requested resources and power action.

@@ -12,8 +12,8 @@ pub mod status;
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Predicate, Reconciler, Request,
-    Settings,
+    Action, Context, Error, Gvk, Manifest, ObjectMeta, ObjectRef, Outcome, Predicate, Reconciler,
+    Request, Settings,
 };
 
 use crate::pod::Pod;
@@ -32,30 +32,15 @@ pub fn pod_kind() -> Gvk {
 /// A Workspace object (only the fields this controller reads).
 #[derive(Debug, Deserialize)]
 pub struct Workspace {
-    /// Standard metadata.
-    pub metadata: Metadata,
+    /// Standard metadata: its name and namespace are also the Pod's, and the Pod's controller
+    /// owner reference points at its uid.
+    pub metadata: ObjectMeta,
     /// Desired state.
     #[serde(default)]
     pub spec: Spec,
     /// Reported state.
     #[serde(default)]
     pub status: Option<Status>,
-}
-
-/// The metadata fields used.
-#[derive(Debug, Deserialize)]
-pub struct Metadata {
-    /// Object name; also the Pod's name.
-    pub name: String,
-    /// Namespace; also the Pod's namespace.
-    #[serde(default)]
-    pub namespace: String,
-    /// Object uid; the Pod's controller owner reference points at it.
-    #[serde(default)]
-    pub uid: String,
-    /// Spec generation.
-    #[serde(default)]
-    pub generation: i64,
 }
 
 /// `spec`: what the IDE Pod runs.

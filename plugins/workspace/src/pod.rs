@@ -2,10 +2,8 @@
 //! current one, and the spec validation that keeps a bad Workspace from ever reaching the API
 //! server as a Pod.
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
-use wasmctrl_sdk::{Value, json};
+use wasmctrl_sdk::{ObjectMeta, Value, json};
 
 use crate::Workspace;
 
@@ -21,41 +19,16 @@ pub const CONTAINER: &str = "ide";
 /// A Pod as read from the cache (only the fields this controller looks at).
 #[derive(Debug, Default, Deserialize)]
 pub struct Pod {
-    /// Standard metadata.
+    /// Standard metadata: annotations for [`SPEC_HASH`], owners to tell our Pod from someone
+    /// else's of the same name, and the deletion timestamp.
     #[serde(default)]
-    pub metadata: Metadata,
+    pub metadata: ObjectMeta,
     /// The fields of `spec` used.
     #[serde(default)]
     pub spec: Spec,
     /// What the kubelet reports.
     #[serde(default)]
     pub status: Status,
-}
-
-/// The Pod metadata fields used.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Metadata {
-    /// Annotations, for [`SPEC_HASH`].
-    #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
-    /// Owners, to tell our Pod from someone else's of the same name.
-    #[serde(default)]
-    pub owner_references: Vec<OwnerReference>,
-    /// Set while the Pod is being deleted.
-    #[serde(default)]
-    pub deletion_timestamp: Option<String>,
-}
-
-/// One owner reference (the fields used).
-#[derive(Debug, Default, Deserialize)]
-pub struct OwnerReference {
-    /// The owner's uid.
-    #[serde(default)]
-    pub uid: String,
-    /// Whether the owner is the Pod's managing controller.
-    #[serde(default)]
-    pub controller: Option<bool>,
 }
 
 /// The Pod spec fields used.
