@@ -10,6 +10,7 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kube::api::ListParams;
@@ -77,24 +78,29 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
     )
     .await
     .unwrap();
+    let failed = Arc::new(AtomicUsize::new(0));
     let follower = {
-        let host = host.clone();
+        let (host, failed) = (host.clone(), failed.clone());
         tokio::spawn(async move {
-            let mut failed = 0;
             while let Some(change) = changes.recv().await {
-                failed += matches!(change, loader::Change::Failed { .. }) as usize;
+                if matches!(change, loader::Change::Failed { .. }) {
+                    failed.fetch_add(1, Ordering::SeqCst);
+                }
                 host.apply_change(change, 4, Duration::from_secs(10)).await;
             }
-            failed
         })
     };
 
     for version in 1..=20 {
         tokio::time::sleep(Duration::from_millis(150)).await;
         if version == 10 {
-            // A corrupt upload: it must not replace the working version...
+            // A corrupt upload: it must not replace the working version. Wait until the loader
+            // has refused it (a rescan may be busy compiling the previous build)...
             put(&wasm, b"\0asm garbage, not a component");
-            tokio::time::sleep(Duration::from_millis(400)).await;
+            common::eventually(60, "the corrupt upload to be refused", || async {
+                (failed.load(Ordering::SeqCst) == 1).then_some(())
+            })
+            .await;
             // ...and putting the good bytes back is no change at all.
             put(&wasm, &build(&good, version - 1));
             tokio::time::sleep(Duration::from_millis(150)).await;
@@ -130,6 +136,10 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
 
     host.shutdown(Duration::from_secs(10)).await;
     loader.shutdown().await;
-    let failed = follower.await.unwrap();
-    assert_eq!(failed, 1, "exactly the corrupt upload failed to load");
+    follower.await.unwrap();
+    assert_eq!(
+        failed.load(Ordering::SeqCst),
+        1,
+        "exactly the corrupt upload failed to load"
+    );
 }
