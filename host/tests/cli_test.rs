@@ -108,3 +108,25 @@ fn bad_input_exits_non_zero_with_a_one_line_reason() {
     );
     assert!(Path::new(&other).exists());
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_a_crash() {
+    // As `wasmctrl test ... | head -1`: the pipe is closed before the report is written.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args([
+            "test",
+            &vm_plugin(),
+            "--object",
+            "examples/virtualmachine/test-vm.yaml",
+        ])
+        .current_dir(common::repo_root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run wasmctrl");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

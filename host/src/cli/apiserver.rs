@@ -52,7 +52,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     }
-    println!("listening on {}", http.url());
+    super::say(format_args!("listening on {}", http.url()));
     tracing::info!(addr = %http.addr(), "apiserver ready");
     wait_for_signal().await?;
     http.shutdown().await;

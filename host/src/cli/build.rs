@@ -30,7 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out_dir: args.out_dir.clone(),
         };
         match build::build(&opts) {
-            Ok(path) => println!("{}", path.display()),
+            Ok(path) => super::say(path.display()),
             Err(err) => failures.push(err),
         }
     }

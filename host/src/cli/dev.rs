@@ -48,11 +48,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .and_then(|()| std::fs::rename(&tmp, &args.kubeconfig_out))
             .with_context(|| format!("writing {}", args.kubeconfig_out.display()))?;
         let kubeconfig = std::fs::canonicalize(&args.kubeconfig_out)?;
-        println!("embedded API server listening on {}", http.url());
-        println!(
+        super::say(format_args!(
+            "embedded API server listening on {}",
+            http.url()
+        ));
+        super::say(format_args!(
             "use it with: kubectl --kubeconfig {} get all -A",
             kubeconfig.display()
-        );
+        ));
 
         let client = server.client();
         for path in &args.apply {
@@ -149,6 +152,6 @@ async fn apply_one(client: &kube::Client, object: &Value) -> anyhow::Result<()> 
         &Patch::Apply(object),
     )
     .await?;
-    println!("applied {kind} {name}");
+    super::say(format_args!("applied {kind} {name}"));
     Ok(())
 }

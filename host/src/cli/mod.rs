@@ -91,6 +91,18 @@ pub(crate) async fn shutdown_signal() {
     }
 }
 
+/// Prints a line of command output. A reader that went away (`wasmctrl test ... | head`) is
+/// not an error: `println!` would panic there, and the output was simply not wanted.
+pub(crate) fn say(line: impl std::fmt::Display) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: writing output: {e}");
+    }
+}
+
 /// Every object in a YAML or JSON file: multi-document YAML and `kind: List` are flattened.
 pub(crate) fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =

@@ -135,6 +135,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         }
     };
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    super::say(serde_json::to_string_pretty(&report)?);
     Ok(code)
 }
