@@ -17,6 +17,7 @@ mod value;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
@@ -143,8 +144,17 @@ impl Databases {
             let _ = tx.send(result);
         });
         // The task enforces the timeout; the margin only covers a runtime too busy to run it.
-        rx.recv_timeout(timeout + Duration::from_secs(1))
-            .unwrap_or_else(|_| Err(error(format!("no answer within {timeout:?}"), true)))
+        match rx.recv_timeout(timeout + Duration::from_secs(1)) {
+            Ok(result) => result,
+            Err(RecvTimeoutError::Timeout) => {
+                Err(error(format!("no answer within {timeout:?}"), true))
+            }
+            // The runtime dropped the task: the host is shutting down.
+            Err(RecvTimeoutError::Disconnected) => Err(error(
+                "the query was cancelled: the host is stopping".into(),
+                true,
+            )),
+        }
     }
 }
 
