@@ -24,7 +24,8 @@
 //! The host calls [`Reconciler::manifest`] once per plugin version and [`Reconciler::reconcile`]
 //! once per key, each time in a fresh sandbox: statics never survive from one call to the next.
 //! Build with `wasmctrl build <crate dir>`; test natively with [`testing::Harness`].
-//! Read an object's `metadata` into [`ObjectMeta`] rather than a struct of your own.
+//! Read an object's `metadata` into [`ObjectMeta`] rather than a struct of your own, and a custom
+//! resource into [`Object<Spec, Status>`](Object) with your own `Spec` and `Status`.
 
 // The generated bindings name the SDK by its crate name, from plugin crates and from here alike.
 extern crate self as wasmctrl_sdk;
@@ -45,7 +46,7 @@ pub use bindings::wasmctrl::plugin::types::{
 };
 pub use context::{Context, Host};
 pub use manifest::Settings;
-pub use meta::{ObjectMeta, OwnerReference};
+pub use meta::{Object, ObjectMeta, OwnerReference};
 pub use serde_json::{Value, json};
 
 /// A reconciler: declares what it watches and decides, per key, what should happen.

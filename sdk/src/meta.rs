@@ -1,12 +1,28 @@
-//! [`ObjectMeta`]: the standard `metadata` of a Kubernetes object, as plugins read it.
+//! [`ObjectMeta`]: the standard `metadata` of a Kubernetes object, as plugins read it, and
+//! [`Object`]: a custom resource as most controllers read it.
 //!
-//! A plugin declares its own struct for the parts of an object it cares about (`spec`,
+//! A plugin declares its own structs for the parts of an object it cares about (`spec`,
 //! `status`) and uses [`ObjectMeta`] for `metadata`, so every plugin reads names, owners and
 //! deletion the same way.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+/// A custom resource with standard metadata, a `spec` (its default when absent) and an optional
+/// `status`: `type VirtualMachine = Object<Spec, Status>;` then `req.object::<VirtualMachine>()`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(bound(deserialize = "Spec: Deserialize<'de> + Default, Status: Deserialize<'de>"))]
+pub struct Object<Spec, Status> {
+    /// Standard metadata.
+    pub metadata: ObjectMeta,
+    /// Desired state.
+    #[serde(default)]
+    pub spec: Spec,
+    /// Reported state, absent until a controller has written one.
+    #[serde(default)]
+    pub status: Option<Status>,
+}
 
 /// The `metadata` fields plugins use; every other field is ignored.
 ///

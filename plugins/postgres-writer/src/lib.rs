@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::sql::{SqlError, Statement};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectMeta, Outcome, Predicate, Reconciler, Request,
+    Action, Context, Error, Gvk, Manifest, Object, Outcome, Predicate, Reconciler, Request,
     Settings,
 };
 
@@ -51,17 +51,7 @@ impl Default for Config {
 }
 
 /// A PostgresWriter (the fields this plugin reads).
-#[derive(Debug, Deserialize)]
-pub struct PostgresWriter {
-    /// Standard metadata.
-    pub metadata: ObjectMeta,
-    /// The row to keep.
-    #[serde(default)]
-    pub spec: Spec,
-    /// What was last written.
-    #[serde(default)]
-    pub status: Option<Status>,
-}
+pub type PostgresWriter = Object<Spec, Status>;
 
 /// `spec`: the table and the row's values.
 #[derive(Debug, Default, Deserialize)]

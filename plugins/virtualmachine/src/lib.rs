@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectMeta, Outcome, Predicate, Reconciler, Request,
+    Action, Context, Error, Gvk, Manifest, Object, Outcome, Predicate, Reconciler, Request,
     Settings,
 };
 
@@ -17,17 +17,7 @@ pub fn kind() -> Gvk {
 }
 
 /// A VirtualMachine object (only the fields this controller reads).
-#[derive(Debug, Deserialize)]
-pub struct VirtualMachine {
-    /// Standard metadata.
-    pub metadata: ObjectMeta,
-    /// Desired state.
-    #[serde(default)]
-    pub spec: Spec,
-    /// Reported state.
-    #[serde(default)]
-    pub status: Option<Status>,
-}
+pub type VirtualMachine = Object<Spec, Status>;
 
 /// `spec`: requested resources and power action.
 #[derive(Debug, Default, Deserialize)]

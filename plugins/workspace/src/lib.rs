@@ -12,7 +12,7 @@ pub mod status;
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectMeta, ObjectRef, Outcome, Predicate, Reconciler,
+    Action, Context, Error, Gvk, Manifest, Object, ObjectRef, Outcome, Predicate, Reconciler,
     Request, Settings,
 };
 
@@ -30,18 +30,7 @@ pub fn pod_kind() -> Gvk {
 }
 
 /// A Workspace object (only the fields this controller reads).
-#[derive(Debug, Deserialize)]
-pub struct Workspace {
-    /// Standard metadata: its name and namespace are also the Pod's, and the Pod's controller
-    /// owner reference points at its uid.
-    pub metadata: ObjectMeta,
-    /// Desired state.
-    #[serde(default)]
-    pub spec: Spec,
-    /// Reported state.
-    #[serde(default)]
-    pub status: Option<Status>,
-}
+pub type Workspace = Object<Spec, Status>;
 
 /// `spec`: what the IDE Pod runs.
 #[derive(Debug, Default, Deserialize)]
