@@ -28,19 +28,7 @@ fn kubectl_drives_the_virtualmachine_plugin_and_sigterm_stops_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = common::process::plugin_dir(dir.path(), &[("virtualmachine", None)]);
     let kubeconfig = dir.path().join("kubeconfig");
-    let host = Process::wasmctrl(
-        &[
-            "dev",
-            "--listen",
-            "127.0.0.1:0",
-            "--plugins",
-            plugins.to_str().unwrap(),
-            "--kubeconfig-out",
-            kubeconfig.to_str().unwrap(),
-        ],
-        dir.path().join("host.log"),
-        &[],
-    );
+    let host = Process::dev(&plugins, &kubeconfig, dir.path().join("host.log"));
     wait_for(30, "the kubeconfig", || kubeconfig.exists());
 
     let (ok, out) = kubectl(

@@ -28,19 +28,7 @@ fn apiserver_run_and_dev_exit_zero_on_sigint_and_sigterm() {
     for stop in [Process::interrupt, Process::terminate] {
         let kubeconfig = dir.path().join("dev.kubeconfig");
         let _ = std::fs::remove_file(&kubeconfig);
-        let dev = Process::wasmctrl(
-            &[
-                "dev",
-                "--listen",
-                "127.0.0.1:0",
-                "--plugins",
-                plugins.to_str().unwrap(),
-                "--kubeconfig-out",
-                kubeconfig.to_str().unwrap(),
-            ],
-            dir.path().join("dev.log"),
-            &[],
-        );
+        let dev = Process::dev(&plugins, &kubeconfig, dir.path().join("dev.log"));
         wait_for(30, "wasmctrl dev to serve", || {
             dev.log().contains("serving plugins")
         });

@@ -93,6 +93,24 @@ impl Process {
         }
     }
 
+    /// `wasmctrl dev` on a free loopback port over `plugins`, writing its kubeconfig to
+    /// `kubeconfig`, logging to `log`.
+    pub fn dev(plugins: &Path, kubeconfig: &Path, log: PathBuf) -> Self {
+        Self::wasmctrl(
+            &[
+                "dev",
+                "--listen",
+                "127.0.0.1:0",
+                "--plugins",
+                plugins.to_str().expect("utf-8 path"),
+                "--kubeconfig-out",
+                kubeconfig.to_str().expect("utf-8 path"),
+            ],
+            log,
+            &[],
+        )
+    }
+
     /// What the process has logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
