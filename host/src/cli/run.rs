@@ -52,6 +52,11 @@ pub struct SqlArgs {
 }
 
 impl SqlArgs {
+    /// Whether no database is granted.
+    pub fn is_empty(&self) -> bool {
+        self.sql.is_empty() && self.sql_config.is_none()
+    }
+
     /// Pools for the granted databases; call it inside the tokio runtime that will run queries.
     pub fn databases(&self) -> anyhow::Result<Databases> {
         let mut databases = self

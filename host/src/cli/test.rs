@@ -85,13 +85,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         view.insert(object.clone()).ok();
     }
 
-    // SQL queries run on a tokio runtime; the reconcile itself runs on this thread.
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
+    // SQL queries run on a tokio runtime (the reconcile itself runs on this thread); only
+    // granted databases need one, and it must outlive the reconcile.
+    let io = if args.sql.is_empty() {
+        None
+    } else {
+        Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?,
+        )
+    };
     let databases = {
-        let _entered = io.enter();
+        let _entered = io.as_ref().map(|io| io.enter());
         args.sql.databases()?
     };
     let config = Config {
