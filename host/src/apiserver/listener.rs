@@ -1,5 +1,6 @@
 //! The loopback HTTP listener, the kubeconfig that points at it, and the fault-injection admin
-//! endpoints (`POST /_admin/{drop-watches,expire-next-watch,fail,latency,reset}`).
+//! endpoints (`POST /_admin/{drop-watches,expire-next-watch,fail,latency,reset}`, and
+//! `/_admin/requests`: the request log).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -121,6 +122,7 @@ pub(crate) fn admin(inner: &Inner, action: &str, body: &[u8]) -> ApiResult<Respo
             f.latency(Duration::from_millis(ms));
         }
         "reset" => f.reset(),
+        "requests" => return Ok(json_response(200, &json!(inner.audit.requests()))),
         _ => return Err(ApiError::not_found_path()),
     }
     Ok(json_response(

@@ -19,7 +19,7 @@
 //! dir log); `registry` + `discovery` (kinds, CRDs, discovery, OpenAPI v3); `router` ->
 //! `handlers` (get/list), `watch`, `write` + `admission` + `schema` + `delete` (writes), `patch`,
 //! `apply` + `fields` (server-side apply, managedFields); `table`, `protobuf` (kubectl
-//! formats); `status` (errors); `faults` + `listener` (HTTP, kubeconfig, admin endpoints);
+//! formats); `status` (errors); `faults` + `audit` + `listener` (HTTP, kubeconfig, admin endpoints, request log);
 //! `gc` (owner-reference GC and namespace cleanup).
 //!
 //! Known differences from kube-apiserver: no authentication/authorization or admission
@@ -35,6 +35,7 @@
 
 mod admission;
 mod apply;
+mod audit;
 mod delete;
 mod discovery;
 mod faults;
@@ -60,6 +61,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+pub use audit::Request as AuditRecord;
 pub use faults::{Faults, Rule};
 pub use listener::HttpServer;
 pub use status::ApiError;
@@ -95,6 +97,7 @@ pub enum Error {
 pub(crate) struct Inner {
     pub(crate) store: Store,
     pub(crate) faults: Arc<Faults>,
+    pub(crate) audit: audit::Log,
     pub(crate) admin: bool,
     pub(crate) addr: Mutex<String>,
     /// Set when the HTTP listener shuts down: new watches end at once so the graceful
@@ -177,6 +180,7 @@ impl Builder {
         let inner = Arc::new(Inner {
             store,
             faults: Arc::new(Faults::default()),
+            audit: audit::Log::default(),
             admin: self.admin,
             addr: Mutex::new("127.0.0.1:0".into()),
             closing: std::sync::atomic::AtomicBool::new(false),
@@ -246,6 +250,12 @@ impl ApiServer {
     /// Serves over HTTP on `addr` (port 0 picks a free port).
     pub async fn serve(&self, addr: SocketAddr) -> Result<HttpServer, Error> {
         listener::serve(self.inner.clone(), addr).await
+    }
+
+    /// The resource requests answered so far (the most recent 200,000), oldest first. Also
+    /// served as `GET /_admin/requests` when the admin endpoints are on.
+    pub fn requests(&self) -> Vec<AuditRecord> {
+        self.inner.audit.requests()
     }
 
     /// The last assigned resourceVersion.

@@ -9,6 +9,7 @@ use http::{Method, Request, Response, header};
 use serde_json::{Value, json};
 
 use super::Inner;
+use super::audit;
 use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
@@ -171,6 +172,23 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
 async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResult<Response<Body>> {
     let q = handlers::query(&req);
     let verb = handlers::verb(req.method(), &t, &q);
+    let text_of = |v: Option<&String>| v.cloned().unwrap_or_default();
+    inner.audit.record(audit::Request {
+        verb: verb.to_string(),
+        group: t.res.group.clone(),
+        resource: t.res.plural.clone(),
+        subresource: text_of(t.sub.as_ref()),
+        namespace: text_of(t.namespace.as_ref()),
+        name: text_of(t.name.as_ref()),
+        label_selector: text_of(q.get("labelSelector")),
+        field_selector: text_of(q.get("fieldSelector")),
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+    });
     let latency = inner.faults.current_latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
