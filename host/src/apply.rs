@@ -98,10 +98,14 @@ pub struct Applier {
     client: kube::Client,
     informers: Arc<Informers>,
     resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
-    /// (plugin, target) -> (intent hash, resourceVersion our write produced).
-    last: Mutex<HashMap<(String, String), (u64, String)>>,
+    /// target -> plugin -> (intent hash, resourceVersion our write produced). Keyed by target
+    /// first so that an object's deletion forgets it at once ([`Applier::forget_object`]).
+    last: Mutex<HashMap<String, Written>>,
     instance: String,
 }
+
+/// What each plugin last wrote to one object: plugin -> (intent hash, resourceVersion).
+type Written = HashMap<String, (u64, String)>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Caches only: a panic mid-update leaves at worst a stale entry, which costs one write.
@@ -112,6 +116,10 @@ fn hash_of(value: &impl Hash) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     value.hash(&mut h);
     h.finish()
+}
+
+fn event_label(target: &str) -> String {
+    format!("event for {target}")
 }
 
 fn target_label(gvk: &GroupVersionKind, namespace: &str, name: &str) -> String {
@@ -188,7 +196,35 @@ impl Applier {
 
     /// Forgets remembered writes of a plugin (its new version must write afresh).
     pub fn forget_plugin(&self, plugin: &str) {
-        lock(&self.last).retain(|(p, _), _| p != plugin);
+        lock(&self.last).retain(|_, by_plugin| {
+            by_plugin.remove(plugin);
+            !by_plugin.is_empty()
+        });
+    }
+
+    /// Forgets what was written to (and recorded about) an object that is gone, so deleted
+    /// objects leave nothing behind.
+    pub fn forget_object(&self, gvk: &GroupVersionKind, key: &ObjectKey) {
+        let label = target_label(gvk, &key.namespace, &key.name);
+        let mut last = lock(&self.last);
+        last.remove(&event_label(&label));
+        last.remove(&label);
+    }
+
+    /// How many objects the applier remembers writes to or events about.
+    pub fn remembered(&self) -> usize {
+        lock(&self.last).len()
+    }
+
+    fn last_hash(&self, plugin: &str, label: &str) -> Option<(u64, String)> {
+        lock(&self.last).get(label)?.get(plugin).cloned()
+    }
+
+    fn record(&self, plugin: &str, label: String, hash: u64, rv: String) {
+        lock(&self.last)
+            .entry(label)
+            .or_default()
+            .insert(plugin.to_string(), (hash, rv));
     }
 
     /// Returns whether a request was sent.
@@ -352,17 +388,17 @@ impl Applier {
             return Ok(false);
         };
         let plugin = subject.manifest.name.as_str();
-        let label = format!("event for {}", object.key);
+        let kind = &subject.manifest.kind;
+        let label = event_label(&target_label(kind, &object.key.namespace, &object.key.name));
         // The same event again for the same object says nothing new; Kubernetes would merge it
         // into a series, we simply do not repeat it.
         let event_hash = hash_of(&(type_, reason, note));
-        if lock(&self.last)
-            .get(&(plugin.to_string(), label.clone()))
-            .is_some_and(|(h, _)| *h == event_hash)
+        if self
+            .last_hash(plugin, &label)
+            .is_some_and(|(h, _)| h == event_hash)
         {
             return Ok(false);
         }
-        let kind = &subject.manifest.kind;
         let api_version = if kind.group.is_empty() {
             kind.version.clone()
         } else {
@@ -400,7 +436,7 @@ impl Applier {
         })?;
         let result = api.create(&PostParams::default(), &event).await;
         self.map(result, &label, "create event")?;
-        lock(&self.last).insert((plugin.to_string(), label), (event_hash, String::new()));
+        self.record(plugin, label, event_hash, String::new());
         Ok(true)
     }
 
@@ -413,11 +449,10 @@ impl Applier {
         namespace: &str,
         name: &str,
     ) -> bool {
-        let last = lock(&self.last);
-        let Some((hash, rv)) = last.get(&(plugin.to_string(), label.to_string())) else {
+        let Some((hash, rv)) = self.last_hash(plugin, label) else {
             return false;
         };
-        if *hash != intent_hash {
+        if hash != intent_hash {
             return false;
         }
         // Same intent: skip unless the target changed since our write (drift to correct). When
@@ -425,7 +460,7 @@ impl Applier {
         match self.informers.existing(gvk) {
             Some(informer) if informer.resource().is_some() => informer
                 .get(&ObjectKey::new(namespace, name))
-                .is_some_and(|e| &e.resource_version == rv),
+                .is_some_and(|e| e.resource_version == rv),
             _ => true,
         }
     }
@@ -436,7 +471,7 @@ impl Applier {
             .resource_version
             .clone()
             .unwrap_or_default();
-        lock(&self.last).insert((plugin.to_string(), label), (intent_hash, rv));
+        self.record(plugin, label, intent_hash, rv);
     }
 
     fn map<T>(

@@ -13,6 +13,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use wasmctrl_scope::Scope;
+
 use crate::apply::{self, Applier, Subject};
 use crate::informer::{Change, Entry, Informer, Informers, Notice, ObjectKey};
 use crate::loader;
@@ -21,14 +23,16 @@ use crate::queue::{self, Queue};
 use crate::runtime::{ErrorKind, Plugin};
 use crate::view::View;
 
-/// Per-plugin settings from the operator, narrowing what the manifest declares.
+/// Per-plugin settings from the operator for its controller. (Narrower namespaces and a
+/// deadline of its own are part of the loaded plugin: see `runtime::Overrides`.)
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tuning {
     /// Workers, i.e. keys reconciled at once (default 4).
     pub concurrency: Option<usize>,
-    /// Only these namespaces (intersected with the manifest's, if it has any).
-    pub namespaces: Option<Vec<String>>,
 }
+
+/// How long in-flight reconciles get when a plugin's controller restarts, unless told otherwise.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
 /// How a reconcile ended, for logs and metrics (`controller_runtime_reconcile_total{result}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +114,7 @@ pub struct Host {
 
 struct Controller {
     plugin: Arc<RwLock<Arc<Plugin>>>,
+    tuning: Tuning,
     /// Cancelled when the controller stops, so workers still waiting for caches end at once.
     stop: CancellationToken,
     stats: Arc<Stats>,
@@ -146,6 +151,11 @@ impl Host {
         &self.informers
     }
 
+    /// The applier every plugin's intents go through.
+    pub fn applier(&self) -> &Arc<Applier> {
+        &self.applier
+    }
+
     /// Reconcile counts of a running plugin.
     pub fn counts(&self, plugin: &str) -> Option<Counts> {
         lock(&self.controllers).get(plugin).map(|c| Counts {
@@ -159,17 +169,27 @@ impl Host {
         lock(&self.controllers).keys().cloned().collect()
     }
 
+    /// Starts (or, for a known name, replaces) a plugin's controller; a restart gives in-flight
+    /// reconciles [`DEFAULT_GRACE`].
+    pub async fn upsert(&self, plugin: Arc<Plugin>, tuning: Tuning) {
+        self.replace(plugin, tuning, DEFAULT_GRACE).await;
+    }
+
     /// Starts (or, for a known name, replaces) a plugin's controller.
     ///
-    /// A new version whose manifest declares the same kinds swaps in place: the queue and
-    /// informers stay, in-flight reconciles finish on the old version (they hold its `Arc`), and
-    /// every key is queued again for the new version. A changed declaration restarts the
-    /// controller with new subscriptions.
-    pub async fn upsert(&self, plugin: Arc<Plugin>, tuning: Tuning) {
+    /// A new version whose manifest declares the same kinds and scope, under the same tuning,
+    /// swaps in place: the queue and informers stay, in-flight reconciles finish on the old
+    /// version (they hold its `Arc`), and every key is queued again for the new version.
+    /// Anything else restarts the controller: in-flight reconciles get `grace`, then they are
+    /// cancelled, and the new version starts only once none of the old one's work is left.
+    async fn replace(&self, plugin: Arc<Plugin>, tuning: Tuning, grace: Duration) {
         let name = plugin.manifest().name.clone();
-        let same_shape = lock(&self.controllers)
-            .get(&name)
-            .is_some_and(|c| same_declaration(current(&c.plugin).manifest(), plugin.manifest()));
+        let same_shape = lock(&self.controllers).get(&name).is_some_and(|c| {
+            let old = current(&c.plugin);
+            c.tuning == tuning
+                && old.scope() == plugin.scope()
+                && same_declaration(old.manifest(), plugin.manifest())
+        });
         if same_shape {
             let controllers = lock(&self.controllers);
             if let Some(c) = controllers.get(&name) {
@@ -184,19 +204,19 @@ impl Host {
             }
             return;
         }
-        self.remove(&name, Duration::from_secs(30)).await;
-        let controller = self.start(plugin.clone(), &tuning);
+        self.remove(&name, grace).await;
+        let controller = self.start(plugin.clone(), tuning);
         lock(&self.controllers).insert(name.clone(), controller);
         tracing::info!(plugin.name = %name, plugin.version = %plugin.manifest().version, plugin.digest = %plugin.digest(), "plugin started");
     }
 
     /// Stops a plugin's controller: no new keys are taken, in-flight reconciles get `grace` to
-    /// finish, and its informer subscriptions end.
+    /// finish (then they are cancelled), and its informer subscriptions end.
     pub async fn remove(&self, name: &str, grace: Duration) {
         let Some(controller) = lock(&self.controllers).remove(name) else {
             return;
         };
-        controller.stop(grace).await;
+        controller.stop(&self.informers, grace).await;
         tracing::info!(plugin.name = %name, "plugin stopped");
     }
 
@@ -205,11 +225,14 @@ impl Host {
     pub async fn apply_change(&self, change: loader::Change, concurrency: usize, grace: Duration) {
         let tuning = |config: &loader::PluginConfig| Tuning {
             concurrency: config.concurrency.or(Some(concurrency)),
-            namespaces: config.namespaces.clone(),
         };
         match change {
-            loader::Change::Added(plugin, config) => self.upsert(plugin, tuning(&config)).await,
-            loader::Change::Replaced { new, config, .. } => self.upsert(new, tuning(&config)).await,
+            loader::Change::Added(plugin, config) => {
+                self.replace(plugin, tuning(&config), grace).await
+            }
+            loader::Change::Replaced { new, config, .. } => {
+                self.replace(new, tuning(&config), grace).await
+            }
             loader::Change::Removed(plugin) => self.remove(&plugin.manifest().name, grace).await,
             loader::Change::Failed { path, error } => {
                 tracing::warn!(file = %path.display(), %error, "plugin not loaded; any previous version keeps serving");
@@ -221,59 +244,83 @@ impl Host {
     pub async fn shutdown(&self, grace: Duration) {
         let controllers: Vec<Controller> =
             lock(&self.controllers).drain().map(|(_, c)| c).collect();
-        futures::future::join_all(controllers.into_iter().map(|c| c.stop(grace))).await;
+        futures::future::join_all(
+            controllers
+                .into_iter()
+                .map(|c| c.stop(&self.informers, grace)),
+        )
+        .await;
         self.informers.shutdown();
     }
 
-    fn start(&self, plugin: Arc<Plugin>, tuning: &Tuning) -> Controller {
+    fn start(&self, plugin: Arc<Plugin>, tuning: Tuning) -> Controller {
         let manifest = plugin.manifest().clone();
+        let scope = Arc::new(plugin.scope().clone());
         let queue: Queue<ObjectKey> = Queue::new(queue::Config::default());
         let watched = self.informers.get(&manifest.kind);
-        let namespaces = effective_namespaces(&manifest, tuning);
         let mut subscriptions = Vec::new();
-        let mut tasks = Vec::new();
+        // Keys are only ever queued in the plugin's namespaces, whatever the event that named
+        // them (a child's owner, a label, an annotation). A deleted object leaves nothing
+        // behind in the applier's memory of what it wrote.
+        let mut subscribe = |informer: Arc<Informer>, map: Mapper| {
+            let (queue, scope, applier) = (queue.clone(), scope.clone(), self.applier.clone());
+            let kind = informer.gvk().clone();
+            let id = informer.subscribe(Box::new(move |notice: &Notice| {
+                if let Change::Deleted(gone) = &notice.change {
+                    applier.forget_object(&kind, &gone.key);
+                }
+                let mut keys = Keys::new();
+                map(notice, &mut keys);
+                for (key, initial) in keys {
+                    if !scope.reconciles_in(&key.namespace) {
+                        continue;
+                    }
+                    if initial {
+                        queue.add_low(key)
+                    } else {
+                        queue.add(key)
+                    }
+                }
+            }));
+            subscriptions.push((informer, id));
+        };
 
-        let (id, rx) = watched.subscribe();
-        subscriptions.push((watched.clone(), id));
         let filter = Filter {
             manifest: manifest.clone(),
-            namespaces: namespaces.clone(),
+            scope: scope.clone(),
         };
-        tasks.push(tokio::spawn(pump(rx, queue.clone(), move |notice, out| {
-            filter.primary(notice, out)
-        })));
-
+        subscribe(
+            watched.clone(),
+            Box::new(move |notice, out| filter.primary(notice, out)),
+        );
         for kind in &manifest.owns {
-            let informer = self.informers.get(kind);
-            let (id, rx) = informer.subscribe();
-            subscriptions.push((informer, id));
             let owner_kind = manifest.kind.clone();
-            tasks.push(tokio::spawn(pump(rx, queue.clone(), move |n, out| {
-                by_owner(&owner_kind, n, out)
-            })));
+            subscribe(
+                self.informers.get(kind),
+                Box::new(move |n, out| by_owner(&owner_kind, n, out)),
+            );
         }
-        for (kind, _selector, trigger) in &manifest.reads {
-            let informer = self.informers.get(kind);
-            let (id, rx) = informer.subscribe();
-            subscriptions.push((informer, id));
-            let Some(mapping) = trigger.clone() else {
-                // Subscribed only to keep the cache of a read-only kind warm; drain it.
-                tasks.push(tokio::spawn(pump(rx, queue.clone(), |_, _| {})));
+        for read in &manifest.reads {
+            let informer = self.informers.get(&read.kind);
+            let Some(mapping) = read.trigger.clone() else {
+                // Subscribed only to keep the cache of a read-only kind warm.
+                subscribe(informer, Box::new(|_, _| {}));
                 continue;
             };
             let (owner_kind, watched) = (manifest.kind.clone(), watched.clone());
-            tasks.push(tokio::spawn(pump(rx, queue.clone(), move |n, out| {
-                by_mapping(&mapping, &owner_kind, &watched, n, out)
-            })));
+            subscribe(
+                informer,
+                Box::new(move |n, out| by_mapping(&mapping, &owner_kind, &watched, n, out)),
+            );
         }
 
         let shared = Arc::new(RwLock::new(plugin));
         let stop = CancellationToken::new();
         let caches: Vec<Arc<Informer>> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
-        tasks.push(tokio::spawn(report_unsynced(
+        let tasks = vec![tokio::spawn(report_unsynced(
             manifest.name.clone(),
             caches.clone(),
-        )));
+        ))];
         let stats = Arc::new(Stats::default());
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
         let workers = (0..tuning.concurrency.unwrap_or(4).max(1))
@@ -294,6 +341,7 @@ impl Host {
             .collect();
         Controller {
             plugin: shared,
+            tuning,
             stop,
             stats,
             in_flight,
@@ -306,24 +354,36 @@ impl Host {
 }
 
 impl Controller {
-    async fn stop(self, grace: Duration) {
+    async fn stop(self, informers: &Informers, grace: Duration) {
         self.stop.cancel();
-        for (informer, id) in &self.subscriptions {
-            informer.unsubscribe(*id);
-        }
         for task in &self.tasks {
             task.abort();
         }
         self.queue.shutdown();
-        let workers = futures::future::join_all(self.workers);
-        if tokio::time::timeout(grace, workers).await.is_err() {
+        let aborts: Vec<_> = self.workers.iter().map(|w| w.abort_handle()).collect();
+        let mut workers = futures::future::join_all(self.workers);
+        if tokio::time::timeout(grace, &mut workers).await.is_err() {
             tracing::warn!(
                 ?grace,
-                "reconciles still running after the grace period; abandoning them"
+                "reconciles still running after the grace period; cancelling them"
             );
+            // Dropping a worker's future drops its pending API requests: nothing it had not
+            // sent yet is sent after this. Waiting for the cancelled tasks means nothing of
+            // this version is still running when its successor starts.
+            for abort in aborts {
+                abort.abort();
+            }
+            workers.await;
+        }
+        // Only now: a reconcile finishing in the grace period still reads a full cache.
+        for (informer, id) in &self.subscriptions {
+            informers.unsubscribe(informer, *id);
         }
     }
 }
+
+/// Conflicts in a row on one key before it gets a Warning event.
+const CONFLICTS_BEFORE_WARNING: u32 = 5;
 
 /// How long a plugin may wait for its caches before the operator is told why nothing happens.
 const SYNC_PATIENCE: Duration = Duration::from_secs(30);
@@ -355,56 +415,24 @@ fn same_declaration(a: &Manifest, b: &Manifest) -> bool {
         && a.selector == b.selector
         && a.predicates == b.predicates
         && a.owns == b.owns
-        && a.reads.len() == b.reads.len()
-        && a.reads
-            .iter()
-            .zip(&b.reads)
-            .all(|(x, y)| x.0 == y.0 && x.1 == y.1 && x.2 == y.2)
-}
-
-fn effective_namespaces(manifest: &Manifest, tuning: &Tuning) -> Vec<String> {
-    match (&tuning.namespaces, manifest.namespaces.is_empty()) {
-        (None, _) => manifest.namespaces.clone(),
-        (Some(ns), true) => ns.clone(),
-        (Some(ns), false) => ns
-            .iter()
-            .filter(|n| manifest.namespaces.contains(n))
-            .cloned()
-            .collect(),
-    }
+        && a.reads == b.reads
 }
 
 /// Keys queued from one notice: `(key, initial)`.
 type Keys = Vec<(ObjectKey, bool)>;
 
-async fn pump(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Notice>,
-    queue: Queue<ObjectKey>,
-    map: impl Fn(&Notice, &mut Keys),
-) {
-    let mut keys = Keys::new();
-    while let Some(notice) = rx.recv().await {
-        map(&notice, &mut keys);
-        for (key, initial) in keys.drain(..) {
-            if initial {
-                queue.add_low(key)
-            } else {
-                queue.add(key)
-            }
-        }
-    }
-}
+/// Which keys one notice of a subscribed kind queues.
+type Mapper = Box<dyn Fn(&Notice, &mut Keys) + Send + Sync>;
 
 /// Which events on the watched kind queue their own key.
 struct Filter {
     manifest: Manifest,
-    namespaces: Vec<String>,
+    scope: Arc<Scope>,
 }
 
 impl Filter {
     fn selected(&self, e: &Entry) -> bool {
-        (self.namespaces.is_empty() || self.namespaces.contains(&e.key.namespace))
-            && self.manifest.selector.matches_map(&e.labels)
+        self.scope.reconciles_in(&e.key.namespace) && self.manifest.selector.matches_map(&e.labels)
     }
 
     fn primary(&self, notice: &Notice, out: &mut Keys) {
@@ -575,6 +603,7 @@ impl Worker {
                 // failures are logged and retried; an Event per attempt would be noise.
                 let reason = match &e.kind {
                     ErrorKind::Action(_) => Some("ActionRejected"),
+                    ErrorKind::Read(_) => Some("ReadRefused"),
                     kind if !kind.retryable() => Some("ReconcileFailed"),
                     _ => None,
                 };
@@ -603,9 +632,22 @@ impl Worker {
                 }
             }
             Err(apply::Error::Conflict { target, message }) => {
-                tracing::info!(%target, %message, "conflict; requeueing");
-                self.queue.add(key.clone());
-                Outcome::Requeue
+                // Through the rate limiter like any failure: a precondition that keeps failing
+                // must back off, not hot-loop against the API server. The object changing
+                // queues the key again at once anyway.
+                let retry_in = self.queue.add_rate_limited(key.clone());
+                let conflicts = self.queue.retries(key);
+                tracing::info!(%target, %message, conflicts, ?retry_in, "conflict; retrying with backoff");
+                if conflicts >= CONFLICTS_BEFORE_WARNING {
+                    // Worded without the count so the applier records it once, not per retry.
+                    let note = format!(
+                        "repeated conflicts writing {target}; retrying with backoff: {message}"
+                    );
+                    if let Err(e) = self.applier.warn(&subject, "ConflictRetrying", &note).await {
+                        tracing::warn!(error = %e, "could not record the warning event");
+                    }
+                }
+                Outcome::Error
             }
             Err(e) => self.failed(key, &e.to_string(), e.retryable(), e.label()),
         }

@@ -3,6 +3,12 @@
 //! object's JSON with `managedFields` stripped, serialized once, ready to hand to a plugin, plus
 //! an index from owner UID to children. Subscribers get every change, in order, with nothing
 //! dropped; a new subscriber first receives the current contents marked as initial.
+//!
+//! A subscriber is a callback run on the informer's task (it maps the change to keys and queues
+//! them), not a channel: a slow consumer cannot make memory grow, since the workqueue it feeds
+//! holds each key once. Callbacks run after the store's lock is released, so one may read this or
+//! any other informer's cache. An informer nobody subscribes to any more is stopped and its cache
+//! freed ([`Informers::unsubscribe`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -16,10 +22,12 @@ use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
+
+use wasmctrl_scope::Reads;
 
 use crate::selector::Selector;
-use crate::view::View;
+use crate::view::{Lookup, View};
 
 /// `namespace/name` of an object (namespace empty for cluster-scoped kinds).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -192,12 +200,18 @@ impl Store {
     }
 }
 
-type Subscribers = Vec<(u64, mpsc::UnboundedSender<Notice>)>;
+/// Receives an informer's changes, on the informer's task; it must not block.
+pub type Subscriber = Box<dyn Fn(&Notice) + Send + Sync>;
+
+type Subscribers = Vec<(u64, Arc<dyn Fn(&Notice) + Send + Sync>)>;
 
 /// The cache and watch of one kind.
 pub struct Informer {
     gvk: GroupVersionKind,
     store: RwLock<Store>,
+    /// Held while a change is made and delivered, and while a subscriber takes its snapshot, so
+    /// every subscriber sees every change exactly once and in order.
+    delivering: Mutex<()>,
     subscribers: Mutex<Subscribers>,
     next_id: Mutex<u64>,
     synced: watch::Sender<bool>,
@@ -214,6 +228,7 @@ impl Informer {
         Self {
             gvk,
             store: RwLock::new(Store::default()),
+            delivering: Mutex::new(()),
             subscribers: Mutex::new(Vec::new()),
             next_id: Mutex::new(0),
             synced: watch::channel(false).0,
@@ -253,6 +268,12 @@ impl Informer {
             .unwrap_or_default()
     }
 
+    /// How many objects are cached, and how many owners the owner index holds children of.
+    pub fn sizes(&self) -> (usize, usize) {
+        let store = self.read();
+        (store.objects.len(), store.children.len())
+    }
+
     /// Every cached object.
     pub fn entries(&self) -> Vec<Arc<Entry>> {
         self.read().objects.values().cloned().collect()
@@ -269,18 +290,20 @@ impl Informer {
         let _ = rx.wait_for(|s| *s).await;
     }
 
-    /// Receives every change from now on, after the current contents (as initial notices).
-    pub fn subscribe(&self) -> (u64, mpsc::UnboundedReceiver<Notice>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        // Holding the store lock while registering means no change can slip between the
-        // snapshot and the live stream.
-        let store = self.read();
-        for entry in store.objects.values() {
+    /// Calls `subscriber` with the current contents (as initial notices), then with every
+    /// change from now on, until [`unsubscribe`](Self::unsubscribe).
+    pub fn subscribe(&self, subscriber: Subscriber) -> u64 {
+        let subscriber: Arc<dyn Fn(&Notice) + Send + Sync> = Arc::from(subscriber);
+        // No change can slip between the snapshot and the live stream: changes are delivered
+        // under the same lock.
+        let _delivering = lock(&self.delivering);
+        let snapshot = self.entries();
+        for entry in snapshot {
             let change = Change::Applied {
                 old: None,
-                new: entry.clone(),
+                new: entry,
             };
-            let _ = tx.send(Notice {
+            subscriber(&Notice {
                 change,
                 initial: true,
             });
@@ -290,30 +313,41 @@ impl Informer {
             *next += 1;
             *next
         };
-        lock(&self.subscribers).push((id, tx));
-        drop(store);
-        (id, rx)
+        lock(&self.subscribers).push((id, subscriber));
+        id
     }
 
-    /// Stops delivering to a subscriber.
-    pub fn unsubscribe(&self, id: u64) {
-        lock(&self.subscribers).retain(|(i, _)| *i != id);
+    /// Stops delivering to a subscriber; returns how many remain.
+    fn unsubscribe(&self, id: u64) -> usize {
+        let mut subscribers = lock(&self.subscribers);
+        subscribers.retain(|(i, _)| *i != id);
+        subscribers.len()
     }
 
-    fn publish(&self, change: Change, initial: bool) {
-        lock(&self.subscribers).retain(|(_, tx)| {
-            tx.send(Notice {
-                change: change.clone(),
-                initial,
-            })
-            .is_ok()
-        });
+    /// Delivers changes to every subscriber. Called with `delivering` held and the store's
+    /// lock released.
+    fn publish(&self, changes: Vec<Change>, initial: bool) {
+        if changes.is_empty() {
+            return;
+        }
+        // Cloned out so a subscriber may (un)subscribe without deadlocking.
+        let subscribers: Vec<_> = lock(&self.subscribers)
+            .iter()
+            .map(|(_, s)| s.clone())
+            .collect();
+        for change in changes {
+            let initial = initial && matches!(change, Change::Applied { .. });
+            let notice = Notice { change, initial };
+            for subscriber in &subscribers {
+                subscriber(&notice);
+            }
+        }
     }
 
     fn apply(&self, obj: DynamicObject) {
         let entry = Arc::new(Entry::from_object(obj));
-        let mut store = self.write();
-        let old = store.insert(entry.clone());
+        let _delivering = lock(&self.delivering);
+        let old = self.write().insert(entry.clone());
         // Relists re-deliver unchanged objects; they are not changes.
         if old
             .as_ref()
@@ -321,7 +355,7 @@ impl Informer {
         {
             return;
         }
-        self.publish(Change::Applied { old, new: entry }, false);
+        self.publish(vec![Change::Applied { old, new: entry }], false);
     }
 
     fn delete(&self, obj: &DynamicObject) {
@@ -329,9 +363,10 @@ impl Informer {
             obj.metadata.namespace.as_deref().unwrap_or_default(),
             obj.metadata.name.as_deref().unwrap_or_default(),
         );
-        let mut store = self.write();
-        if let Some(old) = store.remove(&key) {
-            self.publish(Change::Deleted(old), false);
+        let _delivering = lock(&self.delivering);
+        let old = self.write().remove(&key);
+        if let Some(old) = old {
+            self.publish(vec![Change::Deleted(old)], false);
         }
     }
 
@@ -345,6 +380,7 @@ impl Informer {
             .map(|obj| Arc::new(Entry::from_object(obj)))
             .collect();
         let keys: HashSet<ObjectKey> = entries.iter().map(|e| e.key.clone()).collect();
+        let _delivering = lock(&self.delivering);
         let mut store = self.write();
         let gone: Vec<ObjectKey> = store
             .objects
@@ -368,10 +404,8 @@ impl Informer {
                 changes.push(Change::Deleted(old));
             }
         }
-        for change in changes {
-            let initial = initial && matches!(change, Change::Applied { .. });
-            self.publish(change, initial);
-        }
+        drop(store);
+        self.publish(changes, initial);
     }
 
     async fn run(self: Arc<Self>, client: kube::Client) {
@@ -449,6 +483,29 @@ impl Informers {
         lock(&self.informers).get(gvk).map(|(i, _)| i.clone())
     }
 
+    /// The kinds watched now.
+    pub fn kinds(&self) -> Vec<GroupVersionKind> {
+        lock(&self.informers).keys().cloned().collect()
+    }
+
+    /// Ends subscription `id` to `informer`; an informer left with no subscriber stops watching
+    /// and its cache is freed.
+    pub fn unsubscribe(&self, informer: &Informer, id: u64) {
+        let mut map = lock(&self.informers);
+        // Under the map's lock, so no `get` can hand the informer out between the count and
+        // the removal.
+        let current = map
+            .get(&informer.gvk)
+            .is_some_and(|(running, _)| std::ptr::eq(running.as_ref(), informer));
+        if informer.unsubscribe(id) == 0
+            && current
+            && let Some((_, task)) = map.remove(&informer.gvk)
+        {
+            task.abort();
+            tracing::debug!(kind = %informer.gvk.kind, group = %informer.gvk.group, "informer stopped: no subscribers left");
+        }
+    }
+
     /// Stops every watch.
     pub fn shutdown(&self) {
         for (_, (_, task)) in lock(&self.informers).drain() {
@@ -464,14 +521,30 @@ impl Drop for Informers {
 }
 
 impl View for Informers {
-    fn get(&self, kind: &GroupVersionKind, namespace: &str, name: &str) -> Option<Arc<str>> {
-        let informer = self.existing(kind)?;
-        informer
-            .get(&ObjectKey::new(namespace, name))
-            .map(|e| e.json.clone())
+    fn get(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        name: &str,
+        reads: &Reads<'_>,
+    ) -> Lookup {
+        let entry = self
+            .existing(kind)
+            .and_then(|informer| informer.get(&ObjectKey::new(namespace, name)));
+        Lookup::of(
+            namespace,
+            entry.as_ref().map(|e| (&e.labels, &e.json)),
+            reads,
+        )
     }
 
-    fn list(&self, kind: &GroupVersionKind, namespace: &str, selector: &Selector) -> Vec<Arc<str>> {
+    fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        selector: &Selector,
+        reads: &Reads<'_>,
+    ) -> Vec<Arc<str>> {
         let Some(informer) = self.existing(kind) else {
             return Vec::new();
         };
@@ -479,7 +552,7 @@ impl View for Informers {
             .entries()
             .into_iter()
             .filter(|e| namespace.is_empty() || e.key.namespace == namespace)
-            .filter(|e| selector.matches_map(&e.labels))
+            .filter(|e| selector.matches(&e.labels) && reads.admits(&e.key.namespace, &e.labels))
             .collect();
         entries.sort_by(|a, b| a.key.cmp(&b.key));
         entries.into_iter().map(|e| e.json.clone()).collect()

@@ -19,6 +19,6 @@ pub mod loader;
 pub mod plugin;
 pub mod queue;
 pub mod runtime;
-pub mod selector;
+pub use wasmctrl_scope::selector;
 pub mod sql;
 pub mod view;

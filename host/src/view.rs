@@ -1,4 +1,5 @@
-//! What a plugin may read: a read-only view of cached objects, as JSON.
+//! What a plugin may read: a read-only view of cached objects, as JSON, limited to what the
+//! plugin's scope admits ([`Reads`], from `Scope::check_read`).
 //!
 //! The informer cache implements [`View`] in the controller; [`StaticView`] holds a fixed set of
 //! objects for `wasmctrl test` and tests.
@@ -7,15 +8,55 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::core::GroupVersionKind;
+use wasmctrl_scope::{Labels, Reads};
 
 use crate::selector::Selector;
 
+/// The answer to a read of one object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// The object, as JSON.
+    Found(Arc<str>),
+    /// Not cached.
+    Absent,
+    /// Cached, but outside what the reader may see (its labels).
+    OutOfScope,
+}
+
+impl Lookup {
+    /// The answer for a cached object in `namespace` (or none), given what `reads` admits.
+    pub fn of<L: Labels + ?Sized>(
+        namespace: &str,
+        cached: Option<(&L, &Arc<str>)>,
+        reads: &Reads<'_>,
+    ) -> Self {
+        match cached {
+            None => Lookup::Absent,
+            Some((labels, json)) if reads.admits(namespace, labels) => Lookup::Found(json.clone()),
+            Some(_) => Lookup::OutOfScope,
+        }
+    }
+}
+
 /// Read access to cached objects. Implementations return JSON without `managedFields`.
 pub trait View: Send + Sync {
-    /// One object, or `None` when it is not cached.
-    fn get(&self, kind: &GroupVersionKind, namespace: &str, name: &str) -> Option<Arc<str>>;
-    /// Objects of `kind` in `namespace` (empty: all) matching `selector`, in namespace/name order.
-    fn list(&self, kind: &GroupVersionKind, namespace: &str, selector: &Selector) -> Vec<Arc<str>>;
+    /// One object, if cached and admitted by `reads`.
+    fn get(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        name: &str,
+        reads: &Reads<'_>,
+    ) -> Lookup;
+    /// Objects of `kind` in `namespace` (empty: all) matching `selector` and admitted by
+    /// `reads`, in namespace/name order.
+    fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        selector: &Selector,
+        reads: &Reads<'_>,
+    ) -> Vec<Arc<str>>;
 }
 
 /// A view over nothing: every read finds no object.
@@ -23,11 +64,11 @@ pub trait View: Send + Sync {
 pub struct EmptyView;
 
 impl View for EmptyView {
-    fn get(&self, _: &GroupVersionKind, _: &str, _: &str) -> Option<Arc<str>> {
-        None
+    fn get(&self, _: &GroupVersionKind, _: &str, _: &str, _: &Reads<'_>) -> Lookup {
+        Lookup::Absent
     }
 
-    fn list(&self, _: &GroupVersionKind, _: &str, _: &Selector) -> Vec<Arc<str>> {
+    fn list(&self, _: &GroupVersionKind, _: &str, _: &Selector, _: &Reads<'_>) -> Vec<Arc<str>> {
         Vec::new()
     }
 }
@@ -97,16 +138,30 @@ impl StaticView {
 }
 
 impl View for StaticView {
-    fn get(&self, kind: &GroupVersionKind, namespace: &str, name: &str) -> Option<Arc<str>> {
-        self.kind(kind)
+    fn get(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        name: &str,
+        reads: &Reads<'_>,
+    ) -> Lookup {
+        let cached = self
+            .kind(kind)
             .find(|((ns, n), _)| ns == namespace && n == name)
-            .map(|(_, e)| e.json.clone())
+            .map(|(_, e)| (&e.labels, &e.json));
+        Lookup::of(namespace, cached, reads)
     }
 
-    fn list(&self, kind: &GroupVersionKind, namespace: &str, selector: &Selector) -> Vec<Arc<str>> {
+    fn list(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        selector: &Selector,
+        reads: &Reads<'_>,
+    ) -> Vec<Arc<str>> {
         self.kind(kind)
             .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
-            .filter(|(_, e)| selector.matches_json(&e.labels))
+            .filter(|((ns, _), e)| selector.matches(&e.labels) && reads.admits(ns, &e.labels))
             .map(|(_, e)| e.json.clone())
             .collect()
     }
@@ -116,9 +171,10 @@ impl View for StaticView {
 mod tests {
     use super::*;
     use serde_json::json;
+    use wasmctrl_scope::{Kind, Namespaces, Scope, Verb};
 
     #[test]
-    fn reads_by_key_and_selector_without_managed_fields() {
+    fn reads_by_key_and_selector_within_the_scope_without_managed_fields() {
         let mut view = StaticView::new();
         for (ns, name, app) in [
             ("a", "p1", "nginx"),
@@ -131,15 +187,25 @@ mod tests {
                 .unwrap();
         }
         let pod = GroupVersionKind::gvk("", "v1", "Pod");
-        let got = view.get(&pod, "a", "p1").unwrap();
+        let kind = Kind::new("", "v1", "Pod");
+        let all = Scope::new(kind.clone(), Namespaces::All, Selector::default());
+        let reads = all.check_read(Verb::List, &kind, "", "").unwrap();
+        let Lookup::Found(got) = view.get(&pod, "a", "p1", &reads) else {
+            panic!("p1 not found")
+        };
         assert!(!got.contains("managedFields"));
-        assert!(view.get(&pod, "b", "p1").is_none());
+        assert_eq!(view.get(&pod, "b", "p1", &reads), Lookup::Absent);
         let nginx = Selector::parse("app=nginx").unwrap();
-        assert_eq!(view.list(&pod, "", &nginx).len(), 2);
-        assert_eq!(view.list(&pod, "a", &nginx).len(), 1);
-        assert_eq!(view.list(&pod, "a", &Selector::default()).len(), 2);
+        assert_eq!(view.list(&pod, "", &nginx, &reads).len(), 2);
+        assert_eq!(view.list(&pod, "a", &nginx, &reads).len(), 1);
+        assert_eq!(view.list(&pod, "a", &Selector::default(), &reads).len(), 2);
         let cm = GroupVersionKind::gvk("", "v1", "ConfigMap");
-        assert!(view.list(&cm, "", &Selector::default()).is_empty());
+        assert!(view.list(&cm, "", &Selector::default(), &reads).is_empty());
         assert!(view.insert(json!({"kind": "Pod"})).is_err());
+        // A narrower scope sees less: one namespace, one label set.
+        let narrow = Scope::new(kind.clone(), Namespaces::declared(&["a"]), nginx.clone());
+        let reads = narrow.check_read(Verb::List, &kind, "", "").unwrap();
+        assert_eq!(view.list(&pod, "", &Selector::default(), &reads).len(), 1);
+        assert_eq!(view.get(&pod, "a", "p2", &reads), Lookup::OutOfScope);
     }
 }

@@ -89,7 +89,8 @@ async fn undeclared_action_fails_the_key_with_a_warning_event_and_no_request() {
         secrets.get_opt("stolen").await.unwrap().is_none(),
         "the host must not send the undeclared action"
     );
-    assert!(host.counts("hostile-undeclared").unwrap().error >= 1);
+    // A declaration error is terminal: retrying the same object cannot make it declared.
+    assert!(host.counts("hostile-undeclared").unwrap().terminal >= 1);
     host.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -100,7 +101,6 @@ async fn a_burst_of_updates_to_a_slow_key_runs_few_reconciles_never_concurrently
         settings,
         Tuning {
             concurrency: Some(4),
-            namespaces: None,
         },
     )
     .await;
@@ -290,7 +290,6 @@ async fn reconciles_at_once_never_exceed_the_plugins_concurrency() {
         settings,
         Tuning {
             concurrency: Some(2),
-            ..Tuning::default()
         },
     )
     .await;
@@ -317,4 +316,126 @@ async fn reconciles_at_once_never_exceed_the_plugins_concurrency() {
     );
     assert_eq!(host.counts("hostile-spin").unwrap().overlaps, 0);
     host.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_precondition_that_always_fails_backs_off_while_other_keys_converge() {
+    let (server, host, api) =
+        things::setup(json!({"mode": "precondition"}), Tuning::default()).await;
+    things::create(&api, "stuck", json!({"stuck": "yes"})).await;
+    let started = tokio::time::Instant::now();
+    for i in 0..100 {
+        things::create(&api, &format!("fine-{i}"), json!({})).await;
+    }
+    common::eventually(30, "100 keys to converge", || async {
+        let list = api.list(&Default::default()).await.unwrap();
+        let ready = list
+            .items
+            .iter()
+            .filter(|t| t.data["status"]["phase"] == "Ready")
+            .count();
+        (ready == 100).then_some(())
+    })
+    .await;
+    let event = warning(&server.client(), "stuck", "ConflictRetrying").await;
+    assert!(
+        event.data["note"]
+            .as_str()
+            .unwrap()
+            .contains("Thing.example.com default/stuck"),
+        "{}",
+        event.data["note"]
+    );
+    // Count the stuck key's patches over ten seconds from its first attempt.
+    tokio::time::sleep_until(started + Duration::from_secs(10)).await;
+    let patches = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "patch" && r.resource == "things" && r.name == "stuck")
+        .count();
+    // 5 ms doubling: attempts at 0, 5, 15, 35, ... 5115 ms, 10235 ms; about a dozen in 10 s.
+    assert!(
+        (5..=15).contains(&patches),
+        "{patches} patches of a key whose precondition always fails"
+    );
+    assert_eq!(host.counts("hostile-precondition").unwrap().overlaps, 0);
+    host.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Things created and then deleted in bulk; returns when every owned child is gone too.
+async fn churn(api: &Api<DynamicObject>, client: &kube::Client, n: usize) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| async move {
+            things::create(api, &format!("churn-{i}"), json!({})).await;
+        })
+        .await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let count = |list: kube::core::ObjectList<ConfigMap>| list.items.len();
+    common::eventually(600, &format!("{n} owned children"), || async {
+        let children = count(configmaps.list(&Default::default()).await.unwrap());
+        (children == n).then_some(())
+    })
+    .await;
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| async move {
+            api.delete(&format!("churn-{i}"), &Default::default())
+                .await
+                .unwrap();
+        })
+        .await;
+    common::eventually(600, "every child collected", || async {
+        let children = count(configmaps.list(&Default::default()).await.unwrap());
+        (children == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_objects_leave_nothing_behind_in_the_host() {
+    let server = ApiServer::builder().gc(true).build().unwrap();
+    let client = server.client();
+    things::install(&client).await;
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let settings = json!({"mode": "own"}).to_string();
+    let plugin = runtime
+        .load("hostile.wasm", &common::plugin_bytes("hostile"), &settings)
+        .unwrap();
+    let host = Host::new(client.clone());
+    host.upsert(
+        Arc::new(plugin),
+        Tuning {
+            concurrency: Some(8),
+        },
+    )
+    .await;
+    let api = things::api(&client);
+    churn(&api, &client, 20_000).await;
+    let thing = GroupVersionKind::gvk("example.com", "v1", "Thing");
+    let configmap = GroupVersionKind::gvk("", "v1", "ConfigMap");
+    // The informers deliver the last deletions before the applier forgets them: wait for both.
+    common::eventually(60, "the host's caches and memory to empty", || async {
+        let sizes = |gvk| host.informers().existing(gvk).map(|i| i.sizes());
+        let state = (
+            sizes(&thing),
+            sizes(&configmap),
+            host.applier().remembered(),
+        );
+        (state == (Some((0, 0)), Some((0, 0)), 0)).then_some(state)
+    })
+    .await;
+    let counts = host.counts("hostile-own").unwrap();
+    assert_eq!(
+        (counts.error, counts.terminal, counts.overlaps),
+        (0, 0, 0),
+        "{counts:?}"
+    );
+    // With no plugin left, no informer is left either.
+    host.remove("hostile-own", Duration::from_secs(5)).await;
+    assert!(
+        host.informers().kinds().is_empty(),
+        "{:?}",
+        host.informers().kinds()
+    );
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use wasmctrl::plugin::{Intent, wit};
-use wasmctrl::runtime::{Config, ErrorKind, LoadError, Plugin, Runtime};
+use wasmctrl::runtime::{Config, ErrorKind, LoadError, Overrides, Plugin, Runtime};
 use wasmctrl::view::{EmptyView, View};
 
 fn runtime() -> Runtime {
@@ -122,8 +122,13 @@ fn action_on_an_undeclared_kind_is_rejected() {
     let err = hostile(&rt, "undeclared")
         .reconcile(request(), view())
         .unwrap_err();
-    assert_eq!(err.kind.label(), "undeclared_kind", "{err}");
-    assert!(err.to_string().contains("v1/Secret"), "{err}");
+    assert_eq!(err.kind.label(), "undeclared", "{err}");
+    assert!(!err.kind.retryable(), "a declaration error is terminal");
+    assert!(
+        err.to_string()
+            .contains("apply v1/Secret default/stolen refused"),
+        "{err}"
+    );
     assert_still_serving(&rt);
 }
 
@@ -150,9 +155,18 @@ fn concurrent_reconciles_are_isolated_and_bounded() {
     })
     .unwrap();
     let counter = Arc::new(hostile(&rt, "count"));
+    // Calls long enough (a few milliseconds) that eight threads keep every instance busy.
+    let spin = rt
+        .load(
+            "hostile.wasm",
+            &common::plugin_bytes("hostile"),
+            &json!({"mode": "spin", "iterations": 2_000_000}).to_string(),
+        )
+        .map(Arc::new)
+        .unwrap();
     let threads: Vec<_> = (0..8)
         .map(|_| {
-            let counter = counter.clone();
+            let (counter, spin) = (counter.clone(), spin.clone());
             std::thread::spawn(move || {
                 for _ in 0..20 {
                     let done = counter.reconcile(request(), view()).unwrap();
@@ -162,6 +176,7 @@ fn concurrent_reconciles_are_isolated_and_bounded() {
                             status: json!({"calls": 1})
                         }
                     );
+                    spin.reconcile(request(), view()).unwrap();
                 }
             })
         })
@@ -169,6 +184,13 @@ fn concurrent_reconciles_are_isolated_and_bounded() {
     for t in threads {
         t.join().unwrap();
     }
+    // Never more than three instances at once, and more than one: the bound, not a lack of
+    // concurrency, is what held them.
+    let peak = rt.peak_instances();
+    assert!(
+        (2..=3).contains(&peak),
+        "peak of {peak} instances with a bound of 3"
+    );
 }
 
 #[test]
@@ -217,17 +239,50 @@ fn compiled_artifacts_are_cached_on_disk() {
         ..Config::default()
     };
     let bytes = common::plugin_bytes("virtualmachine");
-    let first = Runtime::new(config.clone())
-        .unwrap()
-        .load("vm", &bytes, "{}")
-        .unwrap();
+    let first_rt = Runtime::new(config.clone()).unwrap();
+    let first = first_rt.load("vm", &bytes, "{}").unwrap();
+    assert_eq!(first_rt.artifact_stats().compiled, 1);
     let cached: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(cached.len(), 1, "one artifact per content hash");
     // A second process (runtime) loads from the artifact instead of compiling.
-    let second = Runtime::new(config)
-        .unwrap()
-        .load("vm", &bytes, "{}")
-        .unwrap();
+    let second_rt = Runtime::new(config).unwrap();
+    let second = second_rt.load("vm", &bytes, "{}").unwrap();
+    let stats = second_rt.artifact_stats();
+    assert_eq!((stats.compiled, stats.from_disk), (0, 1), "{stats:?}");
     assert_eq!(first.digest(), second.digest());
     assert_eq!(second.manifest().name, "virtualmachine");
+    assert!(second.reconcile(request(), view()).is_ok());
+}
+
+#[test]
+fn a_plugins_own_deadline_and_namespaces_come_from_its_overrides() {
+    let rt = runtime();
+    let overrides = |mode: &str, deadline_ms: u64| Overrides {
+        settings: json!({ "mode": mode }).to_string(),
+        namespaces: Some(vec!["team-a".into()]),
+        deadline: Some(std::time::Duration::from_millis(deadline_ms)),
+    };
+    let bytes = common::plugin_bytes("hostile");
+    let looping = rt
+        .load_with("hostile.wasm", &bytes, &overrides("loop", 100))
+        .unwrap();
+    let started = Instant::now();
+    let err = looping.reconcile(request(), view()).unwrap_err();
+    assert!(
+        matches!(err.kind, ErrorKind::Timeout(d) if d.as_millis() == 100),
+        "{err}"
+    );
+    // The runtime's default is 2 s; the plugin's own 100 ms is what ended the call.
+    assert!(
+        started.elapsed().as_millis() < 1000,
+        "{:?}",
+        started.elapsed()
+    );
+    let narrowed = rt
+        .load_with("hostile.wasm", &bytes, &overrides("ok", 100))
+        .unwrap();
+    assert_eq!(narrowed.scope().namespaces().to_string(), "[team-a]");
+    // `request()` is in namespace default: outside the operator's narrowing.
+    let err = narrowed.reconcile(request(), view()).unwrap_err();
+    assert_eq!(err.kind.label(), "undeclared", "{err}");
 }

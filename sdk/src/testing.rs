@@ -1,5 +1,10 @@
 //! A native stand-in for the host, so `cargo test -p <plugin>` tests a plugin without wasm.
 //!
+//! It makes the host's own scope checks (the shared `wasmctrl-scope` crate): a cache read or an
+//! action outside the kinds, namespaces and labels the manifest declares (narrowed by
+//! [`Harness::namespaces`], as an operator's config would) fails the reconcile with a terminal
+//! error naming what was refused, as it fails on the host.
+//!
 //! SQL goes to a stand-in function given with [`Harness::sql`]; every statement is recorded for
 //! [`Harness::statements`], and a database the manifest did not declare is refused as the host
 //! refuses it.
@@ -14,8 +19,12 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use wasmctrl_scope::{Kind, Namespaces, Refusal, Scope, Selector, Verb};
+
 use crate::sql::{Rows, SqlError, Statement};
-use crate::{Context, Error, Gvk, Host, Level, Manifest, Outcome, Reconciler, Request, Settings};
+use crate::{
+    Action, Context, Error, Gvk, Host, Level, Manifest, Outcome, Reconciler, Request, Settings,
+};
 
 /// Answers the plugin's SQL in tests: `(database, statements) -> one Rows per statement`.
 pub type SqlStandIn = Box<dyn Fn(&str, &[Statement]) -> Result<Vec<Rows>, SqlError>>;
@@ -42,8 +51,11 @@ pub struct Harness {
     now: Option<String>,
     sql: Option<SqlStandIn>,
     statements: RefCell<Vec<(String, Statement)>>,
-    // The capabilities of the plugin being run, for the same check the host makes.
-    capabilities: RefCell<Vec<String>>,
+    // The operator's narrowing of the plugin's namespaces.
+    namespaces: Option<Vec<String>>,
+    // The scope of the plugin being run, and the first read it refused.
+    scope: RefCell<Option<Scope>>,
+    refused: RefCell<Option<Refusal>>,
 }
 
 impl fmt::Debug for Harness {
@@ -72,6 +84,12 @@ impl Harness {
     /// The time the host reports (RFC 3339).
     pub fn now(mut self, now: &str) -> Self {
         self.now = Some(now.into());
+        self
+    }
+
+    /// Narrows the plugin's namespaces to these, as an operator's config does.
+    pub fn namespaces<S: AsRef<str>>(mut self, namespaces: &[S]) -> Self {
+        self.namespaces = Some(namespaces.iter().map(|n| n.as_ref().to_string()).collect());
         self
     }
 
@@ -130,14 +148,59 @@ impl Harness {
     }
 
     /// Reconciles a hand-built request; settings and clock are filled in from the harness.
+    /// Fails as the host would when the plugin reads or asks for anything outside its scope.
     pub fn run<R: Reconciler>(&self, mut request: Request) -> Result<Outcome, Error> {
         request.settings = self.settings.to_string();
         if let Some(now) = &self.now {
             request.now = now.clone();
         }
         let manifest = self.manifest::<R>().map_err(Error::terminal)?;
-        *self.capabilities.borrow_mut() = manifest.capabilities;
-        R::reconcile(&request, &Context::new(self))
+        let scope = scope_of(&manifest, self.namespaces.as_deref()).map_err(Error::terminal)?;
+        if !scope.reconciles_in(&request.namespace) {
+            return Err(Error::terminal(format!(
+                "test harness: {} is outside the plugin's namespaces {}; the host never queues it",
+                request.key(),
+                scope.namespaces()
+            )));
+        }
+        *self.scope.borrow_mut() = Some(scope);
+        self.refused.borrow_mut().take();
+        let outcome = R::reconcile(&request, &Context::new(self));
+        if let Some(refusal) = self.refused.borrow_mut().take() {
+            return Err(Error::terminal(format!("cache read {refusal}")));
+        }
+        let outcome = outcome?;
+        if let Some(scope) = self.scope.borrow().as_ref() {
+            for (index, action) in outcome.actions.iter().enumerate() {
+                check_action(scope, &request, action)
+                    .map_err(|refusal| Error::terminal(format!("action {index}: {refusal}")))?;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Checks a read against the running plugin's scope, recording a refusal.
+    fn check_read<T>(
+        &self,
+        verb: Verb,
+        kind: &Gvk,
+        namespace: &str,
+        name: &str,
+        read: impl FnOnce(&wasmctrl_scope::Reads<'_>) -> Result<T, Refusal>,
+    ) -> Result<T, String> {
+        let scope = self.scope.borrow();
+        let Some(scope) = scope.as_ref() else {
+            return Err("test harness: the cache is read only during reconcile".into());
+        };
+        let kind = Kind::new(&kind.group, &kind.version, &kind.kind);
+        let result = scope
+            .check_read(verb, &kind, namespace, name)
+            .and_then(|reads| read(&reads));
+        result.map_err(|refusal| {
+            let message = refusal.to_string();
+            self.refused.borrow_mut().get_or_insert(refusal);
+            message
+        })
     }
 
     /// Everything logged so far.
@@ -170,24 +233,42 @@ impl Host for Harness {
     }
 
     fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String> {
-        Ok(self
-            .kind_objects(kind)
-            .find(|((ns, n), _)| ns == namespace && n == name)
-            .map(|(_, o)| o.to_string()))
+        self.check_read(Verb::Get, kind, namespace, name, |reads| {
+            let found = self
+                .kind_objects(kind)
+                .find(|((ns, n), _)| ns == namespace && n == name);
+            match found {
+                None => Ok(None),
+                Some((_, o)) if reads.admits(namespace, &o["metadata"]["labels"]) => {
+                    Ok(Some(o.to_string()))
+                }
+                Some(_) => Err(Refusal {
+                    verb: Verb::Get,
+                    kind: Kind::new(&kind.group, &kind.version, &kind.kind),
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    reason: format!(
+                        "its labels are outside the declared selector ({})",
+                        reads.selectors()
+                    ),
+                }),
+            }
+        })
     }
 
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
-        let requirements = parse_equality_selector(labels)?;
-        Ok(self
-            .kind_objects(kind)
-            .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
-            .filter(|(_, o)| {
-                requirements
-                    .iter()
-                    .all(|r| r.matches(&o["metadata"]["labels"]))
-            })
-            .map(|(_, o)| o.to_string())
-            .collect())
+        let selector = Selector::parse(labels).map_err(|e| e.to_string())?;
+        self.check_read(Verb::List, kind, namespace, "", |reads| {
+            Ok(self
+                .kind_objects(kind)
+                .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
+                .filter(|((ns, _), o)| {
+                    let labels = &o["metadata"]["labels"];
+                    selector.matches(labels) && reads.admits(ns, labels)
+                })
+                .map(|(_, o)| o.to_string())
+                .collect())
+        })
     }
 
     fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
@@ -196,11 +277,12 @@ impl Host for Harness {
             sqlstate: None,
             transient: false,
         };
+        let capability = format!("sql:{database}");
         if !self
-            .capabilities
+            .scope
             .borrow()
-            .iter()
-            .any(|c| c.strip_prefix("sql:") == Some(database))
+            .as_ref()
+            .is_some_and(|s| s.has_capability(&capability))
         {
             return Err(refuse(format!(
                 "the manifest does not declare the capability sql:{database}"
@@ -218,45 +300,67 @@ impl Host for Harness {
     }
 }
 
-/// One term of an equality-based label selector.
-enum Requirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    Exists(String),
-    Absent(String),
+/// The plugin's scope as the host derives it from the manifest (see the host's
+/// `plugin::Manifest::scope`), narrowed to the operator's namespaces.
+fn scope_of(manifest: &Manifest, narrowed: Option<&[String]>) -> Result<Scope, String> {
+    let kind = |g: &Gvk| Kind::new(&g.group, &g.version, &g.kind);
+    let selector = |s: &str| Selector::parse(s).map_err(|e| e.to_string());
+    let mut namespaces = Namespaces::declared(&manifest.watches.selector.namespaces);
+    if let Some(narrowed) = narrowed {
+        namespaces = namespaces.intersect(&Namespaces::declared(narrowed));
+    }
+    let watched = &manifest.watches;
+    let mut scope = Scope::new(
+        kind(&watched.kind),
+        namespaces,
+        selector(&watched.selector.labels)?,
+    );
+    for owned in &manifest.owns {
+        scope = scope.owns(kind(owned));
+    }
+    for read in &manifest.reads {
+        let labels = selector(&read.selector.labels)?;
+        scope = scope.reads(kind(&read.kind), &read.selector.namespaces, labels);
+    }
+    for written in &manifest.writes {
+        scope = scope.writes(kind(written));
+    }
+    for capability in &manifest.capabilities {
+        scope = scope.capability(capability);
+    }
+    Ok(scope)
 }
 
-impl Requirement {
-    fn matches(&self, labels: &serde_json::Value) -> bool {
-        match self {
-            Requirement::Equals(k, v) => labels[k].as_str() == Some(v),
-            Requirement::NotEquals(k, v) => labels[k].as_str() != Some(v),
-            Requirement::Exists(k) => labels.get(k).is_some(),
-            Requirement::Absent(k) => labels.get(k).is_none(),
+/// The host's scope check of one action (the host's `plugin::check_actions` makes the same
+/// calls on the same rules).
+fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(), Refusal> {
+    let reconciled = &request.namespace;
+    let on_target = |verb, api_version: &str, kind: &str, namespace: &str, name: &str| {
+        let kind = Kind::from_api_version(api_version, kind);
+        scope.check_write(verb, &kind, namespace, name, reconciled)
+    };
+    let on_self = |verb| scope.check_reconciled(verb, reconciled, &request.name);
+    match action {
+        Action::Apply(json) => {
+            // A malformed object is the host's to report; only its scope is checked here.
+            let Ok(object) = serde_json::from_str::<serde_json::Value>(json) else {
+                return Ok(());
+            };
+            let Ok((kind, namespace, name)) = wasmctrl_scope::object_id(&object) else {
+                return Ok(());
+            };
+            scope.check_write(Verb::Apply, &kind, &namespace, &name, reconciled)
         }
-    }
-}
-
-/// The stand-in understands equality-based selectors; set-based ones (`in`, `notin`) are refused
-/// with a clear message rather than silently matched wrong.
-fn parse_equality_selector(selector: &str) -> Result<Vec<Requirement>, String> {
-    let mut out = Vec::new();
-    for term in selector.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        if term.contains(" in ") || term.contains(" notin ") {
-            return Err(format!(
-                "test harness: set-based selector `{term}` is not supported"
-            ));
+        Action::Patch(p) => {
+            let t = &p.target;
+            on_target(Verb::Patch, &t.api_version, &t.kind, &t.namespace, &t.name)
         }
-        let req = if let Some((k, v)) = term.split_once("!=") {
-            Requirement::NotEquals(k.trim().into(), v.trim().into())
-        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            Requirement::Equals(k.trim().into(), v.trim().into())
-        } else if let Some(k) = term.strip_prefix('!') {
-            Requirement::Absent(k.trim().into())
-        } else {
-            Requirement::Exists(term.into())
-        };
-        out.push(req);
+        Action::Delete(t) => {
+            on_target(Verb::Delete, &t.api_version, &t.kind, &t.namespace, &t.name)
+        }
+        Action::UpdateStatus(_) => on_self(Verb::UpdateStatus),
+        Action::AddFinalizer(_) => on_self(Verb::AddFinalizer),
+        Action::RemoveFinalizer(_) => on_self(Verb::RemoveFinalizer),
+        Action::EmitEvent(_) => on_self(Verb::EmitEvent),
     }
-    Ok(out)
 }

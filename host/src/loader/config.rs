@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::plugin::Manifest;
+use crate::runtime::Overrides;
 
 /// Config file extensions, in the order they are looked for beside a `.wasm`.
 pub const EXTENSIONS: [&str; 4] = ["toml", "yaml", "yml", "json"];
@@ -78,6 +79,15 @@ impl PluginConfig {
     /// The per-call deadline, if the operator set one.
     pub fn deadline(&self) -> Option<Duration> {
         self.deadline_ms.map(Duration::from_millis)
+    }
+
+    /// What the runtime needs of this config to load the plugin under it.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            settings: self.settings_json(),
+            namespaces: self.namespaces.clone(),
+            deadline: self.deadline(),
+        }
     }
 
     fn validate(&self) -> Result<(), String> {

@@ -271,7 +271,7 @@ impl Directory {
             return Attempt::Unchanged;
         }
         let source = path.display().to_string();
-        let plugin = match self.runtime.load(&source, bytes, &config.settings_json()) {
+        let plugin = match self.runtime.load_with(&source, bytes, &config.overrides()) {
             Ok(plugin) => plugin,
             Err(e) => return Attempt::Failed(e.to_string()),
         };

@@ -1,9 +1,11 @@
-//! Turning a plugin's actions into checked [`Intent`]s: parsed, limited to declared kinds, with
-//! owner references added to owned children. Nothing reaches the API server unchecked.
+//! Turning a plugin's actions into checked [`Intent`]s: parsed, limited to the kinds and
+//! namespaces the plugin's [`Scope`] allows, with owner references added to owned children.
+//! Nothing reaches the API server unchecked.
 
 use kube::core::GroupVersionKind;
 use serde::Serialize;
 use serde_json::{Value, json};
+use wasmctrl_scope::{Kind, Refusal, Scope, Verb};
 
 use super::{Manifest, wit};
 
@@ -25,14 +27,8 @@ pub struct Target {
 impl Target {
     /// The target's group/version/kind.
     pub fn gvk(&self) -> GroupVersionKind {
-        gvk_of(&self.api_version, &self.kind)
-    }
-}
-
-fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
-    match api_version.split_once('/') {
-        Some((group, version)) => GroupVersionKind::gvk(group, version, kind),
-        None => GroupVersionKind::gvk("", api_version, kind),
+        let kind = Kind::from_api_version(&self.api_version, &self.kind);
+        GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
     }
 }
 
@@ -109,36 +105,34 @@ pub enum ActionError {
         /// What is wrong.
         reason: String,
     },
-    /// The action names a kind the manifest did not declare for writing.
-    #[error(
-        "action {index} ({action}) targets {kind}, which the manifest does not declare as watched, owned or writable"
-    )]
-    Undeclared {
+    /// The action is outside what the plugin declared (kind or namespace).
+    #[error("action {index}: {refusal}")]
+    Refused {
         /// Position in the result.
         index: usize,
-        /// Action name.
-        action: &'static str,
-        /// `group/version/kind` of the target.
-        kind: String,
+        /// What was refused and why.
+        refusal: Refusal,
     },
 }
 
-fn action_name(a: &wit::Action) -> &'static str {
+/// The contract's verb for an action.
+pub fn verb(a: &wit::Action) -> Verb {
     match a {
-        wit::Action::Apply(_) => "apply",
-        wit::Action::Patch(_) => "patch",
-        wit::Action::Delete(_) => "delete",
-        wit::Action::UpdateStatus(_) => "update-status",
-        wit::Action::AddFinalizer(_) => "add-finalizer",
-        wit::Action::RemoveFinalizer(_) => "remove-finalizer",
-        wit::Action::EmitEvent(_) => "emit-event",
+        wit::Action::Apply(_) => Verb::Apply,
+        wit::Action::Patch(_) => Verb::Patch,
+        wit::Action::Delete(_) => Verb::Delete,
+        wit::Action::UpdateStatus(_) => Verb::UpdateStatus,
+        wit::Action::AddFinalizer(_) => Verb::AddFinalizer,
+        wit::Action::RemoveFinalizer(_) => Verb::RemoveFinalizer,
+        wit::Action::EmitEvent(_) => Verb::EmitEvent,
     }
 }
 
-/// Checks every action against the manifest and the request; the first bad one refuses all,
-/// so a plugin never gets half its intent applied because of a mistake later in the list.
+/// Checks every action against the plugin's scope and the request; the first bad one refuses
+/// all, so a plugin never gets half its intent applied because of a mistake later in the list.
 pub fn check_actions(
     manifest: &Manifest,
+    scope: &Scope,
     request: &wit::Request,
     actions: &[wit::Action],
 ) -> Result<Vec<Intent>, ActionError> {
@@ -158,31 +152,35 @@ pub fn check_actions(
         .iter()
         .enumerate()
         .map(|(index, action)| {
-            let name = action_name(action);
+            let verb = verb(action);
             let malformed = |reason: String| ActionError::Malformed {
                 index,
-                action: name,
+                action: verb.as_str(),
                 reason,
             };
             let writable = |target: &Target| {
-                let kind = target.gvk();
-                if manifest.can_write(&kind) {
-                    Ok(())
-                } else {
-                    let kind = format!("{}/{}", target.api_version, target.kind);
-                    Err(ActionError::Undeclared {
-                        index,
-                        action: name,
-                        kind,
-                    })
-                }
+                let kind = Kind::from_api_version(&target.api_version, &target.kind);
+                scope
+                    .check_write(
+                        verb,
+                        &kind,
+                        &target.namespace,
+                        &target.name,
+                        &request.namespace,
+                    )
+                    .map_err(|refusal| ActionError::Refused { index, refusal })
             };
-            let needs_object =
-                || {
-                    request.object.as_ref().map(|_| ()).ok_or_else(|| {
-                        malformed(format!("{} no longer exists", request_key(request)))
-                    })
-                };
+            // Status, finalizers and events act on the reconciled object itself, which must be
+            // in the plugin's namespaces (the controller only queues such keys; this holds the
+            // line for any other caller).
+            let needs_object = || {
+                request.object.as_ref().ok_or_else(|| {
+                    malformed(format!("{} no longer exists", request_key(request)))
+                })?;
+                scope
+                    .check_reconciled(verb, &request.namespace, &request.name)
+                    .map_err(|refusal| ActionError::Refused { index, refusal })
+            };
             Ok(match action {
                 wit::Action::Apply(json) => {
                     let mut object: Value = parse(json).map_err(&malformed)?;
@@ -272,20 +270,12 @@ fn parse(json: &str) -> Result<Value, String> {
 }
 
 fn target_of(object: &Value) -> Result<Target, String> {
-    let field = |v: &Value, name: &str| {
-        v.as_str()
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .ok_or(format!("object has no {name}"))
-    };
+    let (kind, namespace, name) = wasmctrl_scope::object_id(object)?;
     Ok(Target {
-        api_version: field(&object["apiVersion"], "apiVersion")?,
-        kind: field(&object["kind"], "kind")?,
-        namespace: object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .into(),
-        name: field(&object["metadata"]["name"], "metadata.name")?,
+        api_version: kind.api_version(),
+        kind: kind.kind,
+        namespace,
+        name,
     })
 }
 
@@ -370,7 +360,13 @@ mod tests {
 
     #[test]
     fn owned_children_get_a_controller_owner_reference() {
-        let intents = check_actions(&manifest(), &request(), &[wit::Action::Apply(pod())]).unwrap();
+        let intents = check_actions(
+            &manifest(),
+            &manifest().scope(None),
+            &request(),
+            &[wit::Action::Apply(pod())],
+        )
+        .unwrap();
         let Intent::Apply { object, target } = &intents[0] else {
             panic!()
         };
@@ -386,9 +382,10 @@ mod tests {
             wit::Action::Apply(pod()),
             wit::Action::Apply(secret.to_string()),
         ];
-        let err = check_actions(&manifest(), &request(), &actions).unwrap_err();
+        let err =
+            check_actions(&manifest(), &manifest().scope(None), &request(), &actions).unwrap_err();
         assert!(
-            matches!(err, ActionError::Undeclared { index: 1, .. }),
+            matches!(err, ActionError::Refused { index: 1, .. }),
             "{err}"
         );
         let read_only = wit::Action::Delete(wit::ObjectRef {
@@ -398,9 +395,65 @@ mod tests {
             name: "c".into(),
         });
         assert!(matches!(
-            check_actions(&manifest(), &request(), &[read_only]),
-            Err(ActionError::Undeclared { .. })
+            check_actions(
+                &manifest(),
+                &manifest().scope(None),
+                &request(),
+                &[read_only]
+            ),
+            Err(ActionError::Refused { .. })
         ));
+    }
+
+    #[test]
+    fn actions_outside_the_plugins_namespaces_refuse_the_whole_result() {
+        let m = manifest();
+        let scope = m.scope(Some(&["ns".to_string()]));
+        let patch = |namespace: &str| {
+            wit::Action::Patch(wit::Patch {
+                target: wit::ObjectRef {
+                    api_version: "apps/v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: namespace.into(),
+                    name: "d".into(),
+                },
+                body: wit::PatchBody::Merge("{}".into()),
+            })
+        };
+        let elsewhere_pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "other", "name": "p"}});
+        let delete = wit::Action::Delete(wit::ObjectRef {
+            api_version: "example.com/v1".into(),
+            kind: "Thing".into(),
+            namespace: "other".into(),
+            name: "t2".into(),
+        });
+        for (action, verb) in [
+            (patch("other"), Verb::Patch),
+            (wit::Action::Apply(elsewhere_pod.to_string()), Verb::Apply),
+            (delete, Verb::Delete),
+        ] {
+            let actions = [wit::Action::UpdateStatus("{}".into()), action];
+            let err = check_actions(&m, &scope, &request(), &actions).unwrap_err();
+            let ActionError::Refused { index, refusal } = err else {
+                panic!("{err}")
+            };
+            assert_eq!(
+                (index, refusal.verb, refusal.namespace.as_str()),
+                (1, verb, "other")
+            );
+        }
+        assert!(check_actions(&m, &scope, &request(), &[patch("ns"), patch("")]).is_ok());
+        // A key outside the plugin's namespaces gets nothing done to it at all.
+        let mut stray = request();
+        stray.namespace = "other".into();
+        let err = check_actions(
+            &m,
+            &scope,
+            &stray,
+            &[wit::Action::UpdateStatus("{}".into())],
+        );
+        assert!(matches!(err, Err(ActionError::Refused { .. })), "{err:?}");
     }
 
     #[test]
@@ -421,13 +474,15 @@ mod tests {
             }),
         ];
         for action in cases {
-            let err = check_actions(&manifest(), &request(), &[action]).unwrap_err();
+            let err = check_actions(&manifest(), &manifest().scope(None), &request(), &[action])
+                .unwrap_err();
             assert!(matches!(err, ActionError::Malformed { .. }), "{err}");
         }
         let mut gone = request();
         gone.object = None;
         let err = check_actions(
             &manifest(),
+            &manifest().scope(None),
             &gone,
             &[wit::Action::UpdateStatus("{}".into())],
         );

@@ -1,6 +1,7 @@
 //! A plugin's validated manifest: what it watches, owns, reads and writes.
 
 use kube::core::GroupVersionKind;
+use wasmctrl_scope::{Kind, Namespaces, Scope};
 
 use super::wit;
 use crate::selector::{ParseError, Selector};
@@ -24,11 +25,24 @@ pub struct Manifest {
     /// Owned child kinds.
     pub owns: Vec<GroupVersionKind>,
     /// Related kinds read from the cache, with their selectors and triggers.
-    pub reads: Vec<(GroupVersionKind, Selector, Option<wit::Mapping>)>,
+    pub reads: Vec<Read>,
     /// Kinds writable without owning them.
     pub writes: Vec<GroupVersionKind>,
     /// Requested capabilities (`sql:<db>`).
     pub capabilities: Vec<String>,
+}
+
+/// A kind the plugin reads from the cache (`reads` in the manifest).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    /// The kind.
+    pub kind: GroupVersionKind,
+    /// Namespaces it is read in; empty for the plugin's own.
+    pub namespaces: Vec<String>,
+    /// Which objects.
+    pub selector: Selector,
+    /// How its events map to keys of the watched kind; `None`: read only.
+    pub trigger: Option<wit::Mapping>,
 }
 
 /// Why a manifest was refused.
@@ -121,11 +135,12 @@ impl Manifest {
                 .reads
                 .iter()
                 .map(|r| {
-                    Ok((
-                        gvk("reads.kind", &r.kind)?,
-                        selector("reads.selector.labels", &r.selector.labels)?,
-                        r.trigger.clone(),
-                    ))
+                    Ok(Read {
+                        kind: gvk("reads.kind", &r.kind)?,
+                        namespaces: r.selector.namespaces.clone(),
+                        selector: selector("reads.selector.labels", &r.selector.labels)?,
+                        trigger: r.trigger.clone(),
+                    })
                 })
                 .collect::<Result<_, ManifestError>>()?,
             writes: m
@@ -151,15 +166,33 @@ impl Manifest {
         self.owns.contains(kind)
     }
 
-    /// The watched kind, owned kinds and `reads` may be read from the cache.
-    pub fn can_read(&self, kind: &GroupVersionKind) -> bool {
-        *kind == self.kind || self.owns(kind) || self.reads.iter().any(|(k, _, _)| k == kind)
+    /// What the plugin may touch, its namespaces narrowed to `narrowed` when the operator
+    /// gave any (a config can only narrow: see `loader::PluginConfig::check_narrows`).
+    pub fn scope(&self, narrowed: Option<&[String]>) -> Scope {
+        let mut namespaces = Namespaces::declared(&self.namespaces);
+        if let Some(narrowed) = narrowed {
+            namespaces = namespaces.intersect(&Namespaces::declared(narrowed));
+        }
+        let mut scope = Scope::new(kind(&self.kind), namespaces, self.selector.clone());
+        for owned in &self.owns {
+            scope = scope.owns(kind(owned));
+        }
+        for read in &self.reads {
+            scope = scope.reads(kind(&read.kind), &read.namespaces, read.selector.clone());
+        }
+        for written in &self.writes {
+            scope = scope.writes(kind(written));
+        }
+        for capability in &self.capabilities {
+            scope = scope.capability(capability);
+        }
+        scope
     }
+}
 
-    /// The watched kind, owned kinds and `writes` may be applied, patched and deleted.
-    pub fn can_write(&self, kind: &GroupVersionKind) -> bool {
-        *kind == self.kind || self.owns(kind) || self.writes.contains(kind)
-    }
+/// The scope crate's kind for a kube one.
+pub fn kind(gvk: &GroupVersionKind) -> Kind {
+    Kind::new(&gvk.group, &gvk.version, &gvk.kind)
 }
 
 #[cfg(test)]
@@ -202,16 +235,34 @@ pub(crate) mod tests {
 
     #[test]
     fn grants_follow_the_declaration() {
+        use wasmctrl_scope::Verb;
         let m = Manifest::from_wit(&sample()).unwrap();
-        let (thing, pod) = (m.kind.clone(), GroupVersionKind::gvk("", "v1", "Pod"));
-        let cm = GroupVersionKind::gvk("", "v1", "ConfigMap");
-        let deploy = GroupVersionKind::gvk("apps", "v1", "Deployment");
-        let secret = GroupVersionKind::gvk("", "v1", "Secret");
-        assert!(m.can_read(&thing) && m.can_read(&pod) && m.can_read(&cm));
-        assert!(!m.can_read(&deploy) && !m.can_read(&secret));
-        assert!(m.can_write(&thing) && m.can_write(&pod) && m.can_write(&deploy));
-        assert!(!m.can_write(&cm) && !m.can_write(&secret));
+        let scope = m.scope(None);
+        let thing = kind(&m.kind);
+        let pod = Kind::new("", "v1", "Pod");
+        let cm = Kind::new("", "v1", "ConfigMap");
+        let deploy = Kind::new("apps", "v1", "Deployment");
+        let secret = Kind::new("", "v1", "Secret");
+        let read = |k: &Kind| scope.check_read(Verb::Get, k, "ns", "x").is_ok();
+        let write = |k: &Kind| scope.check_write(Verb::Patch, k, "ns", "x", "ns").is_ok();
+        assert!(read(&thing) && read(&pod) && read(&cm));
+        assert!(!read(&deploy) && !read(&secret));
+        assert!(write(&thing) && write(&pod) && write(&deploy));
+        assert!(!write(&cm) && !write(&secret));
         assert_eq!(m.field_manager(), "wasmctrl/sample");
+        // The operator's namespaces narrow every path.
+        let narrowed = m.scope(Some(&["team-a".to_string()]));
+        assert!(narrowed.check_read(Verb::Get, &cm, "team-b", "x").is_err());
+        assert!(
+            narrowed
+                .check_write(Verb::Patch, &deploy, "team-b", "x", "team-a")
+                .is_err()
+        );
+        assert!(
+            narrowed
+                .check_write(Verb::Patch, &deploy, "team-a", "x", "team-a")
+                .is_ok()
+        );
     }
 
     #[test]

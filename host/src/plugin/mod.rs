@@ -7,4 +7,4 @@ mod manifest;
 
 pub use bindings::wasmctrl::plugin::types as wit;
 pub use intent::{ActionError, Intent, Target, check_actions};
-pub use manifest::{Manifest, ManifestError};
+pub use manifest::{Manifest, ManifestError, Read, kind};

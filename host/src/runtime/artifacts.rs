@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -17,6 +18,23 @@ pub(crate) struct Artifacts {
     dir: Option<PathBuf>,
     engine_tag: String,
     compiled: Mutex<HashMap<String, Component>>,
+    stats: Stats,
+}
+
+/// Where compiled components came from, since the runtime started.
+#[derive(Debug, Default)]
+struct Stats {
+    compiled: AtomicU64,
+    from_disk: AtomicU64,
+}
+
+/// How often loading a plugin compiled it, and how often the disk cache spared that.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArtifactStats {
+    /// Components compiled with Cranelift.
+    pub compiled: u64,
+    /// Components deserialized from the on-disk cache instead.
+    pub from_disk: u64,
 }
 
 /// The sha256 of a plugin's bytes, hex-encoded: its identity for caching and for logs.
@@ -34,6 +52,14 @@ impl Artifacts {
             dir,
             engine_tag,
             compiled: Mutex::new(HashMap::new()),
+            stats: Stats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> ArtifactStats {
+        ArtifactStats {
+            compiled: self.stats.compiled.load(Ordering::Relaxed),
+            from_disk: self.stats.from_disk.load(Ordering::Relaxed),
         }
     }
 
@@ -48,9 +74,13 @@ impl Artifacts {
             return Ok(c.clone());
         }
         let component = match self.load_from_disk(engine, digest) {
-            Some(c) => c,
+            Some(c) => {
+                self.stats.from_disk.fetch_add(1, Ordering::Relaxed);
+                c
+            }
             None => {
                 let c = Component::new(engine, bytes)?;
+                self.stats.compiled.fetch_add(1, Ordering::Relaxed);
                 self.store_on_disk(digest, &c);
                 c
             }

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use wasmctrl_scope::Refusal;
+
 use crate::plugin::{ActionError, ManifestError};
 
 /// A reconcile that did not produce checked intents.
@@ -49,9 +51,13 @@ pub enum ErrorKind {
         /// The cap.
         limit: usize,
     },
-    /// An action was malformed or targeted an undeclared kind.
+    /// An action was malformed or outside the plugin's declared scope.
     #[error(transparent)]
     Action(#[from] ActionError),
+    /// A cache read was outside the plugin's declared scope (kind, namespace or labels). The
+    /// whole reconcile fails even if the plugin went on without the answer.
+    #[error("cache read {0}")]
+    Read(Refusal),
     /// The sandbox could not be set up (instance pool exhausted, ...).
     #[error("sandbox: {0}")]
     Sandbox(String),
@@ -71,22 +77,35 @@ impl ErrorKind {
             ErrorKind::Timeout(_) => "timeout",
             ErrorKind::Memory { .. } => "memory",
             ErrorKind::ResultTooLarge { .. } => "result_too_large",
-            ErrorKind::Action(ActionError::Undeclared { .. }) => "undeclared_kind",
+            ErrorKind::Action(ActionError::Refused { .. }) | ErrorKind::Read(_) => "undeclared",
             ErrorKind::Action(ActionError::Malformed { .. }) => "malformed_action",
             ErrorKind::Sandbox(_) => "sandbox",
         }
     }
 
-    /// Whether retrying the same input could succeed. Only the plugin's own terminal errors are
-    /// final; traps and timeouts may depend on cache contents and are retried with backoff.
+    /// Whether retrying the same input could succeed. The plugin's own terminal errors and
+    /// declaration errors (asking for something it did not declare, or malformed actions) are
+    /// final for this version of the object; traps and timeouts may depend on cache contents
+    /// and are retried with backoff.
     pub fn retryable(&self) -> bool {
         !matches!(
             self,
             ErrorKind::Plugin {
                 retryable: false,
                 ..
-            }
+            } | ErrorKind::Action(_)
+                | ErrorKind::Read(_)
         )
+    }
+
+    /// What was refused, when the plugin asked for something outside its scope.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            ErrorKind::Action(ActionError::Refused { refusal, .. }) | ErrorKind::Read(refusal) => {
+                Some(refusal)
+            }
+            _ => None,
+        }
     }
 }
 

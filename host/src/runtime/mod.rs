@@ -19,8 +19,9 @@ use wasmtime::{
     Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
 };
 
-pub use artifacts::digest;
+pub use artifacts::{ArtifactStats, digest};
 pub use error::{Error, ErrorKind, LoadError};
+use wasmctrl_scope::Scope;
 
 use crate::plugin::bindings::{Plugin as Bindings, PluginPre};
 use crate::plugin::{Intent, Manifest, check_actions, wit};
@@ -64,6 +65,18 @@ impl Default for Config {
             databases: Databases::default(),
         }
     }
+}
+
+/// What the operator sets for one plugin (its config file): settings, narrower namespaces, a
+/// deadline of its own.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// Settings (JSON) handed to `manifest()` and every reconcile; empty for none.
+    pub settings: String,
+    /// Only these of the manifest's namespaces.
+    pub namespaces: Option<Vec<String>>,
+    /// This plugin's per-call deadline instead of [`Config::deadline`].
+    pub deadline: Option<Duration>,
 }
 
 /// The engine, linker and limits shared by every plugin. Cheap to clone.
@@ -119,9 +132,34 @@ impl Runtime {
         &self.inner.config
     }
 
+    /// How plugins were compiled (or not) since the runtime started.
+    pub fn artifact_stats(&self) -> ArtifactStats {
+        self.inner.artifacts.stats()
+    }
+
+    /// The most instances that were ever alive at once (never above
+    /// [`Config::max_instances`]).
+    pub fn peak_instances(&self) -> usize {
+        self.inner.permits.peak()
+    }
+
     /// Compiles (or fetches from cache), links and validates a plugin, then asks it for its
     /// manifest under `settings` (JSON). `source` names it in errors (usually the file path).
     pub fn load(&self, source: &str, bytes: &[u8], settings: &str) -> Result<Plugin, LoadError> {
+        let overrides = Overrides {
+            settings: settings.to_string(),
+            ..Overrides::default()
+        };
+        self.load_with(source, bytes, &overrides)
+    }
+
+    /// [`load`](Self::load) with the operator's overrides for this plugin.
+    pub fn load_with(
+        &self,
+        source: &str,
+        bytes: &[u8],
+        overrides: &Overrides,
+    ) -> Result<Plugin, LoadError> {
         let source_name = source.to_string();
         let digest = digest(bytes);
         let component = self
@@ -140,9 +178,11 @@ impl Runtime {
             runtime: self.clone(),
             pre,
             manifest: Arc::new(placeholder_manifest()),
+            scope: None,
             name: Arc::from(source),
             digest,
-            settings: settings.to_string(),
+            settings: overrides.settings.clone(),
+            deadline: overrides.deadline.unwrap_or(self.inner.config.deadline),
         };
         let wit_manifest = plugin
             .call_manifest()
@@ -166,6 +206,7 @@ impl Runtime {
             }
         }
         plugin.name = Arc::from(manifest.name.as_str());
+        plugin.scope = Some(Arc::new(manifest.scope(overrides.namespaces.as_deref())));
         plugin.manifest = Arc::new(manifest);
         Ok(plugin)
     }
@@ -195,9 +236,12 @@ pub struct Plugin {
     runtime: Runtime,
     pre: PluginPre<State>,
     manifest: Arc<Manifest>,
+    /// What it may touch; `None` only while `manifest()` runs during [`Runtime::load_with`].
+    scope: Option<Arc<Scope>>,
     name: Arc<str>,
     digest: String,
     settings: String,
+    deadline: Duration,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -226,6 +270,19 @@ impl Plugin {
         &self.settings
     }
 
+    /// What this version may touch: its manifest narrowed by the operator's config.
+    pub fn scope(&self) -> &Scope {
+        // Set by `load_with` before the plugin is handed out.
+        self.scope
+            .as_deref()
+            .unwrap_or_else(|| unreachable!("a loaded plugin has a scope"))
+    }
+
+    /// The per-call deadline this version runs under.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
     /// Runs one reconcile in a fresh sandbox and checks its actions against the manifest.
     ///
     /// `request.settings` is filled in from the plugin's settings. Blocking: call it from a
@@ -246,13 +303,19 @@ impl Plugin {
             key: key.clone(),
             kind,
         };
-        let result = self.call(
-            &key,
-            Some(self.manifest.clone()),
-            view,
-            |bindings, store| bindings.call_reconcile(store, &request),
-        );
-        let outcome = match result.map_err(&fail)? {
+        let mut refused = None;
+        let result = self.call(&key, self.scope.clone(), view, |bindings, store| {
+            let result = bindings.call_reconcile(&mut *store, &request);
+            refused = store.data_mut().refused.take();
+            result
+        });
+        let result = result.map_err(&fail)?;
+        // A refused read fails the reconcile even when the plugin carried on without it: the
+        // plugin asked for something it did not declare.
+        if let Some(refusal) = refused {
+            return Err(fail(ErrorKind::Read(refusal)));
+        }
+        let outcome = match result {
             Ok(outcome) => outcome,
             Err(e) => {
                 return Err(fail(ErrorKind::Plugin {
@@ -266,7 +329,7 @@ impl Plugin {
         if size > limit {
             return Err(fail(ErrorKind::ResultTooLarge { size, limit }));
         }
-        let intents = check_actions(&self.manifest, &request, &outcome.actions)
+        let intents = check_actions(&self.manifest, self.scope(), &request, &outcome.actions)
             .map_err(|e| fail(ErrorKind::Action(e)))?;
         Ok(Reconciled {
             intents,
@@ -289,7 +352,7 @@ impl Plugin {
     fn call<R>(
         &self,
         key: &str,
-        manifest: Option<Arc<Manifest>>,
+        scope: Option<Arc<Scope>>,
         view: Arc<dyn View>,
         f: impl FnOnce(&Bindings, &mut Store<State>) -> wasmtime::Result<R>,
     ) -> Result<R, ErrorKind> {
@@ -298,7 +361,8 @@ impl Plugin {
         let state = State {
             plugin: self.name.clone(),
             key: key.to_string(),
-            manifest,
+            scope,
+            refused: None,
             view,
             databases: inner.config.databases.clone(),
             limits: Limits {
@@ -306,7 +370,7 @@ impl Plugin {
                 exceeded: false,
             },
             started: Instant::now(),
-            deadline: inner.config.deadline,
+            deadline: self.deadline,
             log_budget: 100,
             panic: None,
         };

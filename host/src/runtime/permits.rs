@@ -6,6 +6,9 @@ use std::sync::{Condvar, Mutex};
 pub(crate) struct Permits {
     free: Mutex<usize>,
     freed: Condvar,
+    total: usize,
+    /// The most ever held at once.
+    peak: std::sync::atomic::AtomicUsize,
 }
 
 /// Returns its permit when dropped.
@@ -16,7 +19,14 @@ impl Permits {
         Self {
             free: Mutex::new(n.max(1)),
             freed: Condvar::new(),
+            total: n.max(1),
+            peak: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// The most permits ever held at once.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn acquire(&self) -> Permit<'_> {
@@ -26,6 +36,9 @@ impl Permits {
             free = self.freed.wait(free).unwrap_or_else(|p| p.into_inner());
         }
         *free -= 1;
+        let held = self.total - *free;
+        self.peak
+            .fetch_max(held, std::sync::atomic::Ordering::Relaxed);
         Permit(self)
     }
 }

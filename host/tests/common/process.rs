@@ -181,7 +181,8 @@ impl Drop for Process {
 }
 
 /// The embedded API server as its own process (`wasmctrl apiserver`), persisting to a data
-/// directory, with garbage collection on, plus what a test needs to drive hosts against it.
+/// directory, with garbage collection and the admin endpoints (faults, request log) on, plus
+/// what a test needs to drive hosts against it.
 pub struct Cluster {
     dir: PathBuf,
     /// The kubeconfig the server wrote.
@@ -204,6 +205,7 @@ impl Cluster {
                 kubeconfig.to_str().expect("utf-8 path"),
                 "--data-dir",
                 data.to_str().expect("utf-8 path"),
+                "--admin",
             ],
             dir.join("apiserver.log"),
             &[],
@@ -262,6 +264,17 @@ impl Cluster {
         ];
         args.extend_from_slice(extra);
         Process::wasmctrl(&args, self.dir.join(format!("host-{n}.log")), envs)
+    }
+
+    /// Every resource request the server has answered so far, oldest first
+    /// (`/_admin/requests`).
+    pub async fn requests(&self) -> Vec<serde_json::Value> {
+        let client = self.client().await;
+        let request = http::Request::post("/_admin/requests")
+            .body(Vec::new())
+            .expect("request");
+        let text = client.request_text(request).await.expect("the request log");
+        serde_json::from_str(&text).expect("the request log is JSON")
     }
 
     /// The API server's log so far.

@@ -96,6 +96,17 @@ impl Reconciler for PodRestarter {
             .version(env!("CARGO_PKG_VERSION"))
             .namespaces(namespace)
             .labels(&config.label_selector)
+            // Every Pod of the namespace, not only selected ones, is read to prune the record:
+            // a Pod relabelled out of the selector still exists. No trigger: the watch covers
+            // the Pods that call for a restart.
+            .reads(
+                pod_kind(),
+                Selector {
+                    namespaces: namespace.to_vec(),
+                    labels: String::new(),
+                },
+                None,
+            )
             // Read to see the record; no trigger, since only Pod events call for a restart.
             .reads(
                 deployment_kind(),

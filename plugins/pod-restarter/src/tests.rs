@@ -253,10 +253,17 @@ fn the_default_manifest_watches_nginx_pods_and_writes_deployments() {
     assert_eq!(m.watches.kind, pod_kind());
     assert_eq!(m.watches.selector.labels, "app=nginx");
     assert_eq!(m.watches.selector.namespaces, ["default"]);
-    assert_eq!(m.reads.len(), 1);
-    assert_eq!(m.reads[0].kind, deployment_kind());
-    assert_eq!(m.reads[0].selector.namespaces, ["default"]);
-    assert!(m.reads[0].trigger.is_none());
+    assert_eq!(m.reads.len(), 2);
+    assert_eq!(m.reads[0].kind, pod_kind());
+    assert_eq!(
+        m.reads[0].selector.labels, "",
+        "every Pod, to prune the record"
+    );
+    assert_eq!(m.reads[1].kind, deployment_kind());
+    for read in &m.reads {
+        assert_eq!(read.selector.namespaces, ["default"]);
+        assert!(read.trigger.is_none());
+    }
     assert_eq!(m.writes, [deployment_kind()]);
     assert!(m.owns.is_empty());
 }

@@ -1,7 +1,8 @@
 //! Kubernetes label selectors in their string form (`app=nginx,tier in (web,api),!canary`).
 //!
 //! Written by hand: kube-core models selectors but does not parse the string syntax, and both the
-//! plugin manifests and the cache's `list` import receive strings.
+//! plugin manifests and the cache's `list` import receive strings. This is the one parser: the
+//! host, the SDK's test harness and the scope checks all use it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -53,21 +54,41 @@ impl Selector {
 
     /// Whether labels (a JSON object of strings, or null) satisfy every requirement.
     pub fn matches_json(&self, labels: &serde_json::Value) -> bool {
-        self.matches(|key| labels.get(key).and_then(|v| v.as_str()))
+        self.matches(labels)
     }
 
     /// Whether a label map satisfies every requirement.
     pub fn matches_map(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.matches(|key| labels.get(key).map(String::as_str))
+        self.matches(labels)
     }
 
-    fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    /// Whether `labels` satisfy every requirement.
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         self.requirements.iter().all(|r| match r {
-            Requirement::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
-            Requirement::NotIn(k, vs) => get(k).is_none_or(|v| vs.iter().all(|x| x != v)),
-            Requirement::Exists(k) => get(k).is_some(),
-            Requirement::DoesNotExist(k) => get(k).is_none(),
+            Requirement::In(k, vs) => labels.label(k).is_some_and(|v| vs.iter().any(|x| x == v)),
+            Requirement::NotIn(k, vs) => labels.label(k).is_none_or(|v| vs.iter().all(|x| x != v)),
+            Requirement::Exists(k) => labels.label(k).is_some(),
+            Requirement::DoesNotExist(k) => labels.label(k).is_none(),
         })
+    }
+}
+
+/// An object's labels, however they are held.
+pub trait Labels {
+    /// The value of label `key`, if set.
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+/// A `metadata.labels` JSON object (or null: no labels).
+impl Labels for serde_json::Value {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(|v| v.as_str())
     }
 }
 

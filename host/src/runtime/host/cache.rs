@@ -1,25 +1,29 @@
-//! `wasmctrl:plugin/cache`: reads from the host's cache, limited to the kinds the manifest declares.
+//! `wasmctrl:plugin/cache`: reads from the host's cache, limited to the kinds, namespaces and
+//! labels the plugin's scope allows. A refused read answers the plugin with an error and fails
+//! the reconcile (see `State::refused`).
 
 use kube::core::GroupVersionKind;
+use wasmctrl_scope::{Kind, Refusal, Verb};
 
 use crate::plugin::bindings::wasmctrl::plugin::cache::Host;
 use crate::plugin::wit::Gvk;
 use crate::selector::Selector;
+use crate::view::Lookup;
 
 use super::State;
 
 impl State {
-    fn readable(&self, kind: &Gvk) -> Result<GroupVersionKind, String> {
-        let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-        match &self.manifest {
-            None => Err("the cache cannot be read from manifest()".into()),
-            Some(m) if m.can_read(&gvk) => Ok(gvk),
-            Some(_) => Err(format!(
-                "{}/{}/{} is not declared in the manifest (watches, owns or reads)",
-                kind.group, kind.version, kind.kind
-            )),
-        }
+    /// Records the first refusal of this call and turns it into the plugin's error.
+    fn refuse(&mut self, refusal: Refusal) -> String {
+        let message = refusal.to_string();
+        tracing::warn!(plugin.name = %self.plugin, object.key = %self.key, %refusal, "cache read refused");
+        self.refused.get_or_insert(refusal);
+        message
     }
+}
+
+fn gvk(kind: &Gvk) -> GroupVersionKind {
+    GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
 }
 
 impl Host for State {
@@ -29,11 +33,31 @@ impl Host for State {
         namespace: String,
         name: String,
     ) -> Result<Option<String>, String> {
-        let gvk = self.readable(&kind)?;
-        Ok(self
-            .view
-            .get(&gvk, &namespace, &name)
-            .map(|json| json.to_string()))
+        let Some(scope) = self.scope.clone() else {
+            return Err("the cache cannot be read from manifest()".into());
+        };
+        let wanted = Kind::new(&kind.group, &kind.version, &kind.kind);
+        let reads = match scope.check_read(Verb::Get, &wanted, &namespace, &name) {
+            Ok(reads) => reads,
+            Err(refusal) => return Err(self.refuse(refusal)),
+        };
+        match self.view.get(&gvk(&kind), &namespace, &name, &reads) {
+            Lookup::Found(json) => Ok(Some(json.to_string())),
+            Lookup::Absent => Ok(None),
+            Lookup::OutOfScope => {
+                let reason = format!(
+                    "its labels are outside the declared selector ({})",
+                    reads.selectors()
+                );
+                Err(self.refuse(Refusal {
+                    verb: Verb::Get,
+                    kind: wanted,
+                    namespace,
+                    name,
+                    reason,
+                }))
+            }
+        }
     }
 
     fn list(
@@ -42,11 +66,18 @@ impl Host for State {
         namespace: String,
         labels: String,
     ) -> Result<Vec<String>, String> {
-        let gvk = self.readable(&kind)?;
+        let Some(scope) = self.scope.clone() else {
+            return Err("the cache cannot be read from manifest()".into());
+        };
         let selector = Selector::parse(&labels).map_err(|e| e.to_string())?;
+        let wanted = Kind::new(&kind.group, &kind.version, &kind.kind);
+        let reads = match scope.check_read(Verb::List, &wanted, &namespace, "") {
+            Ok(reads) => reads,
+            Err(refusal) => return Err(self.refuse(refusal)),
+        };
         Ok(self
             .view
-            .list(&gvk, &namespace, &selector)
+            .list(&gvk(&kind), &namespace, &selector, &reads)
             .iter()
             .map(|j| j.to_string())
             .collect())

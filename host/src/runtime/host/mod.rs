@@ -8,7 +8,8 @@ mod sql;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plugin::Manifest;
+use wasmctrl_scope::{Refusal, Scope};
+
 use crate::sql::Databases;
 use crate::view::View;
 
@@ -17,7 +18,9 @@ pub(crate) struct State {
     pub(crate) plugin: Arc<str>,
     pub(crate) key: String,
     /// `None` while `manifest()` runs: nothing is declared yet, so nothing may be read.
-    pub(crate) manifest: Option<Arc<Manifest>>,
+    pub(crate) scope: Option<Arc<Scope>>,
+    /// The first host call refused for being outside the scope; it fails the reconcile.
+    pub(crate) refused: Option<Refusal>,
     pub(crate) view: Arc<dyn View>,
     /// The databases the operator granted (the `sql` import checks the manifest too).
     pub(crate) databases: Databases,

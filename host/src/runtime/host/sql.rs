@@ -20,12 +20,12 @@ impl Host for State {
         statements: Vec<Statement>,
     ) -> Result<Vec<Rows>, SqlError> {
         let capability = format!("sql:{database}");
-        match &self.manifest {
+        match &self.scope {
             None => return Err(refused("sql cannot be used from manifest()".into())),
-            Some(m) if !m.capabilities.contains(&capability) => {
+            Some(scope) if !scope.has_capability(&capability) => {
                 return Err(refused(format!(
                     "plugin {} did not declare the capability {capability} in its manifest",
-                    m.name
+                    self.plugin
                 )));
             }
             Some(_) => {}

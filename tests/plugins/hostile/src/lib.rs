@@ -5,13 +5,18 @@
 //! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
 //! and reports the object's generation in its status. `sql` declares `sql:<declare>` and runs
 //! `{"query": ..., "identifiers": [...], "params": [...]}` on database `<use>`, reporting the rows
-//! (or the error) in its status.
+//! (or the error) in its status. `scope` is declared for namespace `team-a` (owning ConfigMaps,
+//! reading Secrets labelled `visible=yes`, writing Deployments) and tries what the object's
+//! `try` label says: `get-other`, `list-other`, `get-hidden`, `patch-other`, `apply-other`,
+//! `delete-other` reach outside that scope; anything else does the same legitimately in its own
+//! namespace. `precondition` JSON-patches objects labelled `stuck=yes` with a `test` that always
+//! fails, and reports others Ready.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use wasmctrl_sdk::sql::{Statement, Value};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Outcome, Reconciler, Request, Settings, json,
+    Action, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request, Settings, json,
 };
 
 /// Calls this instance has seen. A fresh instance per call means it is always 1.
@@ -40,6 +45,18 @@ impl Reconciler for Hostile {
                 let declare = settings.value()["declare"].as_str().unwrap_or("db");
                 manifest.capability(&format!("sql:{declare}"))
             }
+            "scope" => manifest
+                .namespaces(&["team-a"])
+                .owns(config_map())
+                .reads(
+                    secret(),
+                    wasmctrl_sdk::Selector {
+                        namespaces: Vec::new(),
+                        labels: "visible=yes".into(),
+                    },
+                    None,
+                )
+                .writes(deployment()),
             _ => manifest,
         })
     }
@@ -135,6 +152,10 @@ impl Reconciler for Hostile {
                 )?]))
             }
             "own" => {
+                if req.object.is_none() {
+                    // Gone: its child goes with it (garbage collection by owner reference).
+                    return Ok(Outcome::done());
+                }
                 let child = json!({"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": format!("{}-child", req.name), "namespace": req.namespace},
                     "data": {"owner": req.name}});
@@ -143,6 +164,25 @@ impl Reconciler for Hostile {
             "requeue" => {
                 let after = req.settings()?.value()["afterMs"].as_u64().unwrap_or(1000);
                 Ok(Outcome::done().requeue_after_ms(after))
+            }
+            "scope" => scope(req, ctx),
+            "precondition" => {
+                let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
+                if object["metadata"]["labels"]["stuck"] != "yes" {
+                    return Ok(Outcome::with(vec![Action::update_status(
+                        &json!({ "phase": "Ready" }),
+                    )?]));
+                }
+                let me = ObjectRef::new(
+                    &Gvk::new("example.com", "v1", "Thing"),
+                    &req.namespace,
+                    &req.name,
+                );
+                let ops = json!([
+                    {"op": "test", "path": "/metadata/labels/stuck", "value": "never"},
+                    {"op": "add", "path": "/metadata/labels/unstuck", "value": "yes"},
+                ]);
+                Ok(Outcome::with(vec![Action::json_patch(me, &ops)?]))
             }
             "count" => Ok(Outcome::with(vec![Action::update_status(
                 &json!({ "calls": calls }),
@@ -154,4 +194,148 @@ impl Reconciler for Hostile {
     }
 }
 
+fn config_map() -> Gvk {
+    Gvk::new("", "v1", "ConfigMap")
+}
+
+fn secret() -> Gvk {
+    Gvk::new("", "v1", "Secret")
+}
+
+fn deployment() -> Gvk {
+    Gvk::new("apps", "v1", "Deployment")
+}
+
+/// The `scope` mode: one attempt per reconcile, chosen by the object's `try` label, aimed at
+/// namespace `team-b` (or, legitimately, at the object's own namespace).
+fn scope(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+    let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
+    let attempt = object["metadata"]["labels"]["try"]
+        .as_str()
+        .unwrap_or("legit")
+        .to_string();
+    let own = req.namespace.as_str();
+    let restart =
+        json!({"spec": {"template": {"metadata": {"annotations": {"restartedBy": req.name}}}}});
+    let child = |namespace: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{}-child", req.name), "namespace": namespace},
+            "data": {"owner": req.name}})
+    };
+    // A refused read comes back as an error; carry on as a careless plugin would. The host
+    // fails the reconcile all the same.
+    let actions = match attempt.as_str() {
+        "get-other" => {
+            let _ = ctx.get::<wasmctrl_sdk::Value>(&secret(), "team-b", "data");
+            vec![]
+        }
+        "list-other" => {
+            let _ = ctx.list::<wasmctrl_sdk::Value>(&secret(), "team-b", "");
+            vec![]
+        }
+        "get-hidden" => {
+            let _ = ctx.get::<wasmctrl_sdk::Value>(&secret(), own, "hidden");
+            vec![]
+        }
+        "patch-other" => vec![
+            Action::update_status(&json!({"phase": "Escaping"}))?,
+            Action::merge_patch(ObjectRef::new(&deployment(), "team-b", "tools"), &restart)?,
+        ],
+        "apply-other" => vec![Action::apply(&child("team-b"))?],
+        "delete-other" => vec![Action::delete(ObjectRef::new(
+            &deployment(),
+            "team-b",
+            "tools",
+        ))],
+        _ => {
+            let visible = ctx
+                .get::<wasmctrl_sdk::Value>(&secret(), own, "data")?
+                .is_some();
+            let listed = ctx.list::<wasmctrl_sdk::Value>(&secret(), "", "")?.len();
+            vec![
+                Action::apply(&child(own))?,
+                Action::merge_patch(ObjectRef::new(&deployment(), own, "tools"), &restart)?,
+                Action::event("InScope", "did what it declared"),
+                Action::update_status(
+                    &json!({"phase": "Done", "visible": visible, "listed": listed}),
+                )?,
+            ]
+        }
+    };
+    Ok(Outcome::with(actions))
+}
+
 wasmctrl_sdk::export!(Hostile);
+
+#[cfg(test)]
+mod tests {
+    //! The SDK's harness refuses what the host refuses, with the same rules.
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use wasmctrl_sdk::testing::Harness;
+
+    fn thing(namespace: &str, attempt: &str) -> wasmctrl_sdk::Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": "t", "namespace": namespace, "labels": {"try": attempt}}})
+    }
+
+    fn harness() -> Harness {
+        let secret = |namespace: &str, name: &str, visible: &str| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": namespace, "labels": {"visible": visible}}})
+        };
+        Harness::new()
+            .settings(json!({"mode": "scope"}))
+            .object(secret("team-a", "data", "yes"))
+            .object(secret("team-a", "hidden", "no"))
+            .object(secret("team-b", "data", "yes"))
+    }
+
+    #[test]
+    fn reaching_outside_the_scope_fails_as_on_the_host() {
+        for (attempt, needle) in [
+            ("get-other", "get v1/Secret team-b/data refused"),
+            ("list-other", "list v1/Secret in namespace team-b refused"),
+            ("get-hidden", "get v1/Secret team-a/hidden refused"),
+            (
+                "patch-other",
+                "patch apps/v1/Deployment team-b/tools refused",
+            ),
+            ("apply-other", "apply v1/ConfigMap team-b/t-child refused"),
+            (
+                "delete-other",
+                "delete apps/v1/Deployment team-b/tools refused",
+            ),
+        ] {
+            let err = harness()
+                .reconcile::<Hostile>(&thing("team-a", attempt))
+                .unwrap_err();
+            assert!(!err.retryable, "{attempt}: a declaration error is terminal");
+            assert!(err.message.contains(needle), "{attempt}: {}", err.message);
+        }
+    }
+
+    #[test]
+    fn the_same_plugin_works_inside_its_scope() {
+        let outcome = harness()
+            .reconcile::<Hostile>(&thing("team-a", "legit"))
+            .unwrap();
+        assert_eq!(outcome.actions.len(), 4);
+        let Action::UpdateStatus(status) = &outcome.actions[3] else {
+            panic!("{:?}", outcome.actions)
+        };
+        let status: wasmctrl_sdk::Value = serde_json::from_str(status).unwrap();
+        // Only the visible Secret of its own namespace is listed.
+        assert_eq!(
+            status,
+            json!({"phase": "Done", "visible": true, "listed": 1})
+        );
+        // A key outside its namespaces is never its to reconcile.
+        assert!(
+            harness()
+                .reconcile::<Hostile>(&thing("team-b", "legit"))
+                .is_err()
+        );
+    }
+}

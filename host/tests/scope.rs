@@ -1,0 +1,263 @@
+//! The sandbox's scope promise through the real binaries: a plugin declared for namespace
+//! `team-a` tries to read, list, patch, apply and delete in `team-b`, and to read outside its
+//! label selector. Each attempt is refused with an error naming verb, kind and namespace, left
+//! as a Warning event on the object, and never reaches the API server (its request log says so);
+//! the same plugin's legitimate work in `team-a` succeeds in the same run, and an object in
+//! `team-b` is never reconciled at all.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+
+use common::process::{Cluster, plugin_dir};
+
+/// One worker, so keys are reconciled in the order they were queued: once a later key is done,
+/// an earlier one would have been too.
+const CONFIG: &str = "concurrency = 1\n[settings]\nmode = \"scope\"\n";
+
+/// Each attempt the plugin makes (the Thing's `try` label) and what its refusal must name.
+const ESCAPES: [(&str, &str, &str); 6] = [
+    (
+        "get-other",
+        "ReadRefused",
+        "get v1/Secret team-b/data refused",
+    ),
+    (
+        "list-other",
+        "ReadRefused",
+        "list v1/Secret in namespace team-b refused",
+    ),
+    (
+        "get-hidden",
+        "ReadRefused",
+        "get v1/Secret team-a/hidden refused",
+    ),
+    (
+        "patch-other",
+        "ActionRejected",
+        "patch apps/v1/Deployment team-b/tools refused",
+    ),
+    (
+        "apply-other",
+        "ActionRejected",
+        "apply v1/ConfigMap team-b/apply-other-child refused",
+    ),
+    (
+        "delete-other",
+        "ActionRejected",
+        "delete apps/v1/Deployment team-b/tools refused",
+    ),
+];
+
+fn api(
+    client: &kube::Client,
+    namespace: &str,
+    gvk: (&str, &str, &str),
+    plural: &str,
+) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(gvk.0, gvk.1, gvk.2);
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
+async fn create(api: &Api<DynamicObject>, object: Value) {
+    let object: DynamicObject = serde_json::from_value(object).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
+}
+
+fn thing(namespace: &str, name: &str, attempt: &str) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Thing",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"try": attempt}}})
+}
+
+async fn setup_namespace(client: &kube::Client, namespace: &str) {
+    let namespaces: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("", "v1", "Namespace"),
+            "namespaces",
+        ),
+    );
+    create(
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )
+    .await;
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "tools", "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"app": "tools"}},
+            "template": {"metadata": {"labels": {"app": "tools"}},
+                "spec": {"containers": [{"name": "tools", "image": "busybox"}]}}}});
+    create(
+        &api(
+            client,
+            namespace,
+            ("apps", "v1", "Deployment"),
+            "deployments",
+        ),
+        deployment,
+    )
+    .await;
+    let secrets = api(client, namespace, ("", "v1", "Secret"), "secrets");
+    for (name, visible) in [("data", "yes"), ("hidden", "no")] {
+        create(
+            &secrets,
+            json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"visible": visible}},
+            "stringData": {"password": "hunter2"}}),
+        )
+        .await;
+    }
+}
+
+/// The Warning events about Thing `name` in `team-a`, by reason.
+async fn warnings(client: &kube::Client, name: &str) -> Vec<(String, String)> {
+    let events = api(client, "team-a", ("events.k8s.io", "v1", "Event"), "events");
+    events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.data["regarding"]["name"] == name && e.data["type"] == "Warning")
+        .map(|e| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (text(&e.data["reason"]), text(&e.data["note"]))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    let client = cluster.client().await;
+    common::things::install(&client).await;
+    setup_namespace(&client, "team-a").await;
+    setup_namespace(&client, "team-b").await;
+    let things_a = api(&client, "team-a", ("example.com", "v1", "Thing"), "things");
+    let things_b = api(&client, "team-b", ("example.com", "v1", "Thing"), "things");
+    // Things in team-b: one the plugin must never reconcile, and one whose name matches a
+    // team-a Thing, owning a ConfigMap there (an owned-kind event that names a team-b key).
+    create(&things_b, thing("team-b", "intruder", "legit")).await;
+    let cms_b = api(&client, "team-b", ("", "v1", "ConfigMap"), "configmaps");
+    create(
+        &cms_b,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "bait", "namespace": "team-b", "ownerReferences": [{
+            "apiVersion": "example.com/v1", "kind": "Thing", "name": "intruder",
+            "uid": "00000000-0000-0000-0000-000000000000", "controller": true}]}}),
+    )
+    .await;
+    let setup_done = cluster.requests().await.len();
+
+    let plugins = plugin_dir(dir.path(), &[("hostile", Some(CONFIG))]);
+    let host = cluster.run_host(&plugins, &[], &[]);
+    for (attempt, _, _) in ESCAPES {
+        create(&things_a, thing("team-a", attempt, attempt)).await;
+    }
+    create(&things_a, thing("team-a", "legit", "legit")).await;
+
+    // Every escape is refused, named, and reported on its object.
+    for (attempt, reason, needle) in ESCAPES {
+        let found = common::eventually(30, &format!("the {attempt} refusal"), || async {
+            let warnings = warnings(&client, attempt).await;
+            warnings.into_iter().find(|(r, _)| r == reason)
+        })
+        .await;
+        assert!(found.1.contains(needle), "{attempt}: {}", found.1);
+        assert!(
+            found.1.contains("hostile-scope"),
+            "names the plugin: {}",
+            found.1
+        );
+        assert!(
+            found.1.contains(&format!("team-a/{attempt}")),
+            "names the key: {}",
+            found.1
+        );
+    }
+    // One refused action refuses the whole result: the status update before it was not sent.
+    let escaping = things_a.get("patch-other").await.unwrap();
+    assert!(escaping.data.get("status").is_none(), "{:?}", escaping.data);
+    // The legitimate work of the same plugin lands.
+    let status = common::eventually(30, "the legitimate reconcile", || async {
+        let thing = things_a.get("legit").await.ok()?;
+        (thing.data["status"]["phase"] == "Done").then(|| thing.data["status"].clone())
+    })
+    .await;
+    assert_eq!(
+        status,
+        json!({"phase": "Done", "visible": true, "listed": 1})
+    );
+    let cms_a = api(&client, "team-a", ("", "v1", "ConfigMap"), "configmaps");
+    assert!(cms_a.get_opt("legit-child").await.unwrap().is_some());
+    let deployments_a = api(
+        &client,
+        "team-a",
+        ("apps", "v1", "Deployment"),
+        "deployments",
+    );
+    let tools_a = deployments_a.get("tools").await.unwrap();
+    assert_eq!(
+        tools_a.data["spec"]["template"]["metadata"]["annotations"]["restartedBy"],
+        "legit"
+    );
+
+    // One more key, queued after every event above: once it is done, the team-b objects' events
+    // have been through the host too (one worker, keys in order).
+    create(&things_a, thing("team-a", "last", "legit")).await;
+    common::eventually(30, "the last reconcile", || async {
+        let thing = things_a.get("last").await.ok()?;
+        (thing.data["status"]["phase"] == "Done").then_some(())
+    })
+    .await;
+    let log = cluster.requests().await;
+    let host_requests = &log[setup_done..];
+    let into_team_b: Vec<&Value> = host_requests
+        .iter()
+        .filter(|r| r["namespace"] == "team-b")
+        .collect();
+    assert!(
+        into_team_b.is_empty(),
+        "requests into team-b: {into_team_b:#?}"
+    );
+    drop(host);
+
+    // Nothing in team-b changed, and its Thing was never reconciled.
+    let intruder = things_b.get("intruder").await.unwrap();
+    assert!(intruder.data.get("status").is_none(), "{:?}", intruder.data);
+    let deployments_b = api(
+        &client,
+        "team-b",
+        ("apps", "v1", "Deployment"),
+        "deployments",
+    );
+    let tools_b = deployments_b.get("tools").await.unwrap();
+    assert!(
+        tools_b.data["spec"]["template"]["metadata"]["annotations"].is_null(),
+        "{:?}",
+        tools_b.data
+    );
+    assert!(cms_b.get_opt("apply-other-child").await.unwrap().is_none());
+    assert!(cms_b.get_opt("bait-child").await.unwrap().is_none());
+    let events_b = api(
+        &client,
+        "team-b",
+        ("events.k8s.io", "v1", "Event"),
+        "events",
+    );
+    let about_team_b = events_b.list(&Default::default()).await.unwrap().items;
+    assert!(
+        about_team_b.is_empty(),
+        "events in team-b: {about_team_b:?}"
+    );
+}
