@@ -430,3 +430,62 @@ async fn a_burst_of_writes_ends_on_the_last_good_version() {
     loader.shutdown().await;
     assert!(rx.recv().await.is_none(), "the channel closes on shutdown");
 }
+
+/// A new version that asks for more than the one it replaces is refused, naming what it asks
+/// for, and the old version keeps serving; once the operator approves exactly that, it loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_version_asking_for_more_is_refused_until_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trivial.wasm");
+    let config = dir.path().join("trivial.toml");
+    // The hostile plugin in `own` mode poses as a new version of `trivial` that also owns
+    // ConfigMaps; `trivial` itself ignores settings.
+    let settings = "[settings]\nmode = \"own\"\nname = \"trivial\"\n";
+    put(&config, settings);
+    put(&path, common::plugin_bytes("trivial"));
+    let (loader, mut rx) = start(dir.path()).await;
+    let (trivial, _) = added(next(&mut rx).await);
+
+    put(&path, common::plugin_bytes("hostile"));
+    let (failed_path, error) = failed(next(&mut rx).await);
+    assert_eq!(failed_path, path);
+    assert!(
+        error.contains("asks for more than the version it replaces"),
+        "{error}"
+    );
+    let wanted = "apply v1/ConfigMap in all namespaces (beside the owner)";
+    assert!(error.contains(wanted), "{error}");
+    assert!(error.contains("trivial.toml"), "{error}");
+    assert!(
+        Arc::ptr_eq(&loader.current()[0].0, &trivial),
+        "the old version keeps serving"
+    );
+
+    // Approving all but one addition is not enough.
+    let additions = ["get", "list", "apply", "patch", "delete"].map(|verb| {
+        let place = if ["get", "list"].contains(&verb) {
+            ""
+        } else {
+            " (beside the owner)"
+        };
+        format!("{verb} v1/ConfigMap in all namespaces{place}")
+    });
+    let approve = |list: &[String]| format!("approve = {list:?}\n{settings}");
+    put(&config, approve(&additions[1..]));
+    let (_, error) = failed(next(&mut rx).await);
+    assert!(
+        error.contains("get v1/ConfigMap in all namespaces"),
+        "{error}"
+    );
+    assert!(
+        !error.contains(wanted),
+        "only the unapproved one is named: {error}"
+    );
+    assert!(Arc::ptr_eq(&loader.current()[0].0, &trivial));
+
+    put(&config, approve(&additions));
+    let (old, new, _) = replaced(next(&mut rx).await);
+    assert!(Arc::ptr_eq(&old, &trivial));
+    assert_eq!(name(&new), "trivial");
+    assert_eq!(new.manifest().owns.len(), 1);
+}

@@ -3,6 +3,7 @@
 mod apiserver;
 mod build;
 mod dev;
+mod inspect;
 mod run;
 mod test;
 
@@ -28,6 +29,8 @@ enum Command {
     Build(build::Args),
     /// Run one reconcile of a plugin offline and print its result as JSON.
     Test(test::Args),
+    /// Show what a plugin declares and the permissions that implies, without running it.
+    Inspect(inspect::Args),
     /// Run the embedded Kubernetes API server on its own.
     Apiserver(apiserver::Args),
     /// Run the host against a cluster, serving a directory of plugins.
@@ -45,6 +48,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Build(args) => build::run(args),
         Command::Test(args) => test::run(args),
+        Command::Inspect(args) => inspect::run(args),
         Command::Apiserver(args) => apiserver::run(args),
         Command::Run(args) => run::run(args),
         Command::Dev(args) => dev::run(args),

@@ -37,6 +37,10 @@ pub struct PluginConfig {
     pub namespaces: Option<Vec<String>>,
     /// Per-call deadline in milliseconds; `None` keeps the runtime's.
     pub deadline_ms: Option<u64>,
+    /// Permissions (as `wasmctrl inspect` prints them) a new version of the plugin may add to
+    /// what the version it replaces had. A new version asking for anything else is refused.
+    #[serde(default)]
+    pub approve: Vec<String>,
 }
 
 /// A config file that could not be read or does not describe a valid config.
@@ -177,6 +181,7 @@ mod tests {
             concurrency: Some(2),
             namespaces: Some(vec!["a".into()]),
             deadline_ms: Some(50),
+            approve: Vec::new(),
         };
         for (file, text) in [("p.toml", toml), ("p.yaml", yaml), ("p.json", json)] {
             assert_eq!(

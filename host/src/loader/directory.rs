@@ -278,11 +278,43 @@ impl Directory {
         if let Err(e) = config.check_narrows(plugin.manifest()) {
             return Attempt::Failed(format!("{source}: {e}"));
         }
+        // New bytes may not widen what the version they replace may do, unless the operator
+        // approved each addition. A config change alone is the operator's own doing, and a file
+        // that now holds another plugin (another name) replaces nothing.
+        if let Some(served) = serving
+            && served.loaded.plugin.digest() != digest
+            && served.loaded.plugin.manifest().name == plugin.manifest().name
+        {
+            let unapproved = widened(&served.loaded.plugin, &plugin, &config.approve);
+            if !unapproved.is_empty() {
+                let config_file = match &fingerprint.config {
+                    Ok(Some((path, _))) => path.display().to_string(),
+                    _ => path.with_extension("toml").display().to_string(),
+                };
+                return Attempt::Failed(format!(
+                    "{source}: this version of plugin {} asks for more than the version it \
+                     replaces, which keeps serving; to allow it, approve each new permission in \
+                     {config_file}: approve = {unapproved:?}",
+                    plugin.manifest().name
+                ));
+            }
+        }
         Attempt::Loaded(Loaded {
             plugin: Arc::new(plugin),
             config,
         })
     }
+}
+
+/// The permissions `new` has that `old` had not, less those approved.
+fn widened(old: &Plugin, new: &Plugin, approved: &[String]) -> Vec<String> {
+    let had = old.scope().permissions();
+    new.scope()
+        .permissions()
+        .difference(&had)
+        .map(ToString::to_string)
+        .filter(|p| !approved.contains(p))
+        .collect()
 }
 
 fn same_version(a: &Loaded, b: &Loaded) -> bool {

@@ -33,7 +33,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{ConfigError, EXTENSIONS as CONFIG_EXTENSIONS, PluginConfig};
+pub use config::{
+    ConfigError, EXTENSIONS as CONFIG_EXTENSIONS, PluginConfig, beside as config_beside,
+};
 
 use crate::runtime::{Plugin, Runtime};
 use directory::Directory;

@@ -1,5 +1,6 @@
 //! A plugin that misbehaves on request, to prove the sandbox contains it. Its settings choose
-//! the misbehaviour: `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
+//! its manifest name (`{"name": ...}`, default `hostile-<mode>`) and the misbehaviour:
+//! `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
 //! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
 //! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings, `own` applies an owned ConfigMap
 //! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
@@ -35,10 +36,12 @@ fn mode(settings: &Settings) -> String {
 impl Reconciler for Hostile {
     fn manifest(settings: &Settings) -> Result<Manifest, String> {
         let mode = mode(settings);
-        let manifest = Manifest::new(
-            &format!("hostile-{mode}"),
-            Gvk::new("example.com", "v1", "Thing"),
-        );
+        // `name` lets it pose as another plugin (a new version of it that asks for more).
+        let name = match settings.value()["name"].as_str() {
+            Some(name) => name.to_string(),
+            None => format!("hostile-{mode}"),
+        };
+        let manifest = Manifest::new(&name, Gvk::new("example.com", "v1", "Thing"));
         Ok(match mode.as_str() {
             "own" => manifest.owns(Gvk::new("", "v1", "ConfigMap")),
             "sql" => {

@@ -1,0 +1,208 @@
+//! `wasmctrl inspect`: what a plugin declares and the permissions that implies, without running
+//! a reconcile, so an operator can review a plugin (or a new version of one) before it serves.
+//! Like `kwctl inspect` for Kubewarden policies.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use crate::loader::{self, PluginConfig};
+use crate::plugin::{Manifest, kind, wit};
+use crate::runtime::{Config, Runtime};
+
+/// Arguments of `wasmctrl inspect`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plugin component (`target/plugins/<name>.wasm`).
+    plugin: PathBuf,
+    /// The operator config to read it under (settings, namespaces); defaults to the config
+    /// beside the plugin (`<name>.toml`/`.yaml`/`.json`), as the host would.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+/// How `inspect` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    /// For people.
+    Text,
+    /// For tools.
+    Json,
+}
+
+/// Loads the plugin (compiling it and calling its `manifest()`) and prints its declaration.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(&args.plugin)
+        .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
+    let config_path = match args.config {
+        Some(path) => Some(path),
+        None => loader::config_beside(&args.plugin).map_err(anyhow::Error::msg)?,
+    };
+    let config = match &config_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config {}", path.display()))?;
+            PluginConfig::parse(path, &text)?
+        }
+        None => PluginConfig::default(),
+    };
+    let runtime = Runtime::new(Config {
+        max_instances: 1,
+        ..Config::default()
+    })?;
+    let source = args.plugin.display().to_string();
+    let plugin = runtime.load_with(&source, &bytes, &config.overrides())?;
+    config
+        .check_narrows(plugin.manifest())
+        .map_err(anyhow::Error::msg)?;
+    let permissions: Vec<String> = plugin
+        .scope()
+        .permissions()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let report = json!({
+        "plugin": plugin.manifest().name,
+        "version": plugin.manifest().version,
+        "file": source,
+        "digest": format!("sha256:{}", plugin.digest()),
+        "config": config_path.map(|p| p.display().to_string()),
+        "manifest": declaration(plugin.manifest()),
+        "namespaces": match plugin.scope().namespaces().names() {
+            None => json!("all"),
+            Some(names) => json!(names),
+        },
+        "permissions": permissions,
+    });
+    match args.output {
+        Format::Json => super::say(serde_json::to_string_pretty(&report)?),
+        Format::Text => super::say(text(&report)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The manifest as data.
+fn declaration(m: &Manifest) -> Value {
+    let kinds = |kinds: &[kube::core::GroupVersionKind]| -> Vec<String> {
+        kinds.iter().map(|k| kind(k).to_string()).collect()
+    };
+    json!({
+        "watches": {
+            "kind": kind(&m.kind).to_string(),
+            "namespaces": m.namespaces,
+            "labels": m.selector.to_string(),
+            "predicates": m.predicates.iter().map(predicate).collect::<Vec<_>>(),
+        },
+        "owns": kinds(&m.owns),
+        "reads": m.reads.iter().map(|r| json!({
+            "kind": kind(&r.kind).to_string(),
+            "namespaces": r.namespaces,
+            "labels": r.selector.to_string(),
+            "trigger": r.trigger.as_ref().map(mapping),
+        })).collect::<Vec<_>>(),
+        "writes": kinds(&m.writes),
+        "capabilities": m.capabilities,
+    })
+}
+
+/// A predicate by its name in the contract.
+fn predicate(p: &wit::Predicate) -> &'static str {
+    match p {
+        wit::Predicate::GenerationChanged => "generation-changed",
+        wit::Predicate::LabelsChanged => "labels-changed",
+        wit::Predicate::AnnotationsChanged => "annotations-changed",
+        wit::Predicate::FinalizersChanged => "finalizers-changed",
+    }
+}
+
+/// A trigger mapping by its name in the contract.
+fn mapping(m: &wit::Mapping) -> String {
+    match m {
+        wit::Mapping::Owner => "owner".into(),
+        wit::Mapping::SameName => "same-name".into(),
+        wit::Mapping::Label(l) => format!("label {l}"),
+        wit::Mapping::Annotation(a) => format!("annotation {a}"),
+        wit::Mapping::Namespace => "namespace".into(),
+    }
+}
+
+/// The report for people: one line per fact, the permissions last.
+fn text(report: &Value) -> String {
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    let list = |v: &Value| {
+        let items: Vec<String> = v.as_array().into_iter().flatten().map(s).collect();
+        if items.is_empty() {
+            "-".into()
+        } else {
+            items.join(", ")
+        }
+    };
+    let m = &report["manifest"];
+    let w = &m["watches"];
+    let mut watches = s(&w["kind"]);
+    if !w["labels"].as_str().unwrap_or_default().is_empty() {
+        watches += &format!(" where {}", s(&w["labels"]));
+    }
+    if !list(&w["predicates"]).starts_with('-') {
+        watches += &format!(" (on {})", list(&w["predicates"]));
+    }
+    let reads: Vec<String> = m["reads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let mut line = s(&r["kind"]);
+            if !r["labels"].as_str().unwrap_or_default().is_empty() {
+                line += &format!(" where {}", s(&r["labels"]));
+            }
+            if !r["trigger"].is_null() {
+                line += &format!(" (triggers by {})", s(&r["trigger"]));
+            }
+            line
+        })
+        .collect();
+    let mut out = vec![
+        format!(
+            "plugin:       {} {}",
+            s(&report["plugin"]),
+            s(&report["version"])
+        ),
+        format!("file:         {}", s(&report["file"])),
+        format!("digest:       {}", s(&report["digest"])),
+        format!("config:       {}", s(&report["config"])),
+        format!(
+            "namespaces:   {}",
+            s(&report["namespaces"]).replace('"', "")
+        ),
+        format!("watches:      {watches}"),
+        format!("owns:         {}", list(&m["owns"])),
+        format!(
+            "reads:        {}",
+            if reads.is_empty() {
+                "-".into()
+            } else {
+                reads.join(", ")
+            }
+        ),
+        format!("writes:       {}", list(&m["writes"])),
+        format!("capabilities: {}", list(&m["capabilities"])),
+        "permissions:".into(),
+    ];
+    out.extend(
+        report["permissions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| format!("  {}", s(p))),
+    );
+    out.join("\n")
+}
