@@ -206,3 +206,39 @@ fn an_outage_is_transient_and_the_pool_recovers() {
     }
     assert_eq!(result.unwrap()[0].rows, vec![vec![Value::Integer(0)]]);
 }
+
+/// Results are held in host memory, outside the guest's cap: a call that returns too much fails
+/// (not transient: the same query would again) and its transaction is rolled back.
+#[test]
+fn results_past_the_row_or_byte_cap_fail_and_roll_back() {
+    let f = fixture();
+    let statement = |query: &str| Statement {
+        query: query.into(),
+        identifiers: vec![],
+        params: vec![],
+    };
+    let run = |statements: &[Statement]| {
+        f.databases
+            .execute("main", statements, Duration::from_secs(10))
+    };
+    let rows = format!(
+        "SELECT g FROM generate_series(1, {}) AS g",
+        sql::MAX_ROWS + 1
+    );
+    let err = run(&[statement(&rows)]).unwrap_err();
+    assert!(!err.transient, "{err:?}");
+    assert!(err.message.contains("10000 rows"), "{}", err.message);
+    let bytes = "SELECT repeat('x', 1048576) FROM generate_series(1, 5)";
+    let err = run(&[statement(bytes)]).unwrap_err();
+    assert!(err.message.contains("4194304 bytes"), "{}", err.message);
+    // Exactly at the cap is fine.
+    let at_cap = format!("SELECT g FROM generate_series(1, {}) AS g", sql::MAX_ROWS);
+    assert_eq!(
+        run(&[statement(&at_cap)]).unwrap()[0].rows.len(),
+        sql::MAX_ROWS
+    );
+    // The insert before an oversized select is rolled back with it.
+    let insert = statement("INSERT INTO t (id) VALUES ('kept?')");
+    assert!(run(&[insert, statement(&rows)]).is_err());
+    assert_eq!(f.pg.psql("SELECT count(*) FROM t").trim(), "0");
+}

@@ -27,7 +27,7 @@ use crate::plugin::bindings::{Plugin as Bindings, PluginPre};
 use crate::plugin::{Intent, Manifest, check_actions, wit};
 use crate::sql::Databases;
 use crate::view::{EmptyView, View};
-use host::{Limits, State};
+use host::{Limits, State, Throttle};
 use permits::Permits;
 
 /// How often the engine's epoch advances: the granularity of deadline checks.
@@ -183,6 +183,7 @@ impl Runtime {
             digest,
             settings: overrides.settings.clone(),
             deadline: overrides.deadline.unwrap_or(self.inner.config.deadline),
+            log_throttle: Arc::default(),
         };
         let wit_manifest = plugin
             .call_manifest()
@@ -242,6 +243,7 @@ pub struct Plugin {
     digest: String,
     settings: String,
     deadline: Duration,
+    log_throttle: Arc<Throttle>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -372,6 +374,7 @@ impl Plugin {
             started: Instant::now(),
             deadline: self.deadline,
             log_budget: 100,
+            log_throttle: self.log_throttle.clone(),
             panic: None,
         };
         let mut store = Store::new(&inner.engine, state);

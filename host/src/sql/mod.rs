@@ -10,6 +10,9 @@
 //!   interrupted while the host waits on the database, so the wait itself must be bounded.
 //! - **Blocking on purpose:** reconciles run on blocking threads; the query runs on the tokio
 //!   runtime the databases were created on and the calling thread waits for its answer.
+//! - **Capped:** a call's results are held in host memory, outside the guest's memory cap, so
+//!   they are read as a stream and the call fails (the transaction rolled back) past
+//!   [`MAX_ROWS`] rows or [`MAX_BYTES`] bytes, before more is held.
 
 mod config;
 mod statement;
@@ -29,6 +32,13 @@ pub use config::{
     ConfigError, DEFAULT_MAX_CONNECTIONS, Database, parse_file, parse_flag, read_file,
 };
 pub use statement::{RenderError, quote_identifier, render};
+
+/// Most rows one call may return, over all its statements.
+pub const MAX_ROWS: usize = 10_000;
+
+/// Most bytes of values one call may return, over all its statements (text counts its length,
+/// any other value 8).
+pub const MAX_BYTES: usize = 4 << 20;
 
 /// The granted databases. Cheap to clone; empty by default.
 #[derive(Clone, Default)]
@@ -183,6 +193,7 @@ async fn run_all(
     statements: &[(String, Vec<Value>)],
 ) -> Result<Vec<Rows>, SqlError> {
     let mut out = Vec::with_capacity(statements.len());
+    let (mut total_rows, mut total_bytes) = (0usize, 0usize);
     for (sql, params) in statements {
         let prepared = client.prepare_cached(sql).await.map_err(db_error)?;
         if prepared.params().len() != params.len() {
@@ -212,6 +223,17 @@ async fn run_all(
                 .map(|i| value::column(&row, i))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| error(e, false))?;
+            total_rows += 1;
+            total_bytes += values.iter().map(size_of_value).sum::<usize>();
+            if total_rows > MAX_ROWS || total_bytes > MAX_BYTES {
+                return Err(error(
+                    format!(
+                        "the result is larger than a call may return ({MAX_ROWS} rows, \
+                         {MAX_BYTES} bytes); select fewer rows (LIMIT) or columns"
+                    ),
+                    false,
+                ));
+            }
             rows.push(values);
         }
         let affected = stream.rows_affected().unwrap_or(rows.len() as u64);
@@ -222,6 +244,14 @@ async fn run_all(
         });
     }
     Ok(out)
+}
+
+/// What a value costs in host memory, roughly.
+fn size_of_value(v: &Value) -> usize {
+    match v {
+        Value::Text(t) => t.len(),
+        _ => 8,
+    }
 }
 
 /// SQLSTATE classes worth retrying: connection exceptions (08), insufficient resources (53),

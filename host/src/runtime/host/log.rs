@@ -1,9 +1,72 @@
 //! `wasmctrl:plugin/log`: plugin log lines into the host's tracing, tagged with plugin and key.
+//! Bounded twice: lines per call (`State::log_budget`) and lines per second per plugin
+//! ([`Throttle`]), so neither one call nor many cannot flood the host's logs.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::plugin::bindings::wasmctrl::plugin::log::Host;
 use crate::plugin::wit::Level;
 
 use super::State;
+
+/// Lines per second a plugin may log, over all its calls, once its burst is spent.
+const LINES_PER_SECOND: f64 = 200.0;
+
+/// Lines a plugin may log at once before the rate applies.
+const BURST: f64 = 1000.0;
+
+/// A token bucket per plugin version: [`LINES_PER_SECOND`], bursts of [`BURST`]. Lines past it
+/// are dropped and counted; the count is reported at most once a second.
+#[derive(Debug)]
+pub(crate) struct Throttle {
+    state: Mutex<Bucket>,
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+    dropped: u64,
+    reported: Option<Instant>,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(Bucket {
+                tokens: BURST,
+                refilled: Instant::now(),
+                dropped: 0,
+                reported: None,
+            }),
+        }
+    }
+}
+
+impl Throttle {
+    /// Whether a line logged at `now` may pass; `Some(n)` when `n` dropped lines are due to be
+    /// reported.
+    fn admit(&self, now: Instant) -> (bool, Option<u64>) {
+        let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * LINES_PER_SECOND).min(BURST);
+        b.refilled = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            return (true, None);
+        }
+        b.dropped += 1;
+        let due = b
+            .reported
+            .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(1));
+        if due {
+            b.reported = Some(now);
+            return (false, Some(std::mem::take(&mut b.dropped)));
+        }
+        (false, None)
+    }
+}
 
 /// Longest message or field value kept; the rest is cut so one call cannot balloon the logs.
 const MAX_TEXT: usize = 4096;
@@ -29,6 +92,15 @@ impl Host for State {
             return;
         }
         self.log_budget -= 1;
+        match self.log_throttle.admit(Instant::now()) {
+            (true, _) => {}
+            (false, Some(dropped)) => {
+                tracing::warn!(plugin.name = %self.plugin, dropped, rate = LINES_PER_SECOND,
+                    "plugin logs faster than its rate; dropping lines");
+                return;
+            }
+            (false, None) => return,
+        }
         let fields = fields
             .iter()
             .map(|(k, v)| format!("{}={}", clip(k), clip(v)))
@@ -52,5 +124,32 @@ impl Host for State {
                 tracing::error!(plugin.name = plugin, object.key = key, %fields, "{message}")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_logs_its_burst_then_its_rate_and_drops_are_reported_once_a_second() {
+        let throttle = Throttle::default();
+        let start = Instant::now();
+        let passed = (0..1500).filter(|_| throttle.admit(start).0).count();
+        assert_eq!(passed, BURST as usize);
+        // The first drop was reported at once; later ones wait for the next second.
+        let (ok, report) = throttle.admit(start);
+        assert!(!ok && report.is_none());
+        // Half a second refills 100 lines.
+        let later = start + Duration::from_millis(500);
+        let passed = (0..300).filter(|_| throttle.admit(later).0).count();
+        assert_eq!(passed, 100);
+        // A second after the first report, the next drop reports every line dropped since.
+        let second = start + Duration::from_millis(1000);
+        let passed = (0..100).filter(|_| throttle.admit(second).0).count();
+        assert_eq!(passed, 100, "another half second's refill");
+        let (ok, report) = throttle.admit(second);
+        assert!(!ok);
+        assert_eq!(report, Some(499 + 1 + 200 + 1));
     }
 }

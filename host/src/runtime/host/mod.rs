@@ -5,6 +5,8 @@ mod cache;
 mod log;
 mod sql;
 
+pub(crate) use log::Throttle;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +31,8 @@ pub(crate) struct State {
     pub(crate) deadline: Duration,
     /// Log lines left for this call; a plugin cannot flood the host's logs.
     pub(crate) log_budget: u32,
+    /// The plugin's log rate over all its calls.
+    pub(crate) log_throttle: Arc<log::Throttle>,
     /// The message of the guest's panic, if it reported one before trapping.
     pub(crate) panic: Option<String>,
 }
