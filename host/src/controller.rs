@@ -561,10 +561,19 @@ impl Worker {
                 self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
             }
+            let started = std::time::Instant::now();
             let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
             lock(&self.in_flight).remove(&key);
             span.record("outcome", tracing::field::debug(outcome));
             self.stats.record(outcome);
+            // One record per reconcile, after its outcome counts: tests and operators see
+            // that the host has moved past a change.
+            span.in_scope(|| {
+                tracing::debug!(
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "reconciled"
+                )
+            });
             self.queue.done(&key);
         }
     }

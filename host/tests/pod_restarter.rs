@@ -13,7 +13,6 @@ use std::io::BufReader;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use common::process::{Cluster, assert_quiet, plugin_dir, wait_for, wasmctrl_test_report};
 use serde_json::{Value, json};
@@ -29,8 +28,9 @@ deployment = "backend"
 const HANDLED: &str = "pod-restarter.wasmctrl.io/handled-pods";
 const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
-/// How long the host gets to (not) act on a change before we look.
-const SETTLE: Duration = Duration::from_secs(2);
+/// The host's debug records of finished reconciles: the positive signal that it has moved past
+/// a change (see `reconciled`).
+const LOG: (&str, &str) = ("RUST_LOG", "info,wasmctrl::controller=debug");
 
 /// Every change to one object as `kubectl get --watch` reports it: the first event is the object
 /// when the watch began, each later one is one write that changed it. A watch delivers every
@@ -156,6 +156,43 @@ fn run_pod(cluster: &Cluster, namespace: &str, name: &str) {
     ]);
 }
 
+/// Reconciles of `key` the host has finished so far.
+fn reconciles(host: &common::process::Process, key: &str) -> usize {
+    let key = format!("object.key={key}");
+    host.log()
+        .lines()
+        .filter(|l| l.contains(" reconciled ") && l.contains(&key))
+        .count()
+}
+
+/// Waits until the host has finished more than `before` reconciles of `key`.
+fn wait_reconciled(host: &common::process::Process, key: &str, before: usize) {
+    wait_for(30, &format!("a reconcile of {key}"), || {
+        reconciles(host, key) > before
+    });
+}
+
+/// The Deployment's resourceVersion: it changes with every write.
+fn version(cluster: &Cluster) -> String {
+    cluster.kubectl_ok(&[
+        "get",
+        "deployment",
+        "backend",
+        "-n",
+        "team-a",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ])
+}
+
+/// Relabels a Pod (no new Pod, so no restart) and waits for the host to reconcile it.
+fn touch_and_wait(cluster: &Cluster, host: &common::process::Process, pod: &str, label: &str) {
+    let key = format!("team-a/{pod}");
+    let before = reconciles(host, &key);
+    cluster.kubectl_ok(&["label", "pod", pod, "-n", "team-a", label, "--overwrite"]);
+    wait_reconciled(host, &key, before);
+}
+
 fn wait_until_started(host: &common::process::Process) {
     wait_for(60, "the host to start pod-restarter", || {
         host.log()
@@ -192,13 +229,15 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     let initial = changes.events.lock().unwrap()[0]["object"].clone();
     assert!(initial["metadata"]["annotations"].is_null(), "{initial}");
 
-    let host = cluster.run_host(&plugins, &[], &[]);
+    let host = cluster.run_host(&plugins, &[], &[LOG]);
     wait_until_started(&host);
 
-    // A matching Pod that is still Pending: nothing.
+    // A matching Pod that is still Pending: nothing. (Each "nothing" below is checked once the
+    // host has reconciled the change, against the Deployment as the server has it.)
+    let unchanged = version(&cluster);
     let web1 = create_pod(&cluster, dir.path(), "team-a", "web-1", "web");
-    std::thread::sleep(SETTLE);
-    assert_eq!(changes.writes().len(), 0, "restarted for a Pending Pod");
+    wait_reconciled(&host, "team-a/web-1", 0);
+    assert_eq!(version(&cluster), unchanged, "restarted for a Pending Pod");
 
     // Running: exactly one restart, recording the Pod in the same write.
     run_pod(&cluster, "team-a", "web-1");
@@ -213,7 +252,9 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     );
 
     // More changes to the same Pod (labels, status) are not new Pods.
-    cluster.kubectl_ok(&["label", "pod", "web-1", "-n", "team-a", "version=2"]);
+    let unchanged = version(&cluster);
+    touch_and_wait(&cluster, &host, "web-1", "version=2");
+    let before = reconciles(&host, "team-a/web-1");
     cluster.kubectl_ok(&[
         "patch",
         "pod",
@@ -225,8 +266,13 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
         "-p",
         r#"{"status":{"podIP":"10.244.0.9","conditions":[{"type":"Ready","status":"True"}]}}"#,
     ]);
-    std::thread::sleep(SETTLE);
-    assert_eq!(changes.writes().len(), 1, "restarted again for an old Pod");
+    wait_reconciled(&host, "team-a/web-1", before);
+    assert_eq!(
+        version(&cluster),
+        unchanged,
+        "restarted again for an old Pod"
+    );
+    assert_eq!(changes.writes().len(), 1);
 
     // A new host process starts from nothing but the cluster: the record keeps it from
     // restarting for web-1 again.
@@ -234,12 +280,13 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     let log1 = std::fs::read_to_string(dir.path().join("host-1.log")).unwrap();
     assert!(status.success(), "exit {status}; log:\n{log1}");
     assert_quiet(&log1, "first host's");
-    let host = cluster.run_host(&plugins, &[], &[]);
+    let unchanged = version(&cluster);
+    let host = cluster.run_host(&plugins, &[], &[LOG]);
     wait_until_started(&host);
-    std::thread::sleep(SETTLE);
+    wait_reconciled(&host, "team-a/web-1", 0);
     assert_eq!(
-        changes.writes().len(),
-        1,
+        version(&cluster),
+        unchanged,
         "restarted again after the host restarted"
     );
 
@@ -249,17 +296,21 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     let second = changes.wait_for_write(2);
     assert_eq!(record(&second), sorted(&[&web1, &web2]));
 
-    // Pods outside the selector or the namespace: nothing.
+    // Pods outside the selector or the namespace: nothing. They are never even queued; a
+    // change to a matching Pod made after them, once reconciled, shows the host is past them.
+    let unchanged = version(&cluster);
     create_pod(&cluster, dir.path(), "team-a", "db-1", "db");
     run_pod(&cluster, "team-a", "db-1");
     create_pod(&cluster, dir.path(), "default", "web-1", "web");
     run_pod(&cluster, "default", "web-1");
-    std::thread::sleep(SETTLE);
+    touch_and_wait(&cluster, &host, "web-2", "seen=after-db-1");
     assert_eq!(
-        changes.writes().len(),
-        2,
+        version(&cluster),
+        unchanged,
         "restarted for a Pod the settings exclude"
     );
+    assert_eq!(reconciles(&host, "team-a/db-1"), 0);
+    assert_eq!(reconciles(&host, "default/web-1"), 0);
 
     // A Pod that is gone drops out of the record on the next write.
     cluster.kubectl_ok(&["delete", "pod", "web-1", "-n", "team-a", "--wait=true"]);
@@ -277,7 +328,12 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
         s.spawn(|| run_pod(&cluster, "team-a", "web-5"));
     });
     changes.wait_for_write(5);
-    std::thread::sleep(SETTLE);
+    // Whichever lost the race was decided again; a later change to each Pod is reconciled after
+    // that, and writes nothing more.
+    let settled = version(&cluster);
+    touch_and_wait(&cluster, &host, "web-4", "seen=after-race");
+    touch_and_wait(&cluster, &host, "web-5", "seen=after-race");
+    assert_eq!(version(&cluster), settled);
     let writes = changes.writes();
     assert_eq!(writes.len(), 5, "{writes:#?}");
     assert_eq!(record(&writes[4]), sorted(&[&web2, &web3, &web4, &web5]));
