@@ -287,8 +287,7 @@ impl Applier {
             Intent::Delete { target } => {
                 let (api, namespace, gvk) = self.api_for(target, subject).await?;
                 let label = target_label(&gvk, &namespace, &target.name);
-                if let Some(informer) = self.informers.existing(&gvk)
-                    && informer.resource().is_some()
+                if let Some(informer) = self.informers.covering(&gvk, &namespace)
                     && informer
                         .get(&ObjectKey::new(&namespace, &target.name))
                         .is_none_or(|e| e.deleting)
@@ -457,11 +456,11 @@ impl Applier {
         }
         // Same intent: skip unless the target changed since our write (drift to correct). When
         // the kind is not cached we cannot see drift and trust the intent hash alone.
-        match self.informers.existing(gvk) {
-            Some(informer) if informer.resource().is_some() => informer
+        match self.informers.covering(gvk, namespace) {
+            Some(informer) => informer
                 .get(&ObjectKey::new(namespace, name))
                 .is_some_and(|e| e.resource_version == rv),
-            _ => true,
+            None => true,
         }
     }
 

@@ -16,11 +16,12 @@ use tracing::Instrument;
 use wasmctrl_scope::Scope;
 
 use crate::apply::{self, Applier, Subject};
-use crate::informer::{Change, Entry, Informer, Informers, Notice, ObjectKey};
+use crate::informer::{Caches, Change, Entry, Informer, Informers, Notice, ObjectKey, Watch};
 use crate::loader;
 use crate::plugin::{Manifest, wit};
 use crate::queue::{self, Queue};
 use crate::runtime::{ErrorKind, Plugin};
+use crate::selector::Selector;
 use crate::view::View;
 
 /// Per-plugin settings from the operator for its controller. (Narrower namespaces and a
@@ -115,6 +116,8 @@ pub struct Host {
 struct Controller {
     plugin: Arc<RwLock<Arc<Plugin>>>,
     tuning: Tuning,
+    /// The caches of the reconciled kind (one per watched namespace).
+    watched: Arc<Vec<Arc<Informer>>>,
     /// Cancelled when the controller stops, so workers still waiting for caches end at once.
     stop: CancellationToken,
     stats: Arc<Stats>,
@@ -195,10 +198,8 @@ impl Host {
             if let Some(c) = controllers.get(&name) {
                 *c.plugin.write().unwrap_or_else(|p| p.into_inner()) = plugin.clone();
                 self.applier.forget_plugin(&name);
-                if let Some(watched) = self.informers.existing(&plugin.manifest().kind) {
-                    for entry in watched.entries() {
-                        c.queue.add_low(entry.key.clone());
-                    }
+                for entry in c.watched.iter().flat_map(|w| w.entries()) {
+                    c.queue.add_low(entry.key.clone());
                 }
                 tracing::info!(plugin.name = %name, plugin.digest = %plugin.digest(), "plugin replaced");
             }
@@ -257,7 +258,6 @@ impl Host {
         let manifest = plugin.manifest().clone();
         let scope = Arc::new(plugin.scope().clone());
         let queue: Queue<ObjectKey> = Queue::new(queue::Config::default());
-        let watched = self.informers.get(&manifest.kind);
         let mut subscriptions = Vec::new();
         // Keys are only ever queued in the plugin's namespaces, whatever the event that named
         // them (a child's owner, a label, an annotation). A deleted object leaves nothing
@@ -285,41 +285,78 @@ impl Host {
             subscriptions.push((informer, id));
         };
 
-        let filter = Filter {
-            manifest: manifest.clone(),
-            scope: scope.clone(),
-        };
-        subscribe(
-            watched.clone(),
-            Box::new(move |notice, out| filter.primary(notice, out)),
-        );
-        for kind in &manifest.owns {
-            let owner_kind = manifest.kind.clone();
+        // Least data: one watch per declared namespace (or one for all), with the declared label
+        // selector, all sent to the API server.
+        let own_namespaces = scope
+            .namespaces()
+            .names()
+            .map(|set| set.iter().cloned().collect());
+        let watches =
+            |kind: &GroupVersionKind, namespaces: Option<Vec<String>>, labels: &Selector| {
+                let watch = |namespace| Watch {
+                    kind: kind.clone(),
+                    namespace,
+                    labels: labels.clone(),
+                };
+                match namespaces {
+                    None => vec![self.informers.get(&watch(None))],
+                    Some(names) => (names.into_iter())
+                        .map(|ns| self.informers.get(&watch(Some(ns))))
+                        .collect::<Vec<_>>(),
+                }
+            };
+
+        let watched = Arc::new(watches(
+            &manifest.kind,
+            own_namespaces.clone(),
+            &manifest.selector,
+        ));
+        for informer in watched.iter() {
+            let filter = Filter {
+                manifest: manifest.clone(),
+                scope: scope.clone(),
+            };
             subscribe(
-                self.informers.get(kind),
-                Box::new(move |n, out| by_owner(&owner_kind, n, out)),
+                informer.clone(),
+                Box::new(move |notice, out| filter.primary(notice, out)),
             );
         }
+        for kind in &manifest.owns {
+            for informer in watches(kind, own_namespaces.clone(), &Selector::default()) {
+                let owner_kind = manifest.kind.clone();
+                subscribe(
+                    informer,
+                    Box::new(move |n, out| by_owner(&owner_kind, n, out)),
+                );
+            }
+        }
         for read in &manifest.reads {
-            let informer = self.informers.get(&read.kind);
-            let Some(mapping) = read.trigger.clone() else {
-                // Subscribed only to keep the cache of a read-only kind warm.
-                subscribe(informer, Box::new(|_, _| {}));
-                continue;
+            let namespaces = if read.namespaces.is_empty() {
+                own_namespaces.clone()
+            } else {
+                Some(read.namespaces.clone())
             };
-            let (owner_kind, watched) = (manifest.kind.clone(), watched.clone());
-            subscribe(
-                informer,
-                Box::new(move |n, out| by_mapping(&mapping, &owner_kind, &watched, n, out)),
-            );
+            for informer in watches(&read.kind, namespaces, &read.selector) {
+                let Some(mapping) = read.trigger.clone() else {
+                    // Subscribed only to keep the cache of a read-only kind warm.
+                    subscribe(informer, Box::new(|_, _| {}));
+                    continue;
+                };
+                let (owner_kind, watched) = (manifest.kind.clone(), watched.clone());
+                subscribe(
+                    informer,
+                    Box::new(move |n, out| by_mapping(&mapping, &owner_kind, &watched, n, out)),
+                );
+            }
         }
 
         let shared = Arc::new(RwLock::new(plugin));
         let stop = CancellationToken::new();
-        let caches: Vec<Arc<Informer>> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
+        let informers: Vec<Arc<Informer>> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
+        let caches = Arc::new(Caches::new(&informers));
         let tasks = vec![tokio::spawn(report_unsynced(
             manifest.name.clone(),
-            caches.clone(),
+            informers.clone(),
         ))];
         let stats = Arc::new(Stats::default());
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
@@ -327,11 +364,11 @@ impl Host {
             .map(|_| {
                 let worker = Worker {
                     plugin: shared.clone(),
+                    informers: informers.clone(),
                     caches: caches.clone(),
                     stop: stop.clone(),
                     queue: queue.clone(),
                     watched: watched.clone(),
-                    informers: self.informers.clone(),
                     applier: self.applier.clone(),
                     stats: stats.clone(),
                     in_flight: in_flight.clone(),
@@ -342,6 +379,7 @@ impl Host {
         Controller {
             plugin: shared,
             tuning,
+            watched,
             stop,
             stats,
             in_flight,
@@ -398,10 +436,7 @@ async fn report_unsynced(plugin: String, caches: Vec<Arc<Informer>>) {
     let waiting: Vec<String> = caches
         .iter()
         .filter(|c| !c.is_synced())
-        .map(|c| {
-            let gvk = c.gvk();
-            format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind)
-        })
+        .map(|c| c.watch().to_string())
         .collect();
     tracing::warn!(plugin.name = %plugin, kinds = ?waiting, patience = ?SYNC_PATIENCE,
         "plugin is waiting for these kinds to be listed (is their CRD installed?); it reconciles nothing until they are");
@@ -497,7 +532,7 @@ fn by_owner(owner_kind: &GroupVersionKind, notice: &Notice, out: &mut Keys) {
 fn by_mapping(
     mapping: &wit::Mapping,
     owner_kind: &GroupVersionKind,
-    watched: &Informer,
+    watched: &[Arc<Informer>],
     notice: &Notice,
     out: &mut Keys,
 ) {
@@ -518,8 +553,9 @@ fn by_mapping(
             }
             wit::Mapping::Namespace => {
                 for e in watched
-                    .entries()
-                    .into_iter()
+                    .iter()
+                    .filter(|w| w.covers(ns))
+                    .flat_map(|w| w.entries())
                     .filter(|e| &e.key.namespace == ns)
                 {
                     out.push((e.key.clone(), notice.initial));
@@ -532,12 +568,15 @@ fn by_mapping(
 
 struct Worker {
     plugin: Arc<RwLock<Arc<Plugin>>>,
-    /// Every cache the plugin reads: watched, owned and `reads` kinds.
-    caches: Vec<Arc<Informer>>,
+    /// Every informer the plugin subscribed to: watched, owned and `reads` kinds.
+    informers: Vec<Arc<Informer>>,
+    /// The same, as the plugin reads them.
+    caches: Arc<Caches>,
     stop: CancellationToken,
     queue: Queue<ObjectKey>,
-    watched: Arc<Informer>,
-    informers: Arc<Informers>,
+    /// The reconciled kind's informers: the object handed to the plugin comes from the cache
+    /// whose event queued the key, never from another that may lag behind it.
+    watched: Arc<Vec<Arc<Informer>>>,
     applier: Arc<Applier>,
     stats: Arc<Stats>,
     /// Keys being reconciled; the queue guarantees a key is never in here twice.
@@ -548,7 +587,7 @@ impl Worker {
     async fn run(self) {
         // As client-go's WaitForCacheSync: a plugin that reads a half-loaded cache would act on
         // a world that does not exist (a missing Deployment, children it thinks are gone).
-        let synced = futures::future::join_all(self.caches.iter().map(|c| c.synced()));
+        let synced = futures::future::join_all(self.informers.iter().map(|c| c.synced()));
         tokio::select! {
             _ = synced => {}
             () = self.stop.cancelled() => return,
@@ -579,7 +618,11 @@ impl Worker {
     }
 
     async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> Outcome {
-        let entry = self.watched.get(key);
+        let entry = self
+            .watched
+            .iter()
+            .filter(|w| w.covers(&key.namespace))
+            .find_map(|w| w.get(key));
         let request = wit::Request {
             namespace: key.namespace.clone(),
             name: key.name.clone(),
@@ -588,7 +631,7 @@ impl Worker {
             settings: String::new(),
             now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         };
-        let view: Arc<dyn View> = self.informers.clone();
+        let view: Arc<dyn View> = self.caches.clone();
         let sandboxed = plugin.clone();
         let result =
             match tokio::task::spawn_blocking(move || sandboxed.reconcile(request, view)).await {

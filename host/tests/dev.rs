@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
 use common::process::{Process, kubectl, wait_for};
 use serde_json::Value;
@@ -65,9 +64,11 @@ fn kubectl_drives_the_virtualmachine_plugin_and_sigterm_stops_cleanly() {
         vm_status(&kubeconfig)["server"]["cpu"] == 8
     });
 
+    let before = host.reconciles("default/test-vm");
     let (ok, out) = kubectl(&kubeconfig, &["delete", "vm", "test-vm", "--wait=true"]);
     assert!(ok, "{out}");
-    std::thread::sleep(Duration::from_millis(500));
+    // The host reconciles the gone key before it is stopped: its log covers the deletion.
+    host.wait_reconciled("default/test-vm", before);
 
     // SIGTERM: stop taking keys, finish in-flight reconciles, exit 0.
     let log_path = dir.path().join("host.log");

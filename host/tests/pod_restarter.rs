@@ -28,10 +28,6 @@ deployment = "backend"
 const HANDLED: &str = "pod-restarter.wasmctrl.io/handled-pods";
 const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
-/// The host's debug records of finished reconciles: the positive signal that it has moved past
-/// a change (see `reconciled`).
-const LOG: (&str, &str) = ("RUST_LOG", "info,wasmctrl::controller=debug");
-
 /// Every change to one object as `kubectl get --watch` reports it: the first event is the object
 /// when the watch began, each later one is one write that changed it. A watch delivers every
 /// such write, even several within a second; a patch that changes nothing restarts nothing and
@@ -156,22 +152,6 @@ fn run_pod(cluster: &Cluster, namespace: &str, name: &str) {
     ]);
 }
 
-/// Reconciles of `key` the host has finished so far.
-fn reconciles(host: &common::process::Process, key: &str) -> usize {
-    let key = format!("object.key={key}");
-    host.log()
-        .lines()
-        .filter(|l| l.contains(" reconciled ") && l.contains(&key))
-        .count()
-}
-
-/// Waits until the host has finished more than `before` reconciles of `key`.
-fn wait_reconciled(host: &common::process::Process, key: &str, before: usize) {
-    wait_for(30, &format!("a reconcile of {key}"), || {
-        reconciles(host, key) > before
-    });
-}
-
 /// The Deployment's resourceVersion: it changes with every write.
 fn version(cluster: &Cluster) -> String {
     cluster.kubectl_ok(&[
@@ -188,9 +168,9 @@ fn version(cluster: &Cluster) -> String {
 /// Relabels a Pod (no new Pod, so no restart) and waits for the host to reconcile it.
 fn touch_and_wait(cluster: &Cluster, host: &common::process::Process, pod: &str, label: &str) {
     let key = format!("team-a/{pod}");
-    let before = reconciles(host, &key);
+    let before = host.reconciles(&key);
     cluster.kubectl_ok(&["label", "pod", pod, "-n", "team-a", label, "--overwrite"]);
-    wait_reconciled(host, &key, before);
+    host.wait_reconciled(&key, before);
 }
 
 fn wait_until_started(host: &common::process::Process) {
@@ -229,14 +209,14 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     let initial = changes.events.lock().unwrap()[0]["object"].clone();
     assert!(initial["metadata"]["annotations"].is_null(), "{initial}");
 
-    let host = cluster.run_host(&plugins, &[], &[LOG]);
+    let host = cluster.run_host(&plugins, &[], &[]);
     wait_until_started(&host);
 
     // A matching Pod that is still Pending: nothing. (Each "nothing" below is checked once the
     // host has reconciled the change, against the Deployment as the server has it.)
     let unchanged = version(&cluster);
     let web1 = create_pod(&cluster, dir.path(), "team-a", "web-1", "web");
-    wait_reconciled(&host, "team-a/web-1", 0);
+    host.wait_reconciled("team-a/web-1", 0);
     assert_eq!(version(&cluster), unchanged, "restarted for a Pending Pod");
 
     // Running: exactly one restart, recording the Pod in the same write.
@@ -254,7 +234,7 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     // More changes to the same Pod (labels, status) are not new Pods.
     let unchanged = version(&cluster);
     touch_and_wait(&cluster, &host, "web-1", "version=2");
-    let before = reconciles(&host, "team-a/web-1");
+    let before = host.reconciles("team-a/web-1");
     cluster.kubectl_ok(&[
         "patch",
         "pod",
@@ -266,7 +246,7 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
         "-p",
         r#"{"status":{"podIP":"10.244.0.9","conditions":[{"type":"Ready","status":"True"}]}}"#,
     ]);
-    wait_reconciled(&host, "team-a/web-1", before);
+    host.wait_reconciled("team-a/web-1", before);
     assert_eq!(
         version(&cluster),
         unchanged,
@@ -281,9 +261,9 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     assert!(status.success(), "exit {status}; log:\n{log1}");
     assert_quiet(&log1, "first host's");
     let unchanged = version(&cluster);
-    let host = cluster.run_host(&plugins, &[], &[LOG]);
+    let host = cluster.run_host(&plugins, &[], &[]);
     wait_until_started(&host);
-    wait_reconciled(&host, "team-a/web-1", 0);
+    host.wait_reconciled("team-a/web-1", 0);
     assert_eq!(
         version(&cluster),
         unchanged,
@@ -309,8 +289,8 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
         unchanged,
         "restarted for a Pod the settings exclude"
     );
-    assert_eq!(reconciles(&host, "team-a/db-1"), 0);
-    assert_eq!(reconciles(&host, "default/web-1"), 0);
+    assert_eq!(host.reconciles("team-a/db-1"), 0);
+    assert_eq!(host.reconciles("default/web-1"), 0);
 
     // A Pod that is gone drops out of the record on the next write.
     cluster.kubectl_ok(&["delete", "pod", "web-1", "-n", "team-a", "--wait=true"]);

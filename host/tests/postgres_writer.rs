@@ -97,7 +97,12 @@ fn rows_follow_objects_through_outages_and_host_restarts() {
             .get_json(&["pgw", "late"])
             .is_some_and(|o| o["metadata"]["finalizers"][0] == "demo.yash.com/row-cleanup")
     });
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // The host has tried the row while the database was down (and failed) before it is back.
+    wait_for(30, "a reconcile of default/late to fail", || {
+        host.log()
+            .lines()
+            .any(|l| l.contains("object.key=default/late") && l.contains("reconcile failed"))
+    });
     pg.start_server();
     wait_for(60, "the row once the database is back", || {
         row(&pg, "default/late") == "Carol|41|Chile"

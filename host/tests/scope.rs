@@ -1,6 +1,7 @@
 //! The sandbox's scope promise through the real binaries: a plugin declared for namespace
-//! `team-a` tries to read, list, patch, apply and delete in `team-b`, and to read outside its
-//! label selector. Each attempt is refused with an error naming verb, kind and namespace, left
+//! `team-a` tries to read, list, patch, apply and delete in `team-b`, and to list outside its
+//! label selector (a get finds nothing there: the host never even caches it). Each attempt is
+//! refused with an error naming verb, kind and namespace, left
 //! as a Warning event on the object, and never reaches the API server (its request log says so);
 //! the same plugin's legitimate work in `team-a` succeeds in the same run, and an object in
 //! `team-b` is never reconciled at all.
@@ -33,9 +34,9 @@ const ESCAPES: [(&str, &str, &str); 6] = [
         "list v1/Secret in namespace team-b refused",
     ),
     (
-        "get-hidden",
+        "list-hidden",
         "ReadRefused",
-        "get v1/Secret team-a/hidden refused",
+        "list v1/Secret in namespace team-a refused: the selector visible=no asks for labels outside",
     ),
     (
         "patch-other",
@@ -164,6 +165,7 @@ async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
     for (attempt, _, _) in ESCAPES {
         create(&things_a, thing("team-a", attempt, attempt)).await;
     }
+    create(&things_a, thing("team-a", "get-hidden", "get-hidden")).await;
     create(&things_a, thing("team-a", "legit", "legit")).await;
 
     // Every escape is refused, named, and reported on its object.
@@ -198,6 +200,13 @@ async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
         status,
         json!({"phase": "Done", "visible": true, "listed": 1})
     );
+    // A Secret outside the plugin's label selector is not even in its cache: not found.
+    let hidden = common::eventually(30, "the get-hidden reconcile", || async {
+        let thing = things_a.get("get-hidden").await.ok()?;
+        thing.data.get("status").cloned()
+    })
+    .await;
+    assert_eq!(hidden, json!({"phase": "Hidden", "found": false}));
     let cms_a = api(&client, "team-a", ("", "v1", "ConfigMap"), "configmaps");
     assert!(cms_a.get_opt("legit-child").await.unwrap().is_some());
     let deployments_a = api(
@@ -229,6 +238,42 @@ async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
     assert!(
         into_team_b.is_empty(),
         "requests into team-b: {into_team_b:#?}"
+    );
+    // Least data: every list and watch the host made is limited to what the plugin declared,
+    // by namespace and label selector, on the server.
+    let reads: Vec<(String, String, String)> = host_requests
+        .iter()
+        // The host's lists and watches; events are only ever listed by this test.
+        .filter(|r| (r["verb"] == "list" || r["verb"] == "watch") && r["resource"] != "events")
+        .map(|r| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                text(&r["resource"]),
+                text(&r["namespace"]),
+                text(&r["labelSelector"]),
+            )
+        })
+        .collect();
+    for (resource, namespace, labels) in &reads {
+        assert_eq!(
+            namespace, "team-a",
+            "{resource} read beyond team-a: {reads:?}"
+        );
+        let declared = if resource == "secrets" {
+            "visible=yes"
+        } else {
+            ""
+        };
+        assert_eq!(
+            labels, declared,
+            "{resource} read beyond its selector: {reads:?}"
+        );
+    }
+    let resources: std::collections::BTreeSet<&str> =
+        reads.iter().map(|(r, _, _)| r.as_str()).collect();
+    assert_eq!(
+        resources.into_iter().collect::<Vec<_>>(),
+        ["configmaps", "secrets", "things"]
     );
     drop(host);
 

@@ -110,6 +110,7 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
     .await;
     assert_eq!(status["observedGeneration"], 2);
 
+    let before = host.counts("virtualmachine").unwrap().total();
     vms.delete("test-vm", &DeleteParams::default())
         .await
         .unwrap();
@@ -121,8 +122,11 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
             .then_some(())
     })
     .await;
-    // Give the host time to process the deletion before shutting down.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The host reconciles the gone key before it is shut down, so a complaint would be logged.
+    common::eventually(20, "the reconcile of the deleted VM", || async {
+        (host.counts("virtualmachine").unwrap().total() > before).then_some(())
+    })
+    .await;
     host.shutdown(Duration::from_secs(5)).await;
 
     let logged = String::from_utf8(complaints.0.lock().unwrap().clone()).unwrap();

@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::process::{Cluster, plugin_dir, wait_for, wasmctrl_test_report};
 use serde_json::{Value, json};
 
@@ -172,13 +170,15 @@ fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_
     });
 
     // Deleting the Workspace takes its Pod along (garbage collection of the owned child).
+    let before = host.reconciles("default/alice");
     cluster.kubectl_ok(&["delete", "workspace", "alice", "--wait=true"]);
     wait_for(30, "the Pod to be garbage collected", || {
         let (ok, out) = cluster.kubectl(&["get", "pod", "alice"]);
         !ok && out.contains("NotFound")
     });
-    // Let the host see the deletions before it is stopped.
-    std::thread::sleep(Duration::from_millis(500));
+    // The host has seen the deletions (a reconcile of the gone key) before it is stopped, so a
+    // complaint about them would be in its log.
+    host.wait_reconciled("default/alice", before);
 
     host.assert_quiet("host's");
     let log = host.log();

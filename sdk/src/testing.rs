@@ -234,31 +234,26 @@ impl Host for Harness {
 
     fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String> {
         self.check_read(Verb::Get, kind, namespace, name, |reads| {
-            let found = self
+            // The host's caches only hold what the plugin declared (namespaces and labels go to
+            // the API server): an object outside its selector is not found, as on the host.
+            Ok(self
                 .kind_objects(kind)
-                .find(|((ns, n), _)| ns == namespace && n == name);
-            match found {
-                None => Ok(None),
-                Some((_, o)) if reads.admits(namespace, &o["metadata"]["labels"]) => {
-                    Ok(Some(o.to_string()))
-                }
-                Some(_) => Err(Refusal {
-                    verb: Verb::Get,
-                    kind: Kind::new(&kind.group, &kind.version, &kind.kind),
-                    namespace: namespace.into(),
-                    name: name.into(),
-                    reason: format!(
-                        "its labels are outside the declared selector ({})",
-                        reads.selectors()
-                    ),
-                }),
-            }
+                .find(|((ns, n), _)| ns == namespace && n == name)
+                .filter(|(_, o)| reads.admits(namespace, &o["metadata"]["labels"]))
+                .map(|(_, o)| o.to_string()))
         })
     }
 
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
         let selector = Selector::parse(labels).map_err(|e| e.to_string())?;
         self.check_read(Verb::List, kind, namespace, "", |reads| {
+            reads.check_selector(&selector).map_err(|reason| Refusal {
+                verb: Verb::List,
+                kind: Kind::new(&kind.group, &kind.version, &kind.kind),
+                namespace: namespace.into(),
+                name: String::new(),
+                reason,
+            })?;
             Ok(self
                 .kind_objects(kind)
                 .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)

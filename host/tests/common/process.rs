@@ -76,12 +76,36 @@ pub struct Process {
 }
 
 impl Process {
-    /// Starts `wasmctrl <args>` with `RUST_LOG=info`, logging to `log`.
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Reconciles of `key` (`namespace/name`) the host has finished so far, from the debug
+    /// record the controller writes after each one.
+    pub fn reconciles(&self, key: &str) -> usize {
+        let key = format!("object.key={key} ");
+        self.log()
+            .lines()
+            .filter(|l| l.contains(" reconciled ") && l.contains(&key))
+            .count()
+    }
+
+    /// Waits until the host has finished more than `before` reconciles of `key`: the positive
+    /// signal that it has moved past a change.
+    pub fn wait_reconciled(&self, key: &str, before: usize) {
+        wait_for(30, &format!("a reconcile of {key}"), || {
+            self.reconciles(key) > before
+        });
+    }
+
+    /// Starts `wasmctrl <args>` with `RUST_LOG=info` (and the controller's per-reconcile debug
+    /// records, see [`reconciles`](Self::reconciles)), logging to `log`.
     pub fn wasmctrl(args: &[&str], log: PathBuf, envs: &[(&str, &str)]) -> Self {
         let file = std::fs::File::create(&log).expect("create log file");
         let child = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
             .args(args)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info,wasmctrl::controller=debug")
             .envs(envs.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)

@@ -534,6 +534,19 @@ impl Reads<'_> {
             .any(|g| g.namespaces.contains(namespace) && g.selector.matches(labels))
     }
 
+    /// Refuses a list whose label selector no object the plugin may see could match: it asks
+    /// for labels outside what was declared. (Any other selector is simply combined with the
+    /// declared one.)
+    pub fn check_selector(&self, requested: &Selector) -> Result<(), String> {
+        if self.grants.iter().all(|g| g.selector.disjoint(requested)) {
+            return Err(format!(
+                "the selector {requested} asks for labels outside the declared selector ({})",
+                self.selectors()
+            ));
+        }
+        Ok(())
+    }
+
     /// The declared label selectors, for an error message.
     pub fn selectors(&self) -> String {
         let selectors: Vec<String> = self.grants.iter().map(|g| g.selector.to_string()).collect();

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// A parsed label selector; the empty selector matches everything.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Selector {
     requirements: Vec<Requirement>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Requirement {
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
@@ -62,6 +62,49 @@ impl Selector {
         self.matches(labels)
     }
 
+    /// Whether no labels at all can satisfy both selectors (`app=a` and `app=b`, `x` and `!x`,
+    /// `tier in (a)` and `tier notin (a)`): requirements on different keys never conflict, so
+    /// it is decided key by key.
+    pub fn disjoint(&self, other: &Selector) -> bool {
+        let all: Vec<&Requirement> = self
+            .requirements
+            .iter()
+            .chain(&other.requirements)
+            .collect();
+        let keys: std::collections::BTreeSet<&str> = all.iter().map(|r| r.key()).collect();
+        keys.into_iter().any(|key| {
+            let on_key: Vec<&&Requirement> = all.iter().filter(|r| r.key() == key).collect();
+            let must_exist = on_key
+                .iter()
+                .any(|r| matches!(r, Requirement::In(..) | Requirement::Exists(_)));
+            let must_not = on_key
+                .iter()
+                .any(|r| matches!(r, Requirement::DoesNotExist(_)));
+            if must_exist && must_not {
+                return true;
+            }
+            // Values every `In` allows and no `NotIn` forbids; unconstrained without an `In`.
+            let mut allowed: Option<Vec<&String>> = None;
+            for r in &on_key {
+                if let Requirement::In(_, values) = r {
+                    allowed = Some(match allowed {
+                        None => values.iter().collect(),
+                        Some(a) => a.into_iter().filter(|v| values.contains(v)).collect(),
+                    });
+                }
+            }
+            let Some(mut allowed) = allowed else {
+                return false;
+            };
+            for r in &on_key {
+                if let Requirement::NotIn(_, values) = r {
+                    allowed.retain(|v| !values.contains(v));
+                }
+            }
+            allowed.is_empty()
+        })
+    }
+
     /// Whether `labels` satisfy every requirement.
     pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         self.requirements.iter().all(|r| match r {
@@ -70,6 +113,17 @@ impl Selector {
             Requirement::Exists(k) => labels.label(k).is_some(),
             Requirement::DoesNotExist(k) => labels.label(k).is_none(),
         })
+    }
+}
+
+impl Requirement {
+    fn key(&self) -> &str {
+        match self {
+            Requirement::In(k, _)
+            | Requirement::NotIn(k, _)
+            | Requirement::Exists(k)
+            | Requirement::DoesNotExist(k) => k,
+        }
     }
 }
 
@@ -258,6 +312,19 @@ mod tests {
             let e = Selector::parse(bad).unwrap_err();
             assert!(e.to_string().contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn disjoint_selectors_are_those_no_labels_satisfy() {
+        let d = |a: &str, b: &str| {
+            Selector::parse(a)
+                .unwrap()
+                .disjoint(&Selector::parse(b).unwrap())
+        };
+        assert!(d("app=a", "app=b") && d("x", "!x") && d("t in (a)", "t notin (a)"));
+        assert!(d("t in (a,b)", "t in (c)") && d("app=a", "!app"));
+        assert!(!d("app=a", "") && !d("app=a", "tier=web") && !d("t in (a,b)", "t=b"));
+        assert!(!d("app!=a", "app=b") && !d("app!=a", "!app") && !d("x", "x=1"));
     }
 
     #[test]

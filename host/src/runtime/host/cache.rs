@@ -75,6 +75,15 @@ impl Host for State {
             Ok(reads) => reads,
             Err(refusal) => return Err(self.refuse(refusal)),
         };
+        if let Err(reason) = reads.check_selector(&selector) {
+            return Err(self.refuse(Refusal {
+                verb: Verb::List,
+                kind: wanted,
+                namespace,
+                name: String::new(),
+                reason,
+            }));
+        }
         Ok(self
             .view
             .list(&gvk(&kind), &namespace, &selector, &reads)

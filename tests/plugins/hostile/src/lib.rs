@@ -8,8 +8,9 @@
 //! `{"query": ..., "identifiers": [...], "params": [...]}` on database `<use>`, reporting the rows
 //! (or the error) in its status. `scope` is declared for namespace `team-a` (owning ConfigMaps,
 //! reading Secrets labelled `visible=yes`, writing Deployments) and tries what the object's
-//! `try` label says: `get-other`, `list-other`, `get-hidden`, `patch-other`, `apply-other`,
-//! `delete-other` reach outside that scope; anything else does the same legitimately in its own
+//! `try` label says: `get-other`, `list-other`, `list-hidden`, `patch-other`, `apply-other`,
+//! `delete-other` reach outside that scope (`get-hidden` reports whether it sees a Secret
+//! outside its selector); anything else does the same legitimately in its own
 //! namespace. `precondition` JSON-patches objects labelled `stuck=yes` with a `test` that always
 //! fails, and reports others Ready.
 
@@ -237,7 +238,14 @@ fn scope(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
             vec![]
         }
         "get-hidden" => {
-            let _ = ctx.get::<wasmctrl_sdk::Value>(&secret(), own, "hidden");
+            // Invisible: the object is outside the declared selector, so not even cached.
+            let found = ctx.get::<wasmctrl_sdk::Value>(&secret(), own, "hidden")?;
+            vec![Action::update_status(
+                &json!({"phase": "Hidden", "found": found.is_some()}),
+            )?]
+        }
+        "list-hidden" => {
+            let _ = ctx.list::<wasmctrl_sdk::Value>(&secret(), own, "visible=no");
             vec![]
         }
         "patch-other" => vec![
@@ -300,7 +308,10 @@ mod tests {
         for (attempt, needle) in [
             ("get-other", "get v1/Secret team-b/data refused"),
             ("list-other", "list v1/Secret in namespace team-b refused"),
-            ("get-hidden", "get v1/Secret team-a/hidden refused"),
+            (
+                "list-hidden",
+                "list v1/Secret in namespace team-a refused: the selector visible=no",
+            ),
             (
                 "patch-other",
                 "patch apps/v1/Deployment team-b/tools refused",

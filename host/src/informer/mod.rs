@@ -1,5 +1,8 @@
-//! Shared informers: one list+watch per group/version/kind for all plugins, on kube-runtime's
-//! `watcher` (paged or streaming lists, bookmarks, 410 recovery, backoff). The cache keeps each
+//! Shared informers: one list+watch per [`Watch`] (kind, namespace, label selector) for all
+//! plugins that declare the same, on kube-runtime's `watcher` (paged or streaming lists,
+//! bookmarks, 410 recovery, backoff). Namespaces and label selectors go to the API server, so
+//! the host never lists, watches or holds objects no plugin declared ([`Informers`]); each
+//! plugin reads through its own [`Caches`]. The cache keeps each
 //! object's JSON with `managedFields` stripped, serialized once, ready to hand to a plugin, plus
 //! an index from owner UID to children. Subscribers get every change, in order, with nothing
 //! dropped; a new subscriber first receives the current contents marked as initial.
@@ -24,10 +27,44 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use wasmctrl_scope::Reads;
+mod caches;
+mod registry;
+
+pub use caches::Caches;
+pub use registry::Informers;
 
 use crate::selector::Selector;
-use crate::view::{Lookup, View};
+
+/// What one informer lists and watches: a kind, in one namespace or all, the objects matching a
+/// label selector. The namespace and selector are sent to the API server.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Watch {
+    /// The kind.
+    pub kind: GroupVersionKind,
+    /// One namespace, or `None` for all (and for cluster-scoped kinds).
+    pub namespace: Option<String>,
+    /// Only objects with these labels.
+    pub labels: Selector,
+}
+
+impl fmt::Display for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let k = &self.kind;
+        if k.group.is_empty() {
+            write!(f, "{}/{}", k.version, k.kind)?;
+        } else {
+            write!(f, "{}/{}/{}", k.group, k.version, k.kind)?;
+        }
+        match &self.namespace {
+            Some(ns) => write!(f, " in {ns}")?,
+            None => f.write_str(" in all namespaces")?,
+        }
+        if !self.labels.is_empty() {
+            write!(f, " where {}", self.labels)?;
+        }
+        Ok(())
+    }
+}
 
 /// `namespace/name` of an object (namespace empty for cluster-scoped kinds).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -205,9 +242,9 @@ pub type Subscriber = Box<dyn Fn(&Notice) + Send + Sync>;
 
 type Subscribers = Vec<(u64, Arc<dyn Fn(&Notice) + Send + Sync>)>;
 
-/// The cache and watch of one kind.
+/// The cache and watch of one [`Watch`].
 pub struct Informer {
-    gvk: GroupVersionKind,
+    watch: Watch,
     store: RwLock<Store>,
     /// Held while a change is made and delivered, and while a subscriber takes its snapshot, so
     /// every subscriber sees every change exactly once and in order.
@@ -224,9 +261,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Informer {
-    fn new(gvk: GroupVersionKind) -> Self {
+    fn new(watch: Watch) -> Self {
         Self {
-            gvk,
+            watch,
             store: RwLock::new(Store::default()),
             delivering: Mutex::new(()),
             subscribers: Mutex::new(Vec::new()),
@@ -246,7 +283,23 @@ impl Informer {
 
     /// The kind.
     pub fn gvk(&self) -> &GroupVersionKind {
-        &self.gvk
+        &self.watch.kind
+    }
+
+    /// What it watches.
+    pub fn watch(&self) -> &Watch {
+        &self.watch
+    }
+
+    /// Whether it would hold an object of its kind in `namespace` (given its labels match): it
+    /// watches that namespace, all of them, or a cluster-scoped kind.
+    pub fn covers(&self, namespace: &str) -> bool {
+        match &self.watch.namespace {
+            None => true,
+            Some(ns) => {
+                ns == namespace || self.resource().is_some_and(|(_, namespaced)| !namespaced)
+            }
+        }
     }
 
     /// The API resource and whether it is namespaced, once discovery has resolved it.
@@ -411,8 +464,14 @@ impl Informer {
     async fn run(self: Arc<Self>, client: kube::Client) {
         let (resource, namespaced) = self.resolve(&client).await;
         *lock(&self.resource) = Some((resource.clone(), namespaced));
-        let api: Api<DynamicObject> = Api::all_with(client, &resource);
-        let config = watcher::Config::default().any_semantic();
+        let api: Api<DynamicObject> = match &self.watch.namespace {
+            Some(ns) if namespaced => Api::namespaced_with(client, ns, &resource),
+            _ => Api::all_with(client, &resource),
+        };
+        let mut config = watcher::Config::default().any_semantic();
+        if !self.watch.labels.is_empty() {
+            config = config.labels(&self.watch.labels.to_string());
+        }
         let mut stream = watcher::watcher(api, config).default_backoff().boxed();
         let mut listed = Vec::new();
         let mut first = true;
@@ -428,7 +487,7 @@ impl Informer {
                 Ok(Event::Apply(obj)) => self.apply(obj),
                 Ok(Event::Delete(obj)) => self.delete(&obj),
                 Err(e) => {
-                    tracing::warn!(kind = %self.gvk.kind, error = %e, "watch failed; retrying with backoff")
+                    tracing::warn!(kind = %self.watch.kind.kind, error = %e, "watch failed; retrying with backoff")
                 }
             }
         }
@@ -439,123 +498,15 @@ impl Informer {
     async fn resolve(&self, client: &kube::Client) -> (ApiResource, bool) {
         let mut delay = Duration::from_millis(200);
         loop {
-            match kube::discovery::pinned_kind(client, &self.gvk).await {
+            match kube::discovery::pinned_kind(client, &self.watch.kind).await {
                 Ok((resource, caps)) => return (resource, caps.scope == Scope::Namespaced),
                 Err(e) => {
-                    tracing::info!(kind = %self.gvk.kind, group = %self.gvk.group, error = %e, "kind not served yet; retrying");
+                    tracing::info!(kind = %self.watch.kind.kind, group = %self.watch.kind.group, error = %e, "kind not served yet; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(10));
                 }
             }
         }
-    }
-}
-
-/// All informers of the process, one per kind, started on first use.
-pub struct Informers {
-    client: kube::Client,
-    informers: Mutex<HashMap<GroupVersionKind, (Arc<Informer>, tokio::task::AbortHandle)>>,
-}
-
-impl Informers {
-    /// No informers yet; each starts when first asked for.
-    pub fn new(client: kube::Client) -> Self {
-        Self {
-            client,
-            informers: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The informer for `gvk`, starting its watch if this is the first use.
-    pub fn get(&self, gvk: &GroupVersionKind) -> Arc<Informer> {
-        let mut map = lock(&self.informers);
-        if let Some((informer, _)) = map.get(gvk) {
-            return informer.clone();
-        }
-        let informer = Arc::new(Informer::new(gvk.clone()));
-        let task = tokio::spawn(informer.clone().run(self.client.clone()));
-        map.insert(gvk.clone(), (informer.clone(), task.abort_handle()));
-        informer
-    }
-
-    /// The informer for `gvk` if one runs.
-    pub fn existing(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
-        lock(&self.informers).get(gvk).map(|(i, _)| i.clone())
-    }
-
-    /// The kinds watched now.
-    pub fn kinds(&self) -> Vec<GroupVersionKind> {
-        lock(&self.informers).keys().cloned().collect()
-    }
-
-    /// Ends subscription `id` to `informer`; an informer left with no subscriber stops watching
-    /// and its cache is freed.
-    pub fn unsubscribe(&self, informer: &Informer, id: u64) {
-        let mut map = lock(&self.informers);
-        // Under the map's lock, so no `get` can hand the informer out between the count and
-        // the removal.
-        let current = map
-            .get(&informer.gvk)
-            .is_some_and(|(running, _)| std::ptr::eq(running.as_ref(), informer));
-        if informer.unsubscribe(id) == 0
-            && current
-            && let Some((_, task)) = map.remove(&informer.gvk)
-        {
-            task.abort();
-            tracing::debug!(kind = %informer.gvk.kind, group = %informer.gvk.group, "informer stopped: no subscribers left");
-        }
-    }
-
-    /// Stops every watch.
-    pub fn shutdown(&self) {
-        for (_, (_, task)) in lock(&self.informers).drain() {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for Informers {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-impl View for Informers {
-    fn get(
-        &self,
-        kind: &GroupVersionKind,
-        namespace: &str,
-        name: &str,
-        reads: &Reads<'_>,
-    ) -> Lookup {
-        let entry = self
-            .existing(kind)
-            .and_then(|informer| informer.get(&ObjectKey::new(namespace, name)));
-        Lookup::of(
-            namespace,
-            entry.as_ref().map(|e| (&e.labels, &e.json)),
-            reads,
-        )
-    }
-
-    fn list(
-        &self,
-        kind: &GroupVersionKind,
-        namespace: &str,
-        selector: &Selector,
-        reads: &Reads<'_>,
-    ) -> Vec<Arc<str>> {
-        let Some(informer) = self.existing(kind) else {
-            return Vec::new();
-        };
-        let mut entries: Vec<Arc<Entry>> = informer
-            .entries()
-            .into_iter()
-            .filter(|e| namespace.is_empty() || e.key.namespace == namespace)
-            .filter(|e| selector.matches(&e.labels) && reads.admits(&e.key.namespace, &e.labels))
-            .collect();
-        entries.sort_by(|a, b| a.key.cmp(&b.key));
-        entries.into_iter().map(|e| e.json.clone()).collect()
     }
 }
 

@@ -1,0 +1,91 @@
+//! Every informer of the process, one per [`Watch`], started on first use and stopped when its
+//! last subscriber leaves. Plugins that declare the same kind, namespace and selector share one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::core::GroupVersionKind;
+
+use super::{Informer, Watch, lock};
+
+/// All informers of the process.
+pub struct Informers {
+    client: kube::Client,
+    informers: Mutex<HashMap<Watch, (Arc<Informer>, tokio::task::AbortHandle)>>,
+}
+
+impl Informers {
+    /// No informers yet; each starts when first asked for.
+    pub fn new(client: kube::Client) -> Self {
+        Self {
+            client,
+            informers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The informer for `watch`, starting it if this is the first use.
+    pub fn get(&self, watch: &Watch) -> Arc<Informer> {
+        let mut map = lock(&self.informers);
+        if let Some((informer, _)) = map.get(watch) {
+            return informer.clone();
+        }
+        let informer = Arc::new(Informer::new(watch.clone()));
+        let task = tokio::spawn(informer.clone().run(self.client.clone()));
+        map.insert(watch.clone(), (informer.clone(), task.abort_handle()));
+        informer
+    }
+
+    /// A running informer that holds every object of `kind` in `namespace` (no label selector),
+    /// once it knows the kind's scope: the only kind of cache that can show an object is absent.
+    pub fn covering(&self, kind: &GroupVersionKind, namespace: &str) -> Option<Arc<Informer>> {
+        lock(&self.informers)
+            .values()
+            .map(|(informer, _)| informer)
+            .find(|i| {
+                i.gvk() == kind
+                    && i.watch().labels.is_empty()
+                    && i.resource().is_some()
+                    && i.covers(namespace)
+            })
+            .cloned()
+    }
+
+    /// The informers running now.
+    pub fn running(&self) -> Vec<Arc<Informer>> {
+        lock(&self.informers)
+            .values()
+            .map(|(informer, _)| informer.clone())
+            .collect()
+    }
+
+    /// Ends subscription `id` to `informer`; an informer left with no subscriber stops watching
+    /// and its cache is freed.
+    pub fn unsubscribe(&self, informer: &Informer, id: u64) {
+        let mut map = lock(&self.informers);
+        let current = map
+            .get(informer.watch())
+            .is_some_and(|(running, _)| std::ptr::eq(running.as_ref(), informer));
+        // Under the map's lock, so no `get` can hand the informer out between the count and
+        // the removal.
+        if informer.unsubscribe(id) == 0
+            && current
+            && let Some((_, task)) = map.remove(informer.watch())
+        {
+            task.abort();
+            tracing::debug!(watch = %informer.watch(), "informer stopped: no subscribers left");
+        }
+    }
+
+    /// Stops every watch.
+    pub fn shutdown(&self) {
+        for (_, (_, task)) in lock(&self.informers).drain() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Informers {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
