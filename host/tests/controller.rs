@@ -441,3 +441,69 @@ async fn deleted_objects_leave_nothing_behind_in_the_host() {
         .collect();
     assert!(running.is_empty(), "{running:?}");
 }
+
+/// A restart (here: new concurrency) gives in-flight reconciles the grace period, then cancels
+/// them: the old version's result is never applied once the new version serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
+    use wasmctrl::loader::{Change, PluginConfig};
+    let server = ApiServer::new().unwrap();
+    let client = server.client();
+    things::install(&client).await;
+    let runtime = Runtime::new(Config {
+        deadline: Duration::from_secs(60),
+        ..Config::default()
+    })
+    .unwrap();
+    let load = |settings: serde_json::Value| {
+        let plugin = runtime
+            .load(
+                "hostile.wasm",
+                &common::plugin_bytes("hostile"),
+                &settings.to_string(),
+            )
+            .unwrap();
+        Arc::new(plugin)
+    };
+    // Version 1 spins for seconds; version 2 answers at once.
+    let v1 = load(json!({"mode": "version", "version": 1, "iterations": 4_000_000_000u64}));
+    let v2 = load(json!({"mode": "version", "version": 2}));
+    let host = Host::new(client.clone());
+    let config = |concurrency| PluginConfig {
+        concurrency: Some(concurrency),
+        ..PluginConfig::default()
+    };
+    host.apply_change(
+        Change::Added(v1.clone(), config(1)),
+        4,
+        Duration::from_millis(100),
+    )
+    .await;
+    let api = things::api(&client);
+    things::create(&api, "t", json!({})).await;
+    common::eventually(20, "version 1 reconciling", || async {
+        (host.counts("hostile-version").unwrap().in_flight == 1).then_some(())
+    })
+    .await;
+
+    let replaced = Change::Replaced {
+        old: v1,
+        new: v2,
+        config: config(2),
+    };
+    host.apply_change(replaced, 4, Duration::from_millis(100))
+        .await;
+    let status = common::eventually(20, "version 2's status", || async {
+        status_of(&api, "t").await.filter(|s| s["version"] == 2)
+    })
+    .await;
+    assert_eq!(status, json!({"version": 2}));
+    // Version 1's call runs on in its sandbox until it ends (its instance is then freed); its
+    // result goes nowhere.
+    common::eventually(60, "version 1's call to end", || async {
+        (runtime.instances() == 0).then_some(())
+    })
+    .await;
+    assert_eq!(status_of(&api, "t").await.unwrap(), json!({"version": 2}));
+    host.shutdown(Duration::from_secs(5)).await;
+}

@@ -137,6 +137,11 @@ impl Runtime {
         self.inner.artifacts.stats()
     }
 
+    /// Instances alive now (calls running).
+    pub fn instances(&self) -> usize {
+        self.inner.permits.in_use()
+    }
+
     /// The most instances that were ever alive at once (never above
     /// [`Config::max_instances`]).
     pub fn peak_instances(&self) -> usize {

@@ -24,6 +24,11 @@ impl Permits {
         }
     }
 
+    /// Permits held now.
+    pub(crate) fn in_use(&self) -> usize {
+        self.total - *self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The most permits ever held at once.
     pub(crate) fn peak(&self) -> usize {
         self.peak.load(std::sync::atomic::Ordering::Relaxed)

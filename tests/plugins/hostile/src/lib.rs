@@ -2,7 +2,7 @@
 //! its manifest name (`{"name": ...}`, default `hostile-<mode>`) and the misbehaviour:
 //! `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
 //! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
-//! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings, `own` applies an owned ConfigMap
+//! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings (after `{"iterations": n}` of spinning), `own` applies an owned ConfigMap
 //! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
 //! and reports the object's generation in its status. `sql` declares `sql:<declare>` and runs
 //! `{"query": ..., "identifiers": [...], "params": [...]}` on database `<use>`, reporting the rows
@@ -150,7 +150,15 @@ impl Reconciler for Hostile {
             }
             "terminal" => Err(Error::terminal("this can never work")),
             "version" => {
-                let version = req.settings()?.value()["version"].clone();
+                let settings = req.settings()?;
+                let version = settings.value()["version"].clone();
+                // Optionally slow: `{"iterations": n}` first, like `spin`.
+                let n = settings.value()["iterations"].as_u64().unwrap_or(0);
+                let mut x = 0u64;
+                for i in 0..n {
+                    x = std::hint::black_box(x.wrapping_add(i));
+                }
+                std::hint::black_box(x);
                 Ok(Outcome::with(vec![Action::update_status(
                     &json!({ "version": version }),
                 )?]))
