@@ -420,6 +420,9 @@ impl Controller {
     }
 }
 
+/// Numbers each reconcile of the process, for telling one reconcile's log lines from another's.
+static NEXT_RECONCILE: AtomicU64 = AtomicU64::new(1);
+
 /// Conflicts in a row on one key before it gets a Warning event.
 const CONFLICTS_BEFORE_WARNING: u32 = 5;
 
@@ -595,7 +598,8 @@ impl Worker {
         while let Some(key) = self.queue.get().await {
             let plugin = current(&self.plugin);
             let manifest = plugin.manifest();
-            let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, outcome = tracing::field::Empty);
+            let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
+            let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, reconcile.id = id, outcome = tracing::field::Empty);
             if !lock(&self.in_flight).insert(key.clone()) {
                 self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");

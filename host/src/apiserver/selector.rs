@@ -1,137 +1,30 @@
 //! Label and field selectors as the list and watch query parameters spell them.
 //!
-//! Written by hand: the selector grammar (`a=b,c!=d,e in (f,g),!h`) is small and no maintained
-//! crate parses it outside of a full client.
+//! Label selectors use the one parser the host and the SDK share (`crate::selector`); field
+//! selectors are written here: only `metadata.name` and `metadata.namespace` are served.
 
 use serde_json::Value;
 
 use super::status::ApiError;
+use crate::selector::Selector;
 
-/// One requirement of a label selector.
-#[derive(Debug, Clone, PartialEq)]
-enum Req {
-    Eq(String, String),
-    Ne(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    NotExists(String),
-}
-
-/// A parsed label selector; the empty selector matches everything.
+/// A parsed label selector (the shared grammar, `crate::selector`); the empty selector
+/// matches everything.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LabelSelector(Vec<Req>);
-
-/// Splits on commas that are not inside parentheses.
-fn split_top(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 317
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-}
-
-fn bad(sel: &str) -> ApiError {
-    ApiError::bad_request(format!(
-        "unable to parse requirement: invalid label selector: {sel:?}"
-    ))
-}
+pub struct LabelSelector(Selector);
 
 impl LabelSelector {
     /// Parses the `labelSelector` query parameter.
     pub fn parse(s: &str) -> Result<Self, ApiError> {
-        let mut reqs = Vec::new();
-        if s.trim().is_empty() {
-            return Ok(Self(reqs));
-        }
-        for part in split_top(s) {
-            let p = part.trim();
-            if p.is_empty() {
-                return Err(bad(s));
-            }
-            let req = if let Some(k) = p.strip_prefix('!') {
-                Req::NotExists(k.trim().to_string())
-            } else if let Some((k, v)) = p.split_once("!=") {
-                Req::Ne(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = p.split_once("==") {
-                Req::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = p.split_once('=') {
-                Req::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, rest)) = split_word(p, " notin ") {
-                Req::NotIn(k, parse_set(rest).ok_or_else(|| bad(s))?)
-            } else if let Some((k, rest)) = split_word(p, " in ") {
-                Req::In(k, parse_set(rest).ok_or_else(|| bad(s))?)
-            } else {
-                Req::Exists(p.to_string())
-            };
-            let key = match &req {
-                Req::Eq(k, _)
-                | Req::Ne(k, _)
-                | Req::In(k, _)
-                | Req::NotIn(k, _)
-                | Req::Exists(k)
-                | Req::NotExists(k) => k,
-            };
-            if !valid_key(key) {
-                return Err(bad(s));
-            }
-            reqs.push(req);
-        }
-        Ok(Self(reqs))
+        Selector::parse(s)
+            .map(Self)
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))
     }
 
     /// Whether the object's `metadata.labels` satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        if self.0.is_empty() {
-            return true;
-        }
-        let labels = obj.pointer("/metadata/labels");
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-        self.0.iter().all(|r| match r {
-            Req::Eq(k, v) => get(k) == Some(v.as_str()),
-            Req::Ne(k, v) => get(k) != Some(v.as_str()),
-            Req::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
-            Req::NotIn(k, vs) => !get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
-            Req::Exists(k) => get(k).is_some(),
-            Req::NotExists(k) => get(k).is_none(),
-        })
+        self.0.is_empty() || self.0.matches(&obj["metadata"]["labels"])
     }
-}
-
-fn split_word(p: &str, word: &str) -> Option<(String, String)> {
-    let i = p.find(word)?;
-    Some((
-        p[..i].trim().to_string(),
-        p[i + word.len()..].trim().to_string(),
-    ))
-}
-
-fn parse_set(s: String) -> Option<Vec<String>> {
-    let inner = s.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        inner
-            .split(',')
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect(),
-    )
 }
 
 /// A parsed field selector over `metadata.name` and `metadata.namespace`.

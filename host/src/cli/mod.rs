@@ -21,6 +21,23 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log line format on stderr: `text` for people, `json` (one object per line, with the
+    /// reconcile span's fields) for log pipelines.
+    #[arg(long, global = true, value_enum, env = "WASMCTRL_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter (`info`, `debug`, `wasmctrl::controller=debug,info`, ...); `RUST_LOG` is used
+    /// when this is not given, and `info` when neither is.
+    #[arg(long, global = true)]
+    log_level: Option<String>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,7 +61,10 @@ enum Command {
 /// Errors print as one line (`error: <cause>: <cause>...`) so scripts and humans can read them.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    if let Err(e) = init_tracing(cli.log_format, cli.log_level.as_deref()) {
+        eprintln!("error: --log-level: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Build(args) => build::run(args),
         Command::Test(args) => test::run(args),
@@ -64,22 +84,29 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr (stdout carries command output such as `wasmctrl test` JSON); `RUST_LOG`
-/// filters them, `WASMCTRL_LOG_FORMAT=json` switches to JSON lines.
-fn init_tracing() {
+/// Logs go to stderr (stdout carries command output such as `wasmctrl test` JSON), filtered by
+/// `--log-level` (else `RUST_LOG`, else `info`), as text or JSON lines.
+fn init_tracing(format: LogFormat, level: Option<&str>) -> anyhow::Result<()> {
     use tracing_subscriber::{EnvFilter, fmt};
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let json = std::env::var("WASMCTRL_LOG_FORMAT").is_ok_and(|v| v == "json");
-    // A second init (tests calling `main` twice) is harmless; ignore it.
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level)?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
     };
+    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A second init (tests calling `main` twice) is harmless; ignore it.
+    let _ = match format {
+        // The reconcile span's fields (plugin.name, object.key, reconcile.id, outcome) ride
+        // along under "span" on every line logged inside it.
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+    };
+    Ok(())
 }
 
 /// Completes on SIGINT or SIGTERM (or at once if the handlers cannot be installed, so that a
