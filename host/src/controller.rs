@@ -167,6 +167,22 @@ impl Host {
         })
     }
 
+    /// The caches of running plugins that have not finished their first list yet.
+    pub fn unsynced(&self) -> Vec<String> {
+        let controllers = lock(&self.controllers);
+        let mut waiting: Vec<String> = controllers
+            .iter()
+            .flat_map(|(name, c)| {
+                (c.subscriptions.iter())
+                    .filter(|(informer, _)| !informer.is_synced())
+                    .map(move |(informer, _)| format!("{name}: {}", informer.watch()))
+            })
+            .collect();
+        waiting.sort();
+        waiting.dedup();
+        waiting
+    }
+
     /// Names of the plugins being run.
     pub fn plugins(&self) -> Vec<String> {
         lock(&self.controllers).keys().cloned().collect()

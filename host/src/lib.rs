@@ -6,8 +6,8 @@
 //! client-go workqueue contract) -> [`controller`] (a plugin per queue) -> [`apply`] (carrying out
 //! checked intents). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
 //! embedded, protocol-faithful Kubernetes API server with its own module tree. [`sql`] is the
-//! database capability plugins reach through the `sql` import. [`cli`] wires them
-//! to commands.
+//! database capability plugins reach through the `sql` import. [`probes`] serves the kubelet's
+//! health and readiness probes. [`cli`] wires them to commands.
 
 pub mod apiserver;
 pub mod apply;
@@ -17,6 +17,7 @@ pub mod controller;
 pub mod informer;
 pub mod loader;
 pub mod plugin;
+pub mod probes;
 pub mod queue;
 pub mod runtime;
 pub use wasmctrl_scope::selector;

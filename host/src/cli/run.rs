@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::controller::Host;
 use crate::loader::{self, Loader};
+use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
 use crate::sql::{self, Databases};
 
@@ -31,9 +35,15 @@ pub struct HostArgs {
     /// Directory for compiled plugin artifacts (skips recompiling on restart).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// On SIGINT/SIGTERM, how long in-flight reconciles get to finish, in seconds.
+    /// On SIGINT/SIGTERM, and when a plugin's controller restarts, how long in-flight
+    /// reconciles get to finish, in seconds; then they are cancelled.
     #[arg(long, default_value_t = 30)]
     pub shutdown_grace_secs: u64,
+    /// Where `/healthz`, `/livez` and `/readyz` are served (`:8081`, `127.0.0.1:8081`; `0`
+    /// serves none). `/readyz` is 200 once every plugin is loaded (or failed) and its caches
+    /// are synced.
+    #[arg(long, default_value = ":8081")]
+    pub health_probe_bind_address: String,
     #[command(flatten)]
     pub sql: SqlArgs,
 }
@@ -110,6 +120,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Ready once the plugin directory was loaded and every cache of every plugin has synced.
+struct HostReadiness {
+    host: Arc<Host>,
+    plugins_loaded: AtomicBool,
+}
+
+impl Readiness for HostReadiness {
+    fn checks(&self) -> Vec<Check> {
+        let loaded = if self.plugins_loaded.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err("the plugin directory is still being loaded".into())
+        };
+        let unsynced = self.host.unsynced();
+        let synced = if unsynced.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("waiting for {}", unsynced.join("; ")))
+        };
+        vec![("plugins-loaded", loaded), ("informer-sync", synced)]
+    }
+}
+
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
 /// no new keys are taken and in-flight reconciles get the grace period to finish.
 pub(crate) async fn serve(
@@ -124,12 +157,30 @@ pub(crate) async fn serve(
         databases: args.sql.databases()?,
         ..runtime::Config::default()
     };
+    let probe_address =
+        probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
     let runtime = Runtime::new(config)?;
-    let host = Host::new(client);
+    let host = Arc::new(Host::new(client));
+    let readiness = Arc::new(HostReadiness {
+        host: host.clone(),
+        plugins_loaded: AtomicBool::new(false),
+    });
+    if let Some(addr) = probe_address {
+        let bound = probes::serve(addr, readiness.clone())
+            .await
+            .with_context(|| format!("serving health probes on {addr}"))?;
+        tracing::info!(address = %bound, "health probes listening");
+    }
     let (loader, mut changes) =
         Loader::start(args.plugins.clone(), runtime, loader::Options::default()).await?;
-    tracing::info!(plugins = %args.plugins.display(), "serving plugins");
     let grace = Duration::from_secs(args.shutdown_grace_secs);
+    // The initial scan's changes are queued before `start` returns: apply them, then the
+    // directory counts as loaded for readiness.
+    while let Ok(change) = changes.try_recv() {
+        host.apply_change(change, args.concurrency, grace).await;
+    }
+    readiness.plugins_loaded.store(true, Ordering::Release);
+    tracing::info!(plugins = %args.plugins.display(), "serving plugins");
     tokio::pin!(stop);
     loop {
         tokio::select! {

@@ -129,6 +129,8 @@ impl Process {
                 plugins.to_str().expect("utf-8 path"),
                 "--kubeconfig-out",
                 kubeconfig.to_str().expect("utf-8 path"),
+                "--health-probe-bind-address",
+                "127.0.0.1:0",
             ],
             log,
             &[],
@@ -286,6 +288,10 @@ impl Cluster {
             "--kubeconfig",
             self.kubeconfig.to_str().expect("utf-8 path"),
         ];
+        // Tests run hosts side by side: each serves its probes on a free port unless told.
+        if !extra.contains(&"--health-probe-bind-address") {
+            args.extend(["--health-probe-bind-address", "127.0.0.1:0"]);
+        }
         args.extend_from_slice(extra);
         Process::wasmctrl(&args, self.dir.join(format!("host-{n}.log")), envs)
     }

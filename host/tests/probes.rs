@@ -1,0 +1,84 @@
+//! The real host's probes: `/healthz` answers while it serves; `/readyz` is 503, naming what it
+//! waits for, until every plugin's caches have synced (here: until the CRD of the kind a plugin
+//! watches is installed), then 200.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+
+use common::process::{Cluster, plugin_dir, wait_for};
+
+/// `GET path` over plain HTTP/1.1: the status code and the body.
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let code = response[9..12].parse().unwrap();
+    let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
+    (code, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_caches_and_healthz_answers_throughout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    let plugins = plugin_dir(dir.path(), &[("trivial", None)]);
+    let host = cluster.run_host(&plugins, &[], &[]);
+    let addr = wait_for_address(&host);
+    wait_for(30, "the plugin to be started", || {
+        host.log().contains("plugin started")
+    });
+
+    assert_eq!(get(&addr, "/healthz"), (200, "ok".to_string()));
+    // Thing is not served yet: the plugin's cache cannot sync.
+    let (code, body) = get(&addr, "/readyz?verbose");
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("[+]ping ok\n[+]plugins-loaded ok\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "[-]informer-sync failed: waiting for trivial: example.com/v1/Thing in all namespaces"
+        ),
+        "{body}"
+    );
+    assert!(body.ends_with("readyz check failed\n"), "{body}");
+
+    common::things::install(&cluster.client().await).await;
+    wait_for(60, "readyz to pass", || get(&addr, "/readyz").0 == 200);
+    assert_eq!(get(&addr, "/readyz"), (200, "ok".to_string()));
+    let (_, verbose) = get(&addr, "/readyz?verbose");
+    assert!(
+        verbose.ends_with("[+]informer-sync ok\nreadyz check passed\n"),
+        "{verbose}"
+    );
+    assert_eq!(get(&addr, "/livez").0, 200);
+}
+
+/// The probe address the host logged.
+fn wait_for_address(host: &common::process::Process) -> String {
+    let mut found = String::new();
+    wait_for(30, "the probe address in the log", || {
+        let log = host.log();
+        let line = log.lines().find(|l| l.contains("health probes listening"));
+        if let Some(addr) = line.and_then(|l| l.split("address=").nth(1)) {
+            found = addr
+                .split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        }
+        !found.is_empty()
+    });
+    found
+}
