@@ -8,6 +8,7 @@
 #     host/src/build/toolchain.rs for how it picks)
 #   - PostgreSQL (server and initdb) for the postgres-writer plugin's end-to-end tests
 #   - kubectl, only when none is on PATH (Debian's kubernetes-client is older but enough)
+#   - python3-prometheus-client, the exposition parser the metrics tests use
 set -euo pipefail
 
 log() { echo "install-deps: $*"; }
@@ -54,6 +55,16 @@ if ! command -v kubectl >/dev/null 2>&1; then
         want kubernetes-client "kubectl (Debian's older build; the machine image has none)"
     else
         missing_elsewhere+=("kubectl")
+    fi
+fi
+
+# 4. A real Prometheus exposition parser for the metrics tests (Debian's python3, not whichever
+#    python3 is first on PATH).
+if ! /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1; then
+    if $have_dpkg; then
+        want python3-prometheus-client "the Prometheus text parser the metrics tests check /metrics with"
+    else
+        missing_elsewhere+=("python3 with prometheus_client (the metrics tests parse /metrics with it)")
     fi
 fi
 

@@ -18,6 +18,9 @@ use wasmctrl_scope::Scope;
 use crate::apply::{self, Applier, Subject};
 use crate::informer::{Caches, Change, Entry, Informer, Informers, Notice, ObjectKey, Watch};
 use crate::loader;
+use crate::metrics::{
+    ControllerLabel, KindLabel, Metrics, PluginLabels, QueueLabel, ResultLabels, set_counter,
+};
 use crate::plugin::{Manifest, wit};
 use crate::queue::{self, Queue};
 use crate::runtime::{ErrorKind, Plugin};
@@ -31,6 +34,9 @@ pub struct Tuning {
     /// Workers, i.e. keys reconciled at once (default 4).
     pub concurrency: Option<usize>,
 }
+
+/// Workers per plugin when nothing says otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 4;
 
 /// How long in-flight reconciles get when a plugin's controller restarts, unless told otherwise.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
@@ -111,6 +117,9 @@ pub struct Host {
     informers: Arc<Informers>,
     applier: Arc<Applier>,
     controllers: Mutex<HashMap<String, Controller>>,
+    /// Reconcile tallies by plugin name; kept across restarts, so counters never go back.
+    stats: Mutex<HashMap<String, Arc<Stats>>>,
+    metrics: Arc<Metrics>,
 }
 
 struct Controller {
@@ -146,6 +155,85 @@ impl Host {
             informers,
             applier,
             controllers: Mutex::new(HashMap::new()),
+            stats: Mutex::new(HashMap::new()),
+            metrics: Arc::new(Metrics::new()),
+        }
+    }
+
+    /// The host's metrics; [`refresh_metrics`](Self::refresh_metrics) before encoding them.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Reads the counters and gauges the controllers, queues, plugins and caches keep into the
+    /// metrics (on each scrape).
+    pub fn refresh_metrics(&self) {
+        let m = &self.metrics;
+        for (name, stats) in lock(&self.stats).iter() {
+            let c = stats.counts();
+            let controller = ControllerLabel {
+                controller: name.clone(),
+            };
+            for (result, value) in [
+                ("success", c.success),
+                ("error", c.error + c.terminal),
+                ("requeue", 0),
+                ("requeue_after", c.requeue),
+            ] {
+                let labels = ResultLabels {
+                    controller: name.clone(),
+                    result: result.into(),
+                };
+                set_counter(&m.reconcile_total.get_or_create(&labels), value);
+            }
+            set_counter(
+                &m.reconcile_errors.get_or_create(&controller),
+                c.error + c.terminal,
+            );
+            set_counter(&m.terminal_errors.get_or_create(&controller), c.terminal);
+        }
+        m.plugin_info.clear();
+        for (name, c) in lock(&self.controllers).iter() {
+            let controller = ControllerLabel {
+                controller: name.clone(),
+            };
+            let queue = QueueLabel { name: name.clone() };
+            let plugin = current(&c.plugin);
+            let workers = c.tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
+            m.active_workers
+                .get_or_create(&controller)
+                .set(lock(&c.in_flight).len() as i64);
+            m.max_concurrent
+                .get_or_create(&controller)
+                .set(workers as i64);
+            m.guest_memory
+                .get_or_create(&controller)
+                .set(plugin.memory_peak() as i64);
+            let q = c.queue.stats();
+            m.depth.get_or_create(&queue).set(q.depth as i64);
+            set_counter(&m.adds.get_or_create(&queue), q.adds_total);
+            set_counter(&m.retries.get_or_create(&queue), q.retries_total);
+            let (unfinished, longest) = c.queue.processing();
+            m.unfinished
+                .get_or_create(&queue)
+                .set(unfinished.as_secs_f64());
+            m.longest.get_or_create(&queue).set(longest.as_secs_f64());
+            let manifest = plugin.manifest();
+            let info = PluginLabels {
+                name: name.clone(),
+                version: manifest.version.clone(),
+                digest: plugin.digest().to_string(),
+            };
+            m.plugin_info.get_or_create(&info).set(1);
+        }
+        m.cached.clear();
+        for informer in self.informers.running() {
+            let kind = KindLabel {
+                kind: crate::plugin::kind(informer.gvk()).to_string(),
+            };
+            m.cached
+                .get_or_create(&kind)
+                .inc_by(informer.sizes().0 as i64);
         }
     }
 
@@ -243,6 +331,11 @@ impl Host {
         let tuning = |config: &loader::PluginConfig| Tuning {
             concurrency: config.concurrency.or(Some(concurrency)),
         };
+        let loaded = !matches!(change, loader::Change::Removed(_));
+        if loaded {
+            self.metrics
+                .plugin_load(!matches!(change, loader::Change::Failed { .. }));
+        }
         match change {
             loader::Change::Added(plugin, config) => {
                 self.replace(plugin, tuning(&config), grace).await
@@ -273,7 +366,9 @@ impl Host {
     fn start(&self, plugin: Arc<Plugin>, tuning: Tuning) -> Controller {
         let manifest = plugin.manifest().clone();
         let scope = Arc::new(plugin.scope().clone());
-        let queue: Queue<ObjectKey> = Queue::new(queue::Config::default());
+        let name = manifest.name.clone();
+        let observer = Arc::new(self.metrics.queue_observer(&name));
+        let queue: Queue<ObjectKey> = Queue::with_observer(queue::Config::default(), observer);
         let mut subscriptions = Vec::new();
         // Keys are only ever queued in the plugin's namespaces, whatever the event that named
         // them (a child's owner, a label, an annotation). A deleted object leaves nothing
@@ -374,9 +469,9 @@ impl Host {
             manifest.name.clone(),
             informers.clone(),
         ))];
-        let stats = Arc::new(Stats::default());
+        let stats = lock(&self.stats).entry(name).or_default().clone();
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
-        let workers = (0..tuning.concurrency.unwrap_or(4).max(1))
+        let workers = (0..tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1))
             .map(|_| {
                 let worker = Worker {
                     plugin: shared.clone(),
@@ -386,6 +481,7 @@ impl Host {
                     queue: queue.clone(),
                     watched: watched.clone(),
                     applier: self.applier.clone(),
+                    metrics: self.metrics.clone(),
                     stats: stats.clone(),
                     in_flight: in_flight.clone(),
                 };
@@ -597,6 +693,7 @@ struct Worker {
     /// whose event queued the key, never from another that may lag behind it.
     watched: Arc<Vec<Arc<Informer>>>,
     applier: Arc<Applier>,
+    metrics: Arc<Metrics>,
     stats: Arc<Stats>,
     /// Keys being reconciled; the queue guarantees a key is never in here twice.
     in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
@@ -625,6 +722,7 @@ impl Worker {
             lock(&self.in_flight).remove(&key);
             span.record("outcome", tracing::field::debug(outcome));
             self.stats.record(outcome);
+            self.metrics.reconciled(&manifest.name, started.elapsed());
             // One record per reconcile, after its outcome counts: tests and operators see
             // that the host has moved past a change.
             span.in_scope(|| {
@@ -653,15 +751,21 @@ impl Worker {
         };
         let view: Arc<dyn View> = self.caches.clone();
         let sandboxed = plugin.clone();
-        let result =
-            match tokio::task::spawn_blocking(move || sandboxed.reconcile(request, view)).await {
-                Ok(result) => result,
-                Err(e) => {
-                    tracing::error!(error = %e, "reconcile thread failed");
-                    self.queue.add_rate_limited(key.clone());
-                    return Outcome::Error;
-                }
-            };
+        let called = move || {
+            let started = std::time::Instant::now();
+            (sandboxed.reconcile(request, view), started.elapsed())
+        };
+        let result = match tokio::task::spawn_blocking(called).await {
+            Ok((result, took)) => {
+                self.metrics.sandbox_call(&plugin.manifest().name, took);
+                result
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reconcile thread failed");
+                self.queue.add_rate_limited(key.clone());
+                return Outcome::Error;
+            }
+        };
         let subject = Subject {
             manifest: plugin.manifest(),
             key,
@@ -670,6 +774,8 @@ impl Worker {
         let reconciled = match result {
             Ok(r) => r,
             Err(e) => {
+                self.metrics
+                    .sandbox_failure(&plugin.manifest().name, e.kind.metric_kind());
                 // Tell whoever looks at the object (kubectl describe) when retrying cannot help:
                 // the plugin asked for something it may not do, or failed for good. Retryable
                 // failures are logged and retried; an Event per attempt would be noise.

@@ -648,6 +648,22 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
         self.promote_due()
     }
 
+    /// How long the keys in flight have been processed, summed, and the longest of them
+    /// (`workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds`).
+    /// Walks every tracked key: for scrapes, not hot paths.
+    pub fn processing(&self) -> (Duration, Duration) {
+        let now = Instant::now();
+        let state = self.inner.lock();
+        state
+            .slots
+            .values()
+            .filter_map(|slot| slot.processing)
+            .map(|started| now.saturating_duration_since(started))
+            .fold((Duration::ZERO, Duration::ZERO), |(sum, longest), d| {
+                (sum + d, longest.max(d))
+            })
+    }
+
     /// Due keys are otherwise only moved by waiting workers; with every worker busy they are
     /// ready all the same, and the depth must say so.
     fn promote_due(&self) -> Stats {

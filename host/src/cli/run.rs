@@ -44,6 +44,10 @@ pub struct HostArgs {
     /// are synced.
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
+    /// Where Prometheus metrics are served at `/metrics` (`:8080`, `127.0.0.1:8080`; `0`
+    /// serves none).
+    #[arg(long, default_value = ":8080")]
+    pub metrics_bind_address: String,
     #[command(flatten)]
     pub sql: SqlArgs,
 }
@@ -159,6 +163,8 @@ pub(crate) async fn serve(
     };
     let probe_address =
         probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
+    let metrics_address =
+        probes::bind_address(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;
     let runtime = Runtime::new(config)?;
     let host = Arc::new(Host::new(client));
     let readiness = Arc::new(HostReadiness {
@@ -170,6 +176,17 @@ pub(crate) async fn serve(
             .await
             .with_context(|| format!("serving health probes on {addr}"))?;
         tracing::info!(address = %bound, "health probes listening");
+    }
+    if let Some(addr) = metrics_address {
+        let scraped = host.clone();
+        let render = Arc::new(move |openmetrics: bool| {
+            scraped.refresh_metrics();
+            scraped.metrics().encode(openmetrics)
+        });
+        let bound = crate::metrics::serve(addr, render)
+            .await
+            .with_context(|| format!("serving metrics on {addr}"))?;
+        tracing::info!(address = %bound, "metrics listening");
     }
     let (loader, mut changes) =
         Loader::start(args.plugins.clone(), runtime, loader::Options::default()).await?;

@@ -83,6 +83,15 @@ impl ErrorKind {
         }
     }
 
+    /// The kind of sandbox failure, for `wasmctrl_sandbox_failures_total{kind}`: the plugin's
+    /// own errors are one kind, `plugin_error`.
+    pub fn metric_kind(&self) -> &'static str {
+        match self {
+            ErrorKind::Plugin { .. } => "plugin_error",
+            other => other.label(),
+        }
+    }
+
     /// Whether retrying the same input could succeed. The plugin's own terminal errors and
     /// declaration errors (asking for something it did not declare, or malformed actions) are
     /// final for this version of the object; traps and timeouts may depend on cache contents

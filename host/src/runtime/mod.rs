@@ -189,6 +189,7 @@ impl Runtime {
             settings: overrides.settings.clone(),
             deadline: overrides.deadline.unwrap_or(self.inner.config.deadline),
             log_throttle: Arc::default(),
+            memory_peak: Default::default(),
         };
         let wit_manifest = plugin
             .call_manifest()
@@ -249,6 +250,8 @@ pub struct Plugin {
     settings: String,
     deadline: Duration,
     log_throttle: Arc<Throttle>,
+    /// The largest linear memory any of its instances grew to.
+    memory_peak: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -283,6 +286,11 @@ impl Plugin {
         self.scope
             .as_deref()
             .unwrap_or_else(|| unreachable!("a loaded plugin has a scope"))
+    }
+
+    /// The largest linear memory (bytes) any instance of this version has grown to.
+    pub fn memory_peak(&self) -> usize {
+        self.memory_peak.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The per-call deadline this version runs under.
@@ -375,6 +383,7 @@ impl Plugin {
             limits: Limits {
                 memory: inner.config.memory_limit,
                 exceeded: false,
+                peak: 0,
             },
             started: Instant::now(),
             deadline: self.deadline,
@@ -397,7 +406,12 @@ impl Plugin {
             .pre
             .instantiate(&mut store)
             .map_err(|e| classify(&store, e, true))?;
-        f(&bindings, &mut store).map_err(|e| classify(&store, e, false))
+        let result = f(&bindings, &mut store).map_err(|e| classify(&store, e, false));
+        self.memory_peak.fetch_max(
+            store.data().limits.peak,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        result
     }
 }
 

@@ -131,6 +131,8 @@ impl Process {
                 kubeconfig.to_str().expect("utf-8 path"),
                 "--health-probe-bind-address",
                 "127.0.0.1:0",
+                "--metrics-bind-address",
+                "127.0.0.1:0",
             ],
             log,
             &[],
@@ -288,9 +290,12 @@ impl Cluster {
             "--kubeconfig",
             self.kubeconfig.to_str().expect("utf-8 path"),
         ];
-        // Tests run hosts side by side: each serves its probes on a free port unless told.
-        if !extra.contains(&"--health-probe-bind-address") {
-            args.extend(["--health-probe-bind-address", "127.0.0.1:0"]);
+        // Tests run hosts side by side: each serves its probes and metrics on a free port
+        // unless told otherwise.
+        for flag in ["--health-probe-bind-address", "--metrics-bind-address"] {
+            if !extra.contains(&flag) {
+                args.extend([flag, "127.0.0.1:0"]);
+            }
         }
         args.extend_from_slice(extra);
         Process::wasmctrl(&args, self.dir.join(format!("host-{n}.log")), envs)

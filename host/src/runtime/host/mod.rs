@@ -44,6 +44,8 @@ impl crate::plugin::bindings::wasmctrl::plugin::types::Host for State {}
 pub(crate) struct Limits {
     pub(crate) memory: usize,
     pub(crate) exceeded: bool,
+    /// The largest size a memory was allowed to grow to in this call.
+    pub(crate) peak: usize,
 }
 
 impl wasmtime::ResourceLimiter for Limits {
@@ -57,6 +59,7 @@ impl wasmtime::ResourceLimiter for Limits {
             self.exceeded = true;
             return Ok(false);
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
 

@@ -1,0 +1,428 @@
+//! Prometheus metrics with controller-runtime's and client-go's names and labels, so existing
+//! dashboards work: `controller_runtime_*{controller=<plugin>}`, `workqueue_*{name=<plugin>}`,
+//! plus wasmctrl's own `wasmctrl_*`. Built on the `prometheus-client` crate.
+//!
+//! Counters that the controller already keeps (reconcile outcomes, queue adds and retries) and
+//! gauges (depth, workers, cached objects) are read from their owners when scraped (see
+//! `controller::Host::refresh_metrics`); histograms are observed as things happen.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::queue;
+
+/// `controller=<plugin>`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabel {
+    /// The plugin's name.
+    pub controller: String,
+}
+
+/// `controller`, `result` (success, error, requeue, requeue_after).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// The plugin's name.
+    pub controller: String,
+    /// How reconciles ended.
+    pub result: String,
+}
+
+/// `name=<plugin>`, as client-go's workqueue metrics label their queue.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabel {
+    /// The plugin's name.
+    pub name: String,
+}
+
+/// A loaded plugin version.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    /// Its name.
+    pub name: String,
+    /// Its version string.
+    pub version: String,
+    /// sha256 of its component.
+    pub digest: String,
+}
+
+/// `result` of loading a plugin file: `loaded` or `failed`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoadLabel {
+    /// `loaded` or `failed`.
+    pub result: String,
+}
+
+/// `controller`, `kind` of sandbox failure.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailureLabels {
+    /// The plugin's name.
+    pub controller: String,
+    /// timeout, memory, trap, result_too_large, undeclared, plugin_error, malformed_action,
+    /// sandbox.
+    pub kind: String,
+}
+
+/// `kind` of cached objects (`group/version/Kind`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// The kind.
+    pub kind: String,
+}
+
+fn seconds_histogram() -> Histogram {
+    // 1 ms .. ~65 s, doubling: reconciles and queue waits alike.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+fn fast_histogram() -> Histogram {
+    // 5 µs .. ~2.6 s: one sandboxed call.
+    Histogram::new(exponential_buckets(0.000_005, 2.0, 20))
+}
+
+/// Every metric the host exports, registered once.
+pub struct Metrics {
+    registry: Registry,
+    pub(crate) reconcile_total: Family<ResultLabels, Counter>,
+    pub(crate) reconcile_errors: Family<ControllerLabel, Counter>,
+    pub(crate) terminal_errors: Family<ControllerLabel, Counter>,
+    reconcile_time: Family<ControllerLabel, Histogram, fn() -> Histogram>,
+    pub(crate) active_workers: Family<ControllerLabel, Gauge>,
+    pub(crate) max_concurrent: Family<ControllerLabel, Gauge>,
+    pub(crate) depth: Family<QueueLabel, Gauge>,
+    pub(crate) adds: Family<QueueLabel, Counter>,
+    pub(crate) retries: Family<QueueLabel, Counter>,
+    queue_duration: Family<QueueLabel, Histogram, fn() -> Histogram>,
+    work_duration: Family<QueueLabel, Histogram, fn() -> Histogram>,
+    pub(crate) unfinished: Family<QueueLabel, Gauge<f64, AtomicU64>>,
+    pub(crate) longest: Family<QueueLabel, Gauge<f64, AtomicU64>>,
+    pub(crate) plugin_info: Family<PluginLabels, Gauge>,
+    loads: Family<LoadLabel, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    sandbox_call: Family<ControllerLabel, Histogram, fn() -> Histogram>,
+    pub(crate) guest_memory: Family<ControllerLabel, Gauge>,
+    pub(crate) cached: Family<KindLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Every family, registered under its exported name.
+    pub fn new() -> Self {
+        let mut m = Self {
+            registry: Registry::default(),
+            reconcile_total: Family::default(),
+            reconcile_errors: Family::default(),
+            terminal_errors: Family::default(),
+            reconcile_time: Family::new_with_constructor(seconds_histogram),
+            active_workers: Family::default(),
+            max_concurrent: Family::default(),
+            depth: Family::default(),
+            adds: Family::default(),
+            retries: Family::default(),
+            queue_duration: Family::new_with_constructor(seconds_histogram),
+            work_duration: Family::new_with_constructor(seconds_histogram),
+            unfinished: Family::default(),
+            longest: Family::default(),
+            plugin_info: Family::default(),
+            loads: Family::default(),
+            failures: Family::default(),
+            sandbox_call: Family::new_with_constructor(fast_histogram),
+            guest_memory: Family::default(),
+            cached: Family::default(),
+        };
+        let r = &mut m.registry;
+        r.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            m.reconcile_total.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            m.reconcile_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            m.terminal_errors.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            m.reconcile_time.clone(),
+        );
+        r.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            m.active_workers.clone(),
+        );
+        r.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            m.max_concurrent.clone(),
+        );
+        r.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            m.depth.clone(),
+        );
+        r.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            m.adds.clone(),
+        );
+        r.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            m.retries.clone(),
+        );
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            m.queue_duration.clone(),
+        );
+        r.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            m.work_duration.clone(),
+        );
+        r.register(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+            m.unfinished.clone(),
+        );
+        r.register(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running",
+            m.longest.clone(),
+        );
+        r.register(
+            "wasmctrl_plugin_info",
+            "A loaded plugin version (always 1)",
+            m.plugin_info.clone(),
+        );
+        r.register(
+            "wasmctrl_plugin_loads",
+            "Plugin files loaded or failed to load",
+            m.loads.clone(),
+        );
+        r.register(
+            "wasmctrl_sandbox_failures",
+            "Reconciles the sandbox ended in failure, by kind",
+            m.failures.clone(),
+        );
+        r.register(
+            "wasmctrl_sandbox_call_seconds",
+            "Time of one sandboxed call: fresh instance, reconcile and checks",
+            m.sandbox_call.clone(),
+        );
+        r.register(
+            "wasmctrl_guest_memory_peak_bytes",
+            "Largest linear memory a plugin's instance has grown to",
+            m.guest_memory.clone(),
+        );
+        r.register(
+            "wasmctrl_cached_objects",
+            "Objects held in the informer caches, by kind",
+            m.cached.clone(),
+        );
+        m
+    }
+
+    /// Records one reconcile of `controller` that took `took`.
+    pub fn reconciled(&self, controller: &str, took: Duration) {
+        self.reconcile_time
+            .get_or_create(&label(controller))
+            .observe(took.as_secs_f64());
+    }
+
+    /// Records one sandboxed call of `controller` that took `took`.
+    pub fn sandbox_call(&self, controller: &str, took: Duration) {
+        self.sandbox_call
+            .get_or_create(&label(controller))
+            .observe(took.as_secs_f64());
+    }
+
+    /// Records a failure the sandbox reported for `controller`.
+    pub fn sandbox_failure(&self, controller: &str, kind: &str) {
+        self.failures
+            .get_or_create(&FailureLabels {
+                controller: controller.into(),
+                kind: kind.into(),
+            })
+            .inc();
+    }
+
+    /// Records a plugin file that loaded (`true`) or failed to.
+    pub fn plugin_load(&self, loaded: bool) {
+        let result = if loaded { "loaded" } else { "failed" };
+        self.loads
+            .get_or_create(&LoadLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// The queue observer that feeds `controller`'s workqueue histograms.
+    pub fn queue_observer(&self, controller: &str) -> QueueObserver {
+        let name = QueueLabel {
+            name: controller.into(),
+        };
+        QueueObserver {
+            queue_duration: self.queue_duration.get_or_create_owned(&name),
+            work_duration: self.work_duration.get_or_create_owned(&name),
+        }
+    }
+
+    /// The registry in the Prometheus text format (0.0.4), or OpenMetrics when asked.
+    pub fn encode(&self, openmetrics: bool) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        if openmetrics {
+            out
+        } else {
+            prometheus_text(&out)
+        }
+    }
+}
+
+fn label(controller: &str) -> ControllerLabel {
+    ControllerLabel {
+        controller: controller.into(),
+    }
+}
+
+/// The content type of each exposition format.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Serves `GET /metrics` on `addr` until the process ends; `render(openmetrics)` produces the
+/// exposition (OpenMetrics when the scraper's `Accept` asks for it). Returns the bound address.
+pub async fn serve(
+    addr: std::net::SocketAddr,
+    render: std::sync::Arc<dyn Fn(bool) -> String + Send + Sync>,
+) -> std::io::Result<std::net::SocketAddr> {
+    use axum::http::{HeaderMap, header};
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move |headers: HeaderMap| async move {
+            let openmetrics = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.contains("application/openmetrics-text"));
+            let body = render(openmetrics);
+            let content_type = if openmetrics {
+                OPENMETRICS_TEXT
+            } else {
+                PROMETHEUS_TEXT
+            };
+            ([(header::CONTENT_TYPE, content_type)], body)
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "metrics server stopped");
+        }
+    });
+    Ok(bound)
+}
+
+/// Sets a counter read from its owner (the queue, the controller's tallies).
+pub(crate) fn set_counter(counter: &Counter, value: u64) {
+    counter.inner().store(value, Ordering::Relaxed);
+}
+
+/// Feeds a workqueue's hand-out and completion times into its histograms.
+pub struct QueueObserver {
+    queue_duration: Histogram,
+    work_duration: Histogram,
+}
+
+impl queue::Observer for QueueObserver {
+    fn handed_out(&self, queue_latency: Duration) {
+        self.queue_duration.observe(queue_latency.as_secs_f64());
+    }
+
+    fn finished(&self, work_duration: Duration) {
+        self.work_duration.observe(work_duration.as_secs_f64());
+    }
+}
+
+/// OpenMetrics text as the Prometheus text format: a counter family is named with its `_total`
+/// suffix, and there is no `# EOF`. (prometheus-client writes only OpenMetrics; Prometheus and
+/// most scrapers read both, but `promtool` and older parsers want the classic form.)
+pub fn prometheus_text(openmetrics: &str) -> String {
+    let mut counters = std::collections::HashSet::new();
+    for line in openmetrics.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" counter"))
+        {
+            counters.insert(name.to_string());
+        }
+    }
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# TYPE ", "# HELP "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{prefix}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(line) => out.push_str(&line),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_read_as_prometheus_text_with_their_total_suffix() {
+        let m = Metrics::new();
+        m.plugin_load(true);
+        m.sandbox_failure("p", "timeout");
+        m.reconciled("p", Duration::from_millis(3));
+        let text = m.encode(false);
+        assert!(
+            text.contains("# TYPE wasmctrl_plugin_loads_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("wasmctrl_plugin_loads_total{result=\"loaded\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("wasmctrl_sandbox_failures_total{controller=\"p\",kind=\"timeout\"} 1\n")
+        );
+        assert!(text.contains("# TYPE controller_runtime_reconcile_time_seconds histogram\n"));
+        assert!(!text.contains("# EOF"));
+        let open = m.encode(true);
+        assert!(
+            open.contains("# TYPE wasmctrl_plugin_loads counter\n") && open.ends_with("# EOF\n")
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! `/metrics` of the real host: it parses with a real Prometheus exposition parser (the Python
+//! `prometheus_client`'s), controller-runtime's reconcile counter agrees with the reconciles the
+//! host's JSON log shows, and each kind of sandbox failure counts under its own label.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+use common::process::{Cluster, wait_for};
+use serde_json::{Value, json};
+
+/// Each hostile mode and the failure kind it must count as.
+const FAILURES: [(&str, &str); 6] = [
+    ("loop", "timeout"),
+    ("alloc", "memory"),
+    ("panic", "trap"),
+    ("huge", "result_too_large"),
+    ("undeclared", "undeclared"),
+    ("terminal", "plugin_error"),
+];
+
+/// `GET /metrics`: the body.
+fn scrape(addr: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("text/plain; version=0.0.4"), "{response}");
+    response.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// Every sample, as the Python client's Prometheus text parser reads them: `name{labels}` ->
+/// value. Fails on anything the parser rejects.
+fn parse(text: &str) -> BTreeMap<String, f64> {
+    let script = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        out[f"{s.name}{{{labels}}}"] = s.value
+print(json.dumps(out))
+"#;
+    let mut python = Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("Debian's python3 (make deps installs python3-prometheus-client)");
+    python
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = python.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the exposition does not parse: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The address a host logged for `what` ("metrics", "health probes").
+fn address(host: &common::process::Process, what: &str) -> String {
+    let mut found = String::new();
+    wait_for(30, &format!("the {what} address"), || {
+        let log = host.log();
+        let line = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["fields"]["message"] == format!("{what} listening"));
+        if let Some(line) = line {
+            found = line["fields"]["address"].as_str().unwrap().to_string();
+        }
+        !found.is_empty()
+    });
+    found
+}
+
+/// Successful reconciles of `plugin` in the host's JSON log.
+fn logged_successes(host: &common::process::Process, plugin: &str) -> f64 {
+    host.log()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| {
+            l["fields"]["message"] == "reconciled"
+                && l["span"]["plugin.name"] == plugin
+                && l["span"]["outcome"] == "Success"
+        })
+        .count() as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    let client = cluster.client().await;
+    common::things::install(&client).await;
+    for crd in common::yaml_objects("examples/virtualmachine/crd.yaml") {
+        common::install_crd(&client, crd).await;
+    }
+    // The virtualmachine plugin, and the hostile one once per failure mode (file names differ,
+    // so do manifest names: hostile-<mode>).
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(
+        common::plugin_path("virtualmachine"),
+        plugins.join("virtualmachine.wasm"),
+    )
+    .unwrap();
+    for (mode, _) in FAILURES {
+        std::fs::copy(
+            common::plugin_path("hostile"),
+            plugins.join(format!("{mode}.wasm")),
+        )
+        .unwrap();
+        let config = format!("deadline_ms = 200\n[settings]\nmode = \"{mode}\"\n");
+        std::fs::write(plugins.join(format!("{mode}.toml")), config).unwrap();
+    }
+    let host = cluster.run_host(&plugins, &["--log-format", "json"], &[]);
+    let addr = address(&host, "metrics");
+
+    let vms = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine"),
+            "virtualmachines",
+        ),
+    );
+    for i in 0..5 {
+        let mut vm = vms.clone();
+        vm["metadata"]["name"] = json!(format!("vm-{i}"));
+        api.create(&Default::default(), &serde_json::from_value(vm).unwrap())
+            .await
+            .unwrap();
+    }
+    common::things::create(&common::things::api(&client), "victim", json!({})).await;
+
+    // Every failure kind counted, and the success counter equal to the log's successes.
+    let success =
+        r#"controller_runtime_reconcile_total{controller="virtualmachine",result="success"}"#;
+    wait_for(60, "metrics that agree with the log", || {
+        let samples = parse(&scrape(&addr));
+        let failures_seen = FAILURES.iter().all(|(mode, kind)| {
+            let key = format!(
+                r#"wasmctrl_sandbox_failures_total{{controller="hostile-{mode}",kind="{kind}"}}"#
+            );
+            samples.get(&key).is_some_and(|v| *v >= 1.0)
+        });
+        let logged = logged_successes(&host, "virtualmachine");
+        failures_seen && logged >= 5.0 && samples.get(success) == Some(&logged)
+    });
+
+    let samples = parse(&scrape(&addr));
+    let get = |key: &str| {
+        samples
+            .get(key)
+            .copied()
+            .unwrap_or_else(|| panic!("no {key}"))
+    };
+    assert_eq!(
+        get(r#"controller_runtime_max_concurrent_reconciles{controller="virtualmachine"}"#),
+        4.0
+    );
+    assert!(get(r#"workqueue_adds_total{name="virtualmachine"}"#) >= 5.0);
+    assert!(
+        get(r#"controller_runtime_reconcile_time_seconds_count{controller="virtualmachine"}"#)
+            >= 5.0
+    );
+    assert!(get(r#"workqueue_queue_duration_seconds_count{name="virtualmachine"}"#) >= 5.0);
+    assert!(get(r#"wasmctrl_sandbox_call_seconds_count{controller="virtualmachine"}"#) >= 5.0);
+    assert_eq!(get(r#"wasmctrl_plugin_loads_total{result="loaded"}"#), 7.0);
+    assert_eq!(
+        get(r#"wasmctrl_cached_objects{kind="cloudnative.tw/v1alpha1/VirtualMachine"}"#),
+        5.0
+    );
+    assert!(get(r#"wasmctrl_guest_memory_peak_bytes{controller="virtualmachine"}"#) > 0.0);
+    let info = samples
+        .keys()
+        .find(|k| k.starts_with("wasmctrl_plugin_info{") && k.contains(r#"name="virtualmachine""#))
+        .expect("plugin info");
+    assert!(
+        info.contains("digest=\"") && info.contains("version=\"0.1.0\""),
+        "{info}"
+    );
+    // Terminal errors are errors too, and counted apart.
+    assert!(
+        get(r#"controller_runtime_terminal_reconcile_errors_total{controller="hostile-terminal"}"#)
+            >= 1.0
+    );
+    assert!(get(r#"controller_runtime_reconcile_errors_total{controller="hostile-loop"}"#) >= 1.0);
+}
