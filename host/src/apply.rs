@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::informer::{Entry, Informers, ObjectKey};
 use crate::plugin::{Intent, Manifest, Target};
@@ -72,6 +72,18 @@ impl Error {
     pub fn retryable(&self) -> bool {
         !matches!(self, Error::Malformed { .. })
     }
+}
+
+/// An events.k8s.io/v1 Event to record.
+struct Event<'a> {
+    /// The object it is about (`apiVersion`, `kind`, `namespace`, `name`, `uid`, ...).
+    regarding: Value,
+    type_: &'a str,
+    reason: &'a str,
+    note: &'a str,
+    action: &'a str,
+    /// `reportingController`.
+    controller: &'a str,
 }
 
 /// What the applier did for one reconcile.
@@ -403,40 +415,77 @@ impl Applier {
         } else {
             format!("{}/{}", kind.group, kind.version)
         };
-        let namespace = if object.key.namespace.is_empty() {
-            "default"
-        } else {
-            &object.key.namespace
+        let regarding = json!({
+            "apiVersion": api_version, "kind": kind.kind, "namespace": object.key.namespace,
+            "name": object.key.name, "uid": object.uid, "resourceVersion": object.resource_version,
+        });
+        let about = Event {
+            regarding,
+            type_,
+            reason,
+            note,
+            action,
+            controller: &format!("wasmctrl/{plugin}"),
         };
+        self.create_event(&about, &label).await?;
+        self.record(plugin, label, event_hash, String::new());
+        Ok(true)
+    }
+
+    /// Records an Event about the host itself (its Pod: plugins loaded or refused), reported
+    /// by controller `wasmctrl`.
+    pub async fn host_event(
+        &self,
+        regarding: Value,
+        type_: &str,
+        reason: &str,
+        note: &str,
+    ) -> Result<(), Error> {
+        let label = format!(
+            "event for {}",
+            regarding["name"].as_str().unwrap_or_default()
+        );
+        let about = Event {
+            regarding,
+            type_,
+            reason,
+            note,
+            action: "Load",
+            controller: "wasmctrl",
+        };
+        self.create_event(&about, &label).await
+    }
+
+    async fn create_event(&self, about: &Event<'_>, label: &str) -> Result<(), Error> {
+        let namespace = match about.regarding["namespace"].as_str() {
+            Some(ns) if !ns.is_empty() => ns.to_string(),
+            _ => "default".to_string(),
+        };
+        let name = about.regarding["name"].as_str().unwrap_or("wasmctrl");
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let event = json!({
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"generateName": format!("{}.", object.key.name), "namespace": namespace},
+            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
             "eventTime": now,
-            "type": type_,
-            "reason": reason,
-            "note": note,
-            "action": action,
-            "reportingController": format!("wasmctrl/{plugin}"),
+            "type": about.type_,
+            "reason": about.reason,
+            "note": about.note.chars().take(1024).collect::<String>(),
+            "action": about.action,
+            "reportingController": about.controller,
             "reportingInstance": self.instance,
-            "regarding": {
-                "apiVersion": api_version, "kind": kind.kind, "namespace": object.key.namespace,
-                "name": object.key.name, "uid": object.uid, "resourceVersion": object.resource_version,
-            },
+            "regarding": about.regarding,
         });
         let gvk = GroupVersionKind::gvk("events.k8s.io", "v1", "Event");
         let (resource, _) = self.resource(&gvk).await?;
         let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), namespace, &resource);
+            Api::namespaced_with(self.client.clone(), &namespace, &resource);
         let event: DynamicObject = serde_json::from_value(event).map_err(|e| Error::Malformed {
-            target: label.clone(),
+            target: label.to_string(),
             message: e.to_string(),
         })?;
         let result = api.create(&PostParams::default(), &event).await;
-        self.map(result, &label, "create event")?;
-        self.record(plugin, label, event_hash, String::new());
-        Ok(true)
+        self.map(result, label, "create event").map(|_| ())
     }
 
     fn unchanged(

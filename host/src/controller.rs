@@ -120,6 +120,8 @@ pub struct Host {
     /// Reconcile tallies by plugin name; kept across restarts, so counters never go back.
     stats: Mutex<HashMap<String, Arc<Stats>>>,
     metrics: Arc<Metrics>,
+    /// The host's own Pod (an Event `regarding`), told about plugins loaded and refused.
+    pod: Option<serde_json::Value>,
 }
 
 struct Controller {
@@ -157,7 +159,16 @@ impl Host {
             controllers: Mutex::new(HashMap::new()),
             stats: Mutex::new(HashMap::new()),
             metrics: Arc::new(Metrics::new()),
+            pod: None,
         }
+    }
+
+    /// Reports plugin loads (Normal `PluginLoaded`) and load failures (Warning
+    /// `PluginLoadFailed`) as Events on this object, the host's Pod, so `kubectl describe pod`
+    /// shows them.
+    pub fn report_to(mut self, pod: serde_json::Value) -> Self {
+        self.pod = Some(pod);
+        self
     }
 
     /// The host's metrics; [`refresh_metrics`](Self::refresh_metrics) before encoding them.
@@ -336,6 +347,7 @@ impl Host {
             self.metrics
                 .plugin_load(!matches!(change, loader::Change::Failed { .. }));
         }
+        self.report(&change).await;
         match change {
             loader::Change::Added(plugin, config) => {
                 self.replace(plugin, tuning(&config), grace).await
@@ -347,6 +359,32 @@ impl Host {
             loader::Change::Failed { path, error } => {
                 tracing::warn!(file = %path.display(), %error, "plugin not loaded; any previous version keeps serving");
             }
+        }
+    }
+
+    /// Tells the host's Pod, if it has one, about a plugin loaded or refused.
+    async fn report(&self, change: &loader::Change) {
+        let Some(pod) = &self.pod else { return };
+        let (type_, reason, note) = match change {
+            loader::Change::Added(plugin, _) | loader::Change::Replaced { new: plugin, .. } => {
+                let m = plugin.manifest();
+                let digest = plugin.digest().get(..12).unwrap_or_default();
+                let note = format!("plugin {} {} (sha256:{digest}) serving", m.name, m.version);
+                ("Normal", "PluginLoaded", note)
+            }
+            loader::Change::Failed { path, error } => {
+                let file = path.file_name().unwrap_or_default().to_string_lossy();
+                // The error names the file by its full path; lead with the file name.
+                ("Warning", "PluginLoadFailed", format!("{file}: {error}"))
+            }
+            loader::Change::Removed(_) => return,
+        };
+        if let Err(e) = self
+            .applier
+            .host_event(pod.clone(), type_, reason, &note)
+            .await
+        {
+            tracing::warn!(error = %e, reason, "could not record the event on the host's Pod");
         }
     }
 

@@ -124,6 +124,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The host's own Pod, named by the downward API (`POD_NAME`, `POD_NAMESPACE`), as an Event's
+/// `regarding`; its UID is looked up when the API allows (events still land without it).
+async fn own_pod(client: &kube::Client) -> Option<serde_json::Value> {
+    let (name, namespace) = (
+        std::env::var("POD_NAME").ok()?,
+        std::env::var("POD_NAMESPACE").ok()?,
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &namespace);
+    let uid = match pods.get_opt(&name).await {
+        Ok(pod) => pod.and_then(|p| p.metadata.uid),
+        Err(e) => {
+            tracing::info!(error = %e, pod = %name, "cannot read the host's Pod; its events carry no uid");
+            None
+        }
+    };
+    let mut regarding = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name,
+    });
+    if let Some(uid) = uid {
+        regarding["uid"] = serde_json::json!(uid);
+    }
+    Some(regarding)
+}
+
 /// Ready once the plugin directory was loaded and every cache of every plugin has synced.
 struct HostReadiness {
     host: Arc<Host>,
@@ -166,7 +191,11 @@ pub(crate) async fn serve(
     let metrics_address =
         probes::bind_address(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;
     let runtime = Runtime::new(config)?;
-    let host = Arc::new(Host::new(client));
+    let mut host = Host::new(client.clone());
+    if let Some(pod) = own_pod(&client).await {
+        host = host.report_to(pod);
+    }
+    let host = Arc::new(host);
     let readiness = Arc::new(HostReadiness {
         host: host.clone(),
         plugins_loaded: AtomicBool::new(false),
