@@ -151,6 +151,11 @@ fn current(plugin: &RwLock<Arc<Plugin>>) -> Arc<Plugin> {
 impl Host {
     /// A host over `client`, with no plugins yet.
     pub fn new(client: kube::Client) -> Self {
+        Self::with_metrics(client, Arc::new(Metrics::new()))
+    }
+
+    /// A host over `client` recording into `metrics` (shared with the client's own layer).
+    pub fn with_metrics(client: kube::Client, metrics: Arc<Metrics>) -> Self {
         let informers = Arc::new(Informers::new(client.clone()));
         let applier = Arc::new(Applier::new(client, informers.clone()));
         Self {
@@ -158,7 +163,7 @@ impl Host {
             applier,
             controllers: Mutex::new(HashMap::new()),
             stats: Mutex::new(HashMap::new()),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             pod: None,
         }
     }

@@ -200,6 +200,33 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
         info.contains("digest=\"") && info.contains("version=\"0.1.0\""),
         "{info}"
     );
+    // The host's own API requests, as client-go counts them.
+    let requests: f64 = samples
+        .iter()
+        .filter(|(k, _)| k.starts_with("rest_client_requests_total{code=\"201\""))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(
+        requests >= 1.0,
+        "no created events or status writes counted"
+    );
+    let gets = samples.keys().find(|k| {
+        k.starts_with("rest_client_requests_total{code=\"200\",host=\"127.0.0.1:")
+            && k.contains("method=\"GET\"")
+    });
+    assert!(
+        gets.is_some(),
+        "{:?}",
+        samples
+            .keys()
+            .filter(|k| k.starts_with("rest"))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        samples
+            .keys()
+            .any(|k| k.starts_with("rest_client_request_duration_seconds_count{"))
+    );
     // Terminal errors are errors too, and counted apart.
     assert!(
         get(r#"controller_runtime_terminal_reconcile_errors_total{controller="hostile-terminal"}"#)

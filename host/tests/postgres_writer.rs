@@ -107,6 +107,18 @@ fn rows_follow_objects_through_outages_and_host_restarts() {
     wait_for(60, "the row once the database is back", || {
         row(&pg, "default/late") == "Carol|41|Chile"
     });
+    // The outage and the recovery, as the metrics count them.
+    let metrics = host.scrape();
+    let count = |outcome: &str| -> f64 {
+        let sample =
+            format!("wasmctrl_sql_calls_total{{database=\"students\",outcome=\"{outcome}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&sample))
+            .map_or(0.0, |v| v.parse().unwrap())
+    };
+    assert!(count("ok") >= 2.0, "{metrics}");
+    assert!(count("transient_error") >= 1.0, "{metrics}");
 
     // The host dies; the object is deleted while it is down; a new host finishes the job.
     host.kill();

@@ -33,7 +33,7 @@ async fn readyz_waits_for_the_caches_and_healthz_answers_throughout() {
     let cluster = Cluster::start(dir.path());
     let plugins = plugin_dir(dir.path(), &[("trivial", None)]);
     let host = cluster.run_host(&plugins, &[], &[]);
-    let addr = wait_for_address(&host);
+    let addr = host.address("health probes");
     wait_for(30, "the plugin to be started", || {
         host.log().contains("plugin started")
     });
@@ -63,22 +63,4 @@ async fn readyz_waits_for_the_caches_and_healthz_answers_throughout() {
         "{verbose}"
     );
     assert_eq!(get(&addr, "/livez").0, 200);
-}
-
-/// The probe address the host logged.
-fn wait_for_address(host: &common::process::Process) -> String {
-    let mut found = String::new();
-    wait_for(30, "the probe address in the log", || {
-        let log = host.log();
-        let line = log.lines().find(|l| l.contains("health probes listening"));
-        if let Some(addr) = line.and_then(|l| l.split("address=").nth(1)) {
-            found = addr
-                .split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_string();
-        }
-        !found.is_empty()
-    });
-    found
 }

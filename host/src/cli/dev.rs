@@ -12,8 +12,11 @@ use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use super::run::{HostArgs, serve};
 use crate::apiserver::ApiServer;
+use crate::metrics::Metrics;
 
 /// Arguments of `wasmctrl dev`.
 #[derive(Debug, clap::Args)]
@@ -61,7 +64,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         for path in &args.apply {
             apply_manifests(&client, path).await?;
         }
-        serve(client, &args.host, super::shutdown_signal()).await?;
+        // The host's own client counts its requests (rest_client_*); the manifests above are
+        // the user's, not the host's.
+        let metrics = Arc::new(Metrics::new());
+        let layer = metrics.rest_client_layer(&http.addr().to_string());
+        let host_client =
+            kube::Client::new(tower::Layer::layer(&layer, server.service()), "default");
+        serve(host_client, metrics, &args.host, super::shutdown_signal()).await?;
         http.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::controller::Host;
 use crate::loader::{self, Loader};
+use crate::metrics::Metrics;
 use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
 use crate::sql::{self, Databases};
@@ -106,20 +107,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let client = match &args.kubeconfig {
+        let config = match &args.kubeconfig {
             Some(path) => {
                 let kubeconfig = kube::config::Kubeconfig::read_from(path)
                     .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                     .await
-                    .with_context(|| format!("using kubeconfig {}", path.display()))?;
-                kube::Client::try_from(config)?
+                    .with_context(|| format!("using kubeconfig {}", path.display()))?
             }
-            None => kube::Client::try_default()
+            None => kube::Config::infer()
                 .await
                 .context("no kubeconfig and not in a cluster")?,
         };
-        serve(client, &args.host, super::shutdown_signal()).await?;
+        let metrics = Arc::new(Metrics::new());
+        let server = config.cluster_url.authority().map(|a| a.to_string());
+        let layer = metrics.rest_client_layer(server.as_deref().unwrap_or_default());
+        let client = kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&layer)
+            .build();
+        serve(client, metrics, &args.host, super::shutdown_signal()).await?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -176,14 +182,16 @@ impl Readiness for HostReadiness {
 /// no new keys are taken and in-flight reconciles get the grace period to finish.
 pub(crate) async fn serve(
     client: kube::Client,
+    metrics: Arc<Metrics>,
     args: &HostArgs,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let databases = args.sql.databases()?;
     let config = runtime::Config {
         deadline: Duration::from_millis(args.deadline_ms),
         memory_limit: args.memory_mib << 20,
         cache_dir: args.cache_dir.clone(),
-        databases: args.sql.databases()?,
+        databases: databases.clone(),
         ..runtime::Config::default()
     };
     let probe_address =
@@ -191,7 +199,7 @@ pub(crate) async fn serve(
     let metrics_address =
         probes::bind_address(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;
     let runtime = Runtime::new(config)?;
-    let mut host = Host::new(client.clone());
+    let mut host = Host::with_metrics(client.clone(), metrics);
     if let Some(pod) = own_pod(&client).await {
         host = host.report_to(pod);
     }
@@ -210,6 +218,7 @@ pub(crate) async fn serve(
         let scraped = host.clone();
         let render = Arc::new(move |openmetrics: bool| {
             scraped.refresh_metrics();
+            scraped.metrics().sql_calls(databases.calls());
             scraped.metrics().encode(openmetrics)
         });
         let bound = crate::metrics::serve(addr, render)

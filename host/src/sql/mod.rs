@@ -49,6 +49,8 @@ pub struct Databases {
 #[derive(Default)]
 struct Inner {
     pools: BTreeMap<String, (Database, Pool)>,
+    /// Calls by database and outcome, for `wasmctrl_sql_calls_total`.
+    calls: std::sync::Mutex<BTreeMap<(String, &'static str), u64>>,
     /// The runtime queries run on; `None` only when there are no databases.
     handle: Option<Handle>,
 }
@@ -100,6 +102,7 @@ impl Databases {
         Ok(Self {
             inner: Arc::new(Inner {
                 pools,
+                calls: Default::default(),
                 handle: Some(handle),
             }),
         })
@@ -115,9 +118,35 @@ impl Databases {
         self.inner.pools.contains_key(name)
     }
 
+    /// Calls so far by database and outcome (`ok`, `error`, `transient_error`), for metrics.
+    pub fn calls(&self) -> Vec<(String, &'static str, u64)> {
+        let calls = self.inner.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls
+            .iter()
+            .map(|((db, outcome), n)| (db.clone(), *outcome, *n))
+            .collect()
+    }
+
     /// Runs `statements` on database `name` in one transaction, waiting at most `timeout`.
     /// Blocking: call it from a blocking thread, never from async code.
     pub fn execute(
+        &self,
+        name: &str,
+        statements: &[Statement],
+        timeout: Duration,
+    ) -> Result<Vec<Rows>, SqlError> {
+        let result = self.execute_uncounted(name, statements, timeout);
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) if e.transient => "transient_error",
+            Err(_) => "error",
+        };
+        let mut calls = self.inner.calls.lock().unwrap_or_else(|p| p.into_inner());
+        *calls.entry((name.to_string(), outcome)).or_default() += 1;
+        result
+    }
+
+    fn execute_uncounted(
         &self,
         name: &str,
         statements: &[Statement],

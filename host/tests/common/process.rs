@@ -99,6 +99,45 @@ impl Process {
         });
     }
 
+    /// The address the host logged for `what` (`metrics`, `health probes`), from a text log.
+    pub fn address(&self, what: &str) -> String {
+        let mut found = String::new();
+        wait_for(30, &format!("the {what} address"), || {
+            let log = self.log();
+            let line = log
+                .lines()
+                .find(|l| l.contains(&format!("{what} listening")));
+            if let Some(addr) = line.and_then(|l| l.split("address=").nth(1)) {
+                found = addr
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+            }
+            !found.is_empty()
+        });
+        found
+    }
+
+    /// `GET /metrics` from this host, which must answer 200: the exposition.
+    pub fn scrape(&self) -> String {
+        use std::io::{Read as _, Write as _};
+        let addr = self.address("metrics");
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect to /metrics");
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read");
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_string())
+            .unwrap_or_default()
+    }
+
     /// Starts `wasmctrl <args>` with `RUST_LOG=info` (and the controller's per-reconcile debug
     /// records, see [`reconciles`](Self::reconciles)), logging to `log`.
     pub fn wasmctrl(args: &[&str], log: PathBuf, envs: &[(&str, &str)]) -> Self {

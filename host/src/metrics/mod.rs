@@ -18,6 +18,10 @@ use prometheus_client::registry::Registry;
 
 use crate::queue;
 
+mod rest;
+
+pub use rest::{RestClient, RestClientLayer};
+
 /// `controller=<plugin>`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabel {
@@ -69,6 +73,15 @@ pub struct FailureLabels {
     pub kind: String,
 }
 
+/// `database`, `outcome` (`ok`, `error`, `transient_error`) of SQL calls.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SqlLabels {
+    /// The database's name (`sql:<name>`).
+    pub database: String,
+    /// How the call ended.
+    pub outcome: String,
+}
+
 /// `kind` of cached objects (`group/version/Kind`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
@@ -108,6 +121,9 @@ pub struct Metrics {
     sandbox_call: Family<ControllerLabel, Histogram, fn() -> Histogram>,
     pub(crate) guest_memory: Family<ControllerLabel, Gauge>,
     pub(crate) cached: Family<KindLabel, Gauge>,
+    sql_calls: Family<SqlLabels, Counter>,
+    rest_requests: Family<rest::RequestLabels, Counter>,
+    rest_latency: Family<rest::LatencyLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for Metrics {
@@ -140,6 +156,9 @@ impl Metrics {
             sandbox_call: Family::new_with_constructor(fast_histogram),
             guest_memory: Family::default(),
             cached: Family::default(),
+            sql_calls: Family::default(),
+            rest_requests: Family::default(),
+            rest_latency: Family::new_with_constructor(seconds_histogram),
         };
         let r = &mut m.registry;
         r.register(
@@ -208,6 +227,21 @@ impl Metrics {
             m.longest.clone(),
         );
         r.register(
+            "wasmctrl_sql_calls",
+            "Calls of the sql capability by database and outcome",
+            m.sql_calls.clone(),
+        );
+        r.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host",
+            m.rest_requests.clone(),
+        );
+        r.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds, broken down by verb and host",
+            m.rest_latency.clone(),
+        );
+        r.register(
             "wasmctrl_plugin_info",
             "A loaded plugin version (always 1)",
             m.plugin_info.clone(),
@@ -272,6 +306,27 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
+    }
+
+    /// Sets the SQL call counters from the databases' own tallies.
+    pub fn sql_calls(&self, calls: Vec<(String, &'static str, u64)>) {
+        for (database, outcome, n) in calls {
+            let labels = SqlLabels {
+                database,
+                outcome: outcome.into(),
+            };
+            set_counter(&self.sql_calls.get_or_create(&labels), n);
+        }
+    }
+
+    /// A layer for the host's Kubernetes client that feeds the `rest_client_*` metrics;
+    /// `host` names the API server (`host:port`).
+    pub fn rest_client_layer(&self, host: &str) -> RestClientLayer {
+        RestClientLayer {
+            requests: self.rest_requests.clone(),
+            latency: self.rest_latency.clone(),
+            host: host.to_string(),
+        }
     }
 
     /// The queue observer that feeds `controller`'s workqueue histograms.
