@@ -16,6 +16,7 @@ pub mod cli;
 pub mod controller;
 pub mod informer;
 pub mod loader;
+pub mod memory;
 pub mod metrics;
 pub mod plugin;
 pub mod probes;

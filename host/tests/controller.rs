@@ -358,6 +358,7 @@ async fn a_precondition_that_always_fails_backs_off_while_other_keys_converge() 
         .iter()
         .filter(|r| r.verb == "patch" && r.resource == "things" && r.name == "stuck")
         .count();
+    eprintln!("{patches} patches of the stuck key in 10 s");
     // 5 ms doubling: attempts at 0, 5, 15, 35, ... 5115 ms, 10235 ms; about a dozen in 10 s.
     assert!(
         (5..=15).contains(&patches),

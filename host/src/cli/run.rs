@@ -226,6 +226,7 @@ pub(crate) async fn serve(
             .with_context(|| format!("serving metrics on {addr}"))?;
         tracing::info!(address = %bound, "metrics listening");
     }
+    tokio::spawn(crate::memory::return_freed_memory(Duration::from_secs(10)));
     let (loader, mut changes) =
         Loader::start(args.plugins.clone(), runtime, loader::Options::default()).await?;
     let grace = Duration::from_secs(args.shutdown_grace_secs);
