@@ -3,6 +3,9 @@
 //! goes back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
 //! errors). A [`Host`] runs one controller per plugin over shared informers.
 
+mod mapping;
+mod worker;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -11,21 +14,19 @@ use std::time::Duration;
 use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use wasmctrl_scope::Scope;
-
-use crate::apply::{self, Applier, Subject};
-use crate::informer::{Caches, Change, Entry, Informer, Informers, Notice, ObjectKey, Watch};
+use crate::apply::Applier;
+use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Watch};
 use crate::loader;
 use crate::metrics::{
     ControllerLabel, KindLabel, Metrics, PluginLabels, QueueLabel, ResultLabels, set_counter,
 };
-use crate::plugin::{Manifest, wit};
+use crate::plugin::Manifest;
 use crate::queue::{self, Queue};
-use crate::runtime::{ErrorKind, Plugin};
+use crate::runtime::Plugin;
 use crate::selector::Selector;
-use crate::view::View;
+use mapping::{Filter, Keys, Mapper, by_mapping, by_owner};
+use worker::Worker;
 
 /// Per-plugin settings from the operator for its controller. (Narrower namespaces and a
 /// deadline of its own are part of the loaded plugin: see `runtime::Overrides`.)
@@ -575,12 +576,6 @@ impl Controller {
     }
 }
 
-/// Numbers each reconcile of the process, for telling one reconcile's log lines from another's.
-static NEXT_RECONCILE: AtomicU64 = AtomicU64::new(1);
-
-/// Conflicts in a row on one key before it gets a Warning event.
-const CONFLICTS_BEFORE_WARNING: u32 = 5;
-
 /// How long a plugin may wait for its caches before the operator is told why nothing happens.
 const SYNC_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -609,280 +604,4 @@ fn same_declaration(a: &Manifest, b: &Manifest) -> bool {
         && a.predicates == b.predicates
         && a.owns == b.owns
         && a.reads == b.reads
-}
-
-/// Keys queued from one notice: `(key, initial)`.
-type Keys = Vec<(ObjectKey, bool)>;
-
-/// Which keys one notice of a subscribed kind queues.
-type Mapper = Box<dyn Fn(&Notice, &mut Keys) + Send + Sync>;
-
-/// Which events on the watched kind queue their own key.
-struct Filter {
-    manifest: Manifest,
-    scope: Arc<Scope>,
-}
-
-impl Filter {
-    fn selected(&self, e: &Entry) -> bool {
-        self.scope.reconciles_in(&e.key.namespace) && self.manifest.selector.matches_map(&e.labels)
-    }
-
-    fn primary(&self, notice: &Notice, out: &mut Keys) {
-        let pass = match &notice.change {
-            Change::Deleted(e) => self.selected(e),
-            Change::Applied { old: None, new } => self.selected(new),
-            Change::Applied {
-                old: Some(old),
-                new,
-            } => (self.selected(new) || self.selected(old)) && self.predicates_pass(old, new),
-        };
-        if pass {
-            let key = match &notice.change {
-                Change::Deleted(e) | Change::Applied { new: e, .. } => e.key.clone(),
-            };
-            out.push((key, notice.initial));
-        }
-    }
-
-    fn predicates_pass(&self, old: &Entry, new: &Entry) -> bool {
-        let predicates = &self.manifest.predicates;
-        predicates.is_empty()
-            || predicates.iter().any(|p| match p {
-                wit::Predicate::GenerationChanged => {
-                    old.generation != new.generation || new.generation.is_none()
-                }
-                wit::Predicate::LabelsChanged => old.labels != new.labels,
-                wit::Predicate::AnnotationsChanged => old.annotations != new.annotations,
-                wit::Predicate::FinalizersChanged => {
-                    old.finalizers != new.finalizers || old.deleting != new.deleting
-                }
-            })
-    }
-}
-
-fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
-
-fn entries_of(notice: &Notice) -> Vec<&Arc<Entry>> {
-    match &notice.change {
-        Change::Deleted(e) => vec![e],
-        Change::Applied { old, new } => old.iter().chain(std::iter::once(new)).collect(),
-    }
-}
-
-/// Owned children map to the owner named in their owner references (old and new versions, so a
-/// child that changes owner notifies both).
-fn by_owner(owner_kind: &GroupVersionKind, notice: &Notice, out: &mut Keys) {
-    for entry in entries_of(notice) {
-        for owner in &entry.owners {
-            if owner.kind == owner_kind.kind && group_of(&owner.api_version) == owner_kind.group {
-                let key = ObjectKey::new(&entry.key.namespace, &owner.name);
-                if !out.iter().any(|(k, _)| *k == key) {
-                    out.push((key, notice.initial));
-                }
-            }
-        }
-    }
-}
-
-fn by_mapping(
-    mapping: &wit::Mapping,
-    owner_kind: &GroupVersionKind,
-    watched: &[Arc<Informer>],
-    notice: &Notice,
-    out: &mut Keys,
-) {
-    for entry in entries_of(notice) {
-        let ns = &entry.key.namespace;
-        match mapping {
-            wit::Mapping::Owner => return by_owner(owner_kind, notice, out),
-            wit::Mapping::SameName => out.push((entry.key.clone(), notice.initial)),
-            wit::Mapping::Label(l) => {
-                if let Some(name) = entry.labels.get(l) {
-                    out.push((ObjectKey::new(ns, name), notice.initial));
-                }
-            }
-            wit::Mapping::Annotation(a) => {
-                if let Some(name) = entry.annotations.get(a) {
-                    out.push((ObjectKey::new(ns, name), notice.initial));
-                }
-            }
-            wit::Mapping::Namespace => {
-                for e in watched
-                    .iter()
-                    .filter(|w| w.covers(ns))
-                    .flat_map(|w| w.entries())
-                    .filter(|e| &e.key.namespace == ns)
-                {
-                    out.push((e.key.clone(), notice.initial));
-                }
-            }
-        }
-    }
-    out.dedup();
-}
-
-struct Worker {
-    plugin: Arc<RwLock<Arc<Plugin>>>,
-    /// Every informer the plugin subscribed to: watched, owned and `reads` kinds.
-    informers: Vec<Arc<Informer>>,
-    /// The same, as the plugin reads them.
-    caches: Arc<Caches>,
-    stop: CancellationToken,
-    queue: Queue<ObjectKey>,
-    /// The reconciled kind's informers: the object handed to the plugin comes from the cache
-    /// whose event queued the key, never from another that may lag behind it.
-    watched: Arc<Vec<Arc<Informer>>>,
-    applier: Arc<Applier>,
-    metrics: Arc<Metrics>,
-    stats: Arc<Stats>,
-    /// Keys being reconciled; the queue guarantees a key is never in here twice.
-    in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
-}
-
-impl Worker {
-    async fn run(self) {
-        // As client-go's WaitForCacheSync: a plugin that reads a half-loaded cache would act on
-        // a world that does not exist (a missing Deployment, children it thinks are gone).
-        let synced = futures::future::join_all(self.informers.iter().map(|c| c.synced()));
-        tokio::select! {
-            _ = synced => {}
-            () = self.stop.cancelled() => return,
-        }
-        while let Some(key) = self.queue.get().await {
-            let plugin = current(&self.plugin);
-            let manifest = plugin.manifest();
-            let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
-            let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, reconcile.id = id, outcome = tracing::field::Empty);
-            if !lock(&self.in_flight).insert(key.clone()) {
-                self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
-            }
-            let started = std::time::Instant::now();
-            let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
-            lock(&self.in_flight).remove(&key);
-            span.record("outcome", tracing::field::debug(outcome));
-            self.stats.record(outcome);
-            self.metrics.reconciled(&manifest.name, started.elapsed());
-            // One record per reconcile, after its outcome counts: tests and operators see
-            // that the host has moved past a change.
-            span.in_scope(|| {
-                tracing::debug!(
-                    duration_ms = started.elapsed().as_millis() as u64,
-                    "reconciled"
-                )
-            });
-            self.queue.done(&key);
-        }
-    }
-
-    async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> Outcome {
-        let entry = self
-            .watched
-            .iter()
-            .filter(|w| w.covers(&key.namespace))
-            .find_map(|w| w.get(key));
-        let request = wit::Request {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-            object: entry.as_ref().map(|e| e.json.to_string()),
-            deleting: entry.as_ref().is_some_and(|e| e.deleting),
-            settings: String::new(),
-            now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        };
-        let view: Arc<dyn View> = self.caches.clone();
-        let sandboxed = plugin.clone();
-        let called = move || {
-            let started = std::time::Instant::now();
-            (sandboxed.reconcile(request, view), started.elapsed())
-        };
-        let result = match tokio::task::spawn_blocking(called).await {
-            Ok((result, took)) => {
-                self.metrics.sandbox_call(&plugin.manifest().name, took);
-                result
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reconcile thread failed");
-                self.queue.add_rate_limited(key.clone());
-                return Outcome::Error;
-            }
-        };
-        let subject = Subject {
-            manifest: plugin.manifest(),
-            key,
-            object: entry.as_deref(),
-        };
-        let reconciled = match result {
-            Ok(r) => r,
-            Err(e) => {
-                self.metrics
-                    .sandbox_failure(&plugin.manifest().name, e.kind.metric_kind());
-                // Tell whoever looks at the object (kubectl describe) when retrying cannot help:
-                // the plugin asked for something it may not do, or failed for good. Retryable
-                // failures are logged and retried; an Event per attempt would be noise.
-                let reason = match &e.kind {
-                    ErrorKind::Action(_) => Some("ActionRejected"),
-                    ErrorKind::Read(_) => Some("ReadRefused"),
-                    kind if !kind.retryable() => Some("ReconcileFailed"),
-                    _ => None,
-                };
-                if let Some(reason) = reason
-                    && let Err(we) = self.applier.warn(&subject, reason, &e.to_string()).await
-                {
-                    tracing::warn!(error = %we, "could not record the warning event");
-                }
-                return self.failed(key, &e.to_string(), e.kind.retryable(), e.kind.label());
-            }
-        };
-        match self.applier.apply(&subject, &reconciled.intents).await {
-            Ok(applied) => {
-                self.queue.forget(key);
-                tracing::debug!(
-                    writes = applied.writes,
-                    skipped = applied.skipped,
-                    "applied"
-                );
-                match reconciled.requeue_after {
-                    Some(after) => {
-                        self.queue.add_after(key.clone(), after);
-                        Outcome::Requeue
-                    }
-                    None => Outcome::Success,
-                }
-            }
-            Err(apply::Error::Conflict { target, message }) => {
-                // Through the rate limiter like any failure: a precondition that keeps failing
-                // must back off, not hot-loop against the API server. The object changing
-                // queues the key again at once anyway.
-                let retry_in = self.queue.add_rate_limited(key.clone());
-                let conflicts = self.queue.retries(key);
-                tracing::info!(%target, %message, conflicts, ?retry_in, "conflict; retrying with backoff");
-                if conflicts >= CONFLICTS_BEFORE_WARNING {
-                    // Worded without the count so the applier records it once, not per retry.
-                    let note = format!(
-                        "repeated conflicts writing {target}; retrying with backoff: {message}"
-                    );
-                    if let Err(e) = self.applier.warn(&subject, "ConflictRetrying", &note).await {
-                        tracing::warn!(error = %e, "could not record the warning event");
-                    }
-                }
-                Outcome::Error
-            }
-            Err(e) => self.failed(key, &e.to_string(), e.retryable(), e.label()),
-        }
-    }
-
-    fn failed(&self, key: &ObjectKey, message: &str, retryable: bool, reason: &str) -> Outcome {
-        if retryable {
-            let delay = self.queue.add_rate_limited(key.clone());
-            tracing::warn!(error = %message, reason, retry_in = ?delay, "reconcile failed");
-            Outcome::Error
-        } else {
-            self.queue.forget(key);
-            tracing::warn!(error = %message, reason, "reconcile failed permanently; not retrying until the object changes");
-            Outcome::Terminal
-        }
-    }
 }

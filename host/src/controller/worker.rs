@@ -1,0 +1,189 @@
+//! A controller's workers: each takes a key from the queue, runs the plugin on it in the sandbox
+//! (on a blocking thread), has the applier carry out the checked intents, and hands the outcome
+//! back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
+//! errors), recording it in the controller's tallies, the metrics and one log record.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{Outcome, Stats, current, lock};
+use crate::apply::{self, Applier, Subject};
+use crate::informer::{Caches, Informer, ObjectKey};
+use crate::metrics::Metrics;
+use crate::plugin::wit;
+use crate::queue::Queue;
+use crate::runtime::{ErrorKind, Plugin};
+use crate::view::View;
+
+/// Numbers each reconcile of the process, for telling one reconcile's log lines from another's.
+static NEXT_RECONCILE: AtomicU64 = AtomicU64::new(1);
+
+/// Conflicts in a row on one key before it gets a Warning event.
+const CONFLICTS_BEFORE_WARNING: u32 = 5;
+
+pub(super) struct Worker {
+    pub(super) plugin: Arc<RwLock<Arc<Plugin>>>,
+    /// Every informer the plugin subscribed to: watched, owned and `reads` kinds.
+    pub(super) informers: Vec<Arc<Informer>>,
+    /// The same, as the plugin reads them.
+    pub(super) caches: Arc<Caches>,
+    pub(super) stop: CancellationToken,
+    pub(super) queue: Queue<ObjectKey>,
+    /// The reconciled kind's informers: the object handed to the plugin comes from the cache
+    /// whose event queued the key, never from another that may lag behind it.
+    pub(super) watched: Arc<Vec<Arc<Informer>>>,
+    pub(super) applier: Arc<Applier>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) stats: Arc<Stats>,
+    /// Keys being reconciled; the queue guarantees a key is never in here twice.
+    pub(super) in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
+}
+
+impl Worker {
+    pub(super) async fn run(self) {
+        // As client-go's WaitForCacheSync: a plugin that reads a half-loaded cache would act on
+        // a world that does not exist (a missing Deployment, children it thinks are gone).
+        let synced = futures::future::join_all(self.informers.iter().map(|c| c.synced()));
+        tokio::select! {
+            _ = synced => {}
+            () = self.stop.cancelled() => return,
+        }
+        while let Some(key) = self.queue.get().await {
+            let plugin = current(&self.plugin);
+            let manifest = plugin.manifest();
+            let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
+            let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, reconcile.id = id, outcome = tracing::field::Empty);
+            if !lock(&self.in_flight).insert(key.clone()) {
+                self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
+            }
+            let started = std::time::Instant::now();
+            let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
+            lock(&self.in_flight).remove(&key);
+            span.record("outcome", tracing::field::debug(outcome));
+            self.stats.record(outcome);
+            self.metrics.reconciled(&manifest.name, started.elapsed());
+            // One record per reconcile, after its outcome counts: tests and operators see
+            // that the host has moved past a change.
+            span.in_scope(|| {
+                tracing::debug!(
+                    duration_ms = started.elapsed().as_millis() as u64,
+                    "reconciled"
+                )
+            });
+            self.queue.done(&key);
+        }
+    }
+
+    async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> Outcome {
+        let entry = self
+            .watched
+            .iter()
+            .filter(|w| w.covers(&key.namespace))
+            .find_map(|w| w.get(key));
+        let request = wit::Request {
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+            object: entry.as_ref().map(|e| e.json.to_string()),
+            deleting: entry.as_ref().is_some_and(|e| e.deleting),
+            settings: String::new(),
+            now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        };
+        let view: Arc<dyn View> = self.caches.clone();
+        let sandboxed = plugin.clone();
+        let called = move || {
+            let started = std::time::Instant::now();
+            (sandboxed.reconcile(request, view), started.elapsed())
+        };
+        let result = match tokio::task::spawn_blocking(called).await {
+            Ok((result, took)) => {
+                self.metrics.sandbox_call(&plugin.manifest().name, took);
+                result
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reconcile thread failed");
+                self.queue.add_rate_limited(key.clone());
+                return Outcome::Error;
+            }
+        };
+        let subject = Subject {
+            manifest: plugin.manifest(),
+            key,
+            object: entry.as_deref(),
+        };
+        let reconciled = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.metrics
+                    .sandbox_failure(&plugin.manifest().name, e.kind.metric_kind());
+                // Tell whoever looks at the object (kubectl describe) when retrying cannot help:
+                // the plugin asked for something it may not do, or failed for good. Retryable
+                // failures are logged and retried; an Event per attempt would be noise.
+                let reason = match &e.kind {
+                    ErrorKind::Action(_) => Some("ActionRejected"),
+                    ErrorKind::Read(_) => Some("ReadRefused"),
+                    kind if !kind.retryable() => Some("ReconcileFailed"),
+                    _ => None,
+                };
+                if let Some(reason) = reason
+                    && let Err(we) = self.applier.warn(&subject, reason, &e.to_string()).await
+                {
+                    tracing::warn!(error = %we, "could not record the warning event");
+                }
+                return self.failed(key, &e.to_string(), e.kind.retryable(), e.kind.label());
+            }
+        };
+        match self.applier.apply(&subject, &reconciled.intents).await {
+            Ok(applied) => {
+                self.queue.forget(key);
+                tracing::debug!(
+                    writes = applied.writes,
+                    skipped = applied.skipped,
+                    "applied"
+                );
+                match reconciled.requeue_after {
+                    Some(after) => {
+                        self.queue.add_after(key.clone(), after);
+                        Outcome::Requeue
+                    }
+                    None => Outcome::Success,
+                }
+            }
+            Err(apply::Error::Conflict { target, message }) => {
+                // Through the rate limiter like any failure: a precondition that keeps failing
+                // must back off, not hot-loop against the API server. The object changing
+                // queues the key again at once anyway.
+                let retry_in = self.queue.add_rate_limited(key.clone());
+                let conflicts = self.queue.retries(key);
+                tracing::info!(%target, %message, conflicts, ?retry_in, "conflict; retrying with backoff");
+                if conflicts >= CONFLICTS_BEFORE_WARNING {
+                    // Worded without the count so the applier records it once, not per retry.
+                    let note = format!(
+                        "repeated conflicts writing {target}; retrying with backoff: {message}"
+                    );
+                    if let Err(e) = self.applier.warn(&subject, "ConflictRetrying", &note).await {
+                        tracing::warn!(error = %e, "could not record the warning event");
+                    }
+                }
+                Outcome::Error
+            }
+            Err(e) => self.failed(key, &e.to_string(), e.retryable(), e.label()),
+        }
+    }
+
+    fn failed(&self, key: &ObjectKey, message: &str, retryable: bool, reason: &str) -> Outcome {
+        if retryable {
+            let delay = self.queue.add_rate_limited(key.clone());
+            tracing::warn!(error = %message, reason, retry_in = ?delay, "reconcile failed");
+            Outcome::Error
+        } else {
+            self.queue.forget(key);
+            tracing::warn!(error = %message, reason, "reconcile failed permanently; not retrying until the object changes");
+            Outcome::Terminal
+        }
+    }
+}
