@@ -43,11 +43,21 @@ pub async fn serve(addr: SocketAddr, readiness: Arc<dyn Readiness>) -> std::io::
         .route("/livez", get(live))
         .route("/readyz", get(ready))
         .with_state(readiness);
+    serve_router(addr, app, "health probe").await
+}
+
+/// Serves `app` on `addr` in the background for the life of the process; returns the bound
+/// address. (The probes' and the metrics' endpoints.)
+pub async fn serve_router(
+    addr: SocketAddr,
+    app: axum::Router,
+    what: &'static str,
+) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "health probe server stopped");
+            tracing::error!(error = %e, "{what} server stopped");
         }
     });
     Ok(bound)

@@ -8,8 +8,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
+use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use common::process::{Cluster, wait_for};
@@ -25,19 +24,12 @@ const FAILURES: [(&str, &str); 6] = [
     ("terminal", "plugin_error"),
 ];
 
-/// `GET /metrics`: the body.
+/// `GET /metrics`, which must answer 200 in the Prometheus text format: the body.
 fn scrape(addr: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    assert!(response.contains("text/plain; version=0.0.4"), "{response}");
-    response.split_once("\r\n\r\n").unwrap().1.to_string()
+    let (code, head, body) = common::process::http_get_with_headers(addr, "/metrics");
+    assert_eq!(code, 200, "{body}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    body
 }
 
 /// Every sample, as the Python client's Prometheus text parser reads them: `name{labels}` ->

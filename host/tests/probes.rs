@@ -7,25 +7,7 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
-
-use common::process::{Cluster, plugin_dir, wait_for};
-
-/// `GET path` over plain HTTP/1.1: the status code and the body.
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let code = response[9..12].parse().unwrap();
-    let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
-    (code, body)
-}
+use common::process::{Cluster, http_get as get, plugin_dir, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_the_caches_and_healthz_answers_throughout() {

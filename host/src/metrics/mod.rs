@@ -386,14 +386,7 @@ pub async fn serve(
             ([(header::CONTENT_TYPE, content_type)], body)
         }),
     );
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "metrics server stopped");
-        }
-    });
-    Ok(bound)
+    crate::probes::serve_router(addr, app, "metrics").await
 }
 
 /// Sets a counter read from its owner (the queue, the controller's tallies).

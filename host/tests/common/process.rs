@@ -121,21 +121,9 @@ impl Process {
 
     /// `GET /metrics` from this host, which must answer 200: the exposition.
     pub fn scrape(&self) -> String {
-        use std::io::{Read as _, Write as _};
-        let addr = self.address("metrics");
-        let mut stream = std::net::TcpStream::connect(&addr).expect("connect to /metrics");
-        write!(
-            stream,
-            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-        )
-        .expect("send");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).expect("read");
-        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-        response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_string())
-            .unwrap_or_default()
+        let (code, body) = http_get(&self.address("metrics"), "/metrics");
+        assert_eq!(code, 200, "{body}");
+        body
     }
 
     /// Starts `wasmctrl <args>` with `RUST_LOG=info` (and the controller's per-reconcile debug
@@ -245,6 +233,31 @@ impl Drop for Process {
             let _ = child.wait();
         }
     }
+}
+
+/// `GET path` from `addr` over plain HTTP/1.1: the status code and the body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let (code, _, body) = http_get_with_headers(addr, path);
+    (code, body)
+}
+
+/// `GET path` from `addr` over plain HTTP/1.1: the status code, the header lines and the body.
+pub fn http_get_with_headers(addr: &str, path: &str) -> (u16, String, String) {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let code = response
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (code, head.to_string(), body.to_string())
 }
 
 /// The embedded API server as its own process (`wasmctrl apiserver`), persisting to a data
