@@ -110,6 +110,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::new(config)?;
     let source = args.plugin.display().to_string();
     let plugin = runtime.load(&source, &bytes, &settings.to_string())?;
+    for database in runtime.ungranted_databases(&plugin) {
+        tracing::warn!(capability = %format!("sql:{database}"),
+            "the plugin declares a database not granted here (--sql {database}=<connection>); its sql calls will fail");
+    }
     let request = wit::Request {
         namespace,
         name,

@@ -278,6 +278,10 @@ impl Directory {
         if let Err(e) = config.check_narrows(plugin.manifest()) {
             return Attempt::Failed(format!("{source}: {e}"));
         }
+        for database in self.runtime.ungranted_databases(&plugin) {
+            tracing::warn!(plugin.name = %plugin.manifest().name, capability = %format!("sql:{database}"),
+                "plugin declares a database that is not configured (--sql {database}=<connection>); its sql calls will fail");
+        }
         // New bytes may not widen what the version they replace may do, unless the operator
         // approved each addition. A config change alone is the operator's own doing, and a file
         // that now holds another plugin (another name) replaces nothing.

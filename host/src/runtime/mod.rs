@@ -202,20 +202,25 @@ impl Runtime {
                 source_name,
                 source,
             })?;
-        for capability in &manifest.capabilities {
-            if let Some(database) = capability.strip_prefix("sql:")
-                && !self.inner.config.databases.contains(database)
-            {
-                // Not fatal: the plugin may do useful work without it, and the operator may be
-                // about to grant it. Every call that uses it fails, naming the missing grant.
-                tracing::warn!(plugin.name = %manifest.name, capability = %capability,
-                    "plugin declares a database that is not configured (--sql {database}=<connection>); its sql calls will fail");
-            }
-        }
         plugin.name = Arc::from(manifest.name.as_str());
         plugin.scope = Some(Arc::new(manifest.scope(overrides.namespaces.as_deref())));
         plugin.manifest = Arc::new(manifest);
         Ok(plugin)
+    }
+
+    /// The `sql:<database>` capabilities `plugin` declares that this runtime was not granted.
+    /// Not fatal: the plugin may do useful work without them, and the operator may be about
+    /// to grant them; every call that uses one fails, naming the missing grant. Whoever serves
+    /// the plugin says so.
+    pub fn ungranted_databases(&self, plugin: &Plugin) -> Vec<String> {
+        plugin
+            .manifest()
+            .capabilities
+            .iter()
+            .filter_map(|c| c.strip_prefix("sql:"))
+            .filter(|db| !self.inner.config.databases.contains(db))
+            .map(str::to_string)
+            .collect()
     }
 
     /// Drops compiled code that no loaded plugin uses any more.
