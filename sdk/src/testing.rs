@@ -247,12 +247,9 @@ impl Host for Harness {
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
         let selector = Selector::parse(labels).map_err(|e| e.to_string())?;
         self.check_read(Verb::List, kind, namespace, "", |reads| {
-            reads.check_selector(&selector).map_err(|reason| Refusal {
-                verb: Verb::List,
-                kind: Kind::new(&kind.group, &kind.version, &kind.kind),
-                namespace: namespace.into(),
-                name: String::new(),
-                reason,
+            reads.check_selector(&selector).map_err(|reason| {
+                let kind = Kind::new(&kind.group, &kind.version, &kind.kind);
+                Refusal::new(Verb::List, &kind, namespace, "", reason)
             })?;
             Ok(self
                 .kind_objects(kind)

@@ -228,6 +228,19 @@ pub struct Refusal {
     pub reason: String,
 }
 
+impl Refusal {
+    /// A refusal of `verb` on `namespace/name` of `kind`, for `reason`.
+    pub fn new(verb: Verb, kind: &Kind, namespace: &str, name: &str, reason: String) -> Self {
+        Self {
+            verb,
+            kind: kind.clone(),
+            namespace: namespace.into(),
+            name: name.into(),
+            reason,
+        }
+    }
+}
+
 fn object_label(namespace: &str, name: &str) -> String {
     match (namespace.is_empty(), name.is_empty()) {
         (true, true) => "in every namespace".into(),
@@ -357,13 +370,7 @@ impl Scope {
         namespace: &str,
         name: &str,
     ) -> Result<Reads<'_>, Refusal> {
-        let refuse = |reason: String| Refusal {
-            verb,
-            kind: kind.clone(),
-            namespace: namespace.into(),
-            name: name.into(),
-            reason,
-        };
+        let refuse = |reason: String| Refusal::new(verb, kind, namespace, name, reason);
         let Some(grants) = self.reads.get(kind) else {
             return Err(refuse(
                 "the kind is not declared in the manifest (watches, owns or reads)".into(),
@@ -398,13 +405,7 @@ impl Scope {
         name: &str,
         reconciled: &str,
     ) -> Result<(), Refusal> {
-        let refuse = |reason: String| Refusal {
-            verb,
-            kind: kind.clone(),
-            namespace: namespace.into(),
-            name: name.into(),
-            reason,
-        };
+        let refuse = |reason: String| Refusal::new(verb, kind, namespace, name, reason);
         let Some(write) = self.writes.get(kind) else {
             return Err(refuse(
                 "the kind is not declared in the manifest as watched, owned or writable".into(),

@@ -49,13 +49,7 @@ impl Host for State {
                     "its labels are outside the declared selector ({})",
                     reads.selectors()
                 );
-                Err(self.refuse(Refusal {
-                    verb: Verb::Get,
-                    kind: wanted,
-                    namespace,
-                    name,
-                    reason,
-                }))
+                Err(self.refuse(Refusal::new(Verb::Get, &wanted, &namespace, &name, reason)))
             }
         }
     }
@@ -76,13 +70,7 @@ impl Host for State {
             Err(refusal) => return Err(self.refuse(refusal)),
         };
         if let Err(reason) = reads.check_selector(&selector) {
-            return Err(self.refuse(Refusal {
-                verb: Verb::List,
-                kind: wanted,
-                namespace,
-                name: String::new(),
-                reason,
-            }));
+            return Err(self.refuse(Refusal::new(Verb::List, &wanted, &namespace, "", reason)));
         }
         Ok(self
             .view
