@@ -9,8 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::{Host, Tuning};
@@ -51,14 +50,7 @@ mod things {
 
 /// The Warning Event with `reason` about Thing `name`, once the host has recorded it.
 async fn warning(client: &kube::Client, name: &str, reason: &str) -> DynamicObject {
-    let events: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("events.k8s.io", "v1", "Event"),
-            "events",
-        ),
-    );
+    let events = common::events(client, "default");
     common::eventually(20, &format!("a {reason} warning"), || async {
         events
             .list(&Default::default())

@@ -7,8 +7,7 @@
 
 mod common;
 
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 use common::process::{Cluster, plugin_dir};
@@ -28,14 +27,7 @@ async fn a_corrupt_plugin_leaves_a_warning_on_the_hosts_pod() {
     let env = [("POD_NAME", "wasmctrl-7d9f"), ("POD_NAMESPACE", "default")];
     let host = cluster.run_host(&plugins, &[], &env);
 
-    let events: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("events.k8s.io", "v1", "Event"),
-            "events",
-        ),
-    );
+    let events = common::events(&client, "default");
     let about_pod = || async {
         let list = events.list(&Default::default()).await.unwrap();
         let mine: Vec<DynamicObject> = (list.items.into_iter())

@@ -121,7 +121,7 @@ async fn setup_namespace(client: &kube::Client, namespace: &str) {
 
 /// The Warning events about Thing `name` in `team-a`, by reason.
 async fn warnings(client: &kube::Client, name: &str) -> Vec<(String, String)> {
-    let events = api(client, "team-a", ("events.k8s.io", "v1", "Event"), "events");
+    let events = common::events(client, "team-a");
     events
         .list(&Default::default())
         .await

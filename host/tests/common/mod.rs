@@ -85,6 +85,16 @@ pub async fn install_crd(client: &kube::Client, crd: serde_json::Value) {
         .expect("create CRD");
 }
 
+/// The events.k8s.io/v1 Events of `namespace` (where the host records what it did).
+pub fn events(client: &kube::Client, namespace: &str) -> kube::Api<kube::api::DynamicObject> {
+    let gvk = kube::core::GroupVersionKind::gvk("events.k8s.io", "v1", "Event");
+    kube::Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::api::ApiResource::from_gvk_with_plural(&gvk, "events"),
+    )
+}
+
 /// `Thing` (example.com/v1), the kind the hostile test plugin reconciles.
 pub mod things {
     use kube::api::{Api, ApiResource, DynamicObject};
