@@ -15,6 +15,7 @@ use kube::discovery::Scope;
 use serde_json::{Value, json};
 
 use crate::informer::{Entry, Informers, ObjectKey};
+use crate::leader::Fence;
 use crate::plugin::{Intent, Manifest, Target};
 
 /// Why carrying out an intent failed.
@@ -47,6 +48,12 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// Not sent: this replica does not lead (any more); another one reconciles now.
+    #[error("{target}: not sent: this replica is not the leader")]
+    NotLeader {
+        /// The object.
+        target: String,
+    },
     /// The kind is not served (CRD missing).
     #[error("{kind}: not served by the API server: {source}")]
     Discovery {
@@ -65,6 +72,7 @@ impl Error {
             Error::Api { .. } => "api_error",
             Error::Malformed { .. } => "malformed_intent",
             Error::Discovery { .. } => "discovery",
+            Error::NotLeader { .. } => "not_leader",
         }
     }
 
@@ -114,6 +122,8 @@ pub struct Applier {
     /// first so that an object's deletion forgets it at once ([`Applier::forget_object`]).
     last: Mutex<HashMap<String, Written>>,
     instance: String,
+    /// Checked before every request for a plugin: a replica that does not lead sends nothing.
+    fence: Fence,
 }
 
 /// What each plugin last wrote to one object: plugin -> (intent hash, resourceVersion).
@@ -179,7 +189,14 @@ impl Applier {
             resources: Mutex::new(HashMap::new()),
             last: Mutex::new(HashMap::new()),
             instance,
+            fence: Fence::open(),
         }
+    }
+
+    /// Sends requests for plugins only while `fence` holds (leader election).
+    pub fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// Carries out `intents` in order; the first failure stops the rest.
@@ -242,6 +259,12 @@ impl Applier {
     /// Returns whether a request was sent.
     async fn apply_one(&self, subject: &Subject<'_>, intent: &Intent) -> Result<bool, Error> {
         let plugin = subject.manifest.name.as_str();
+        if !self.fence.holds() {
+            let (kind, key) = (&subject.manifest.kind, subject.key);
+            return Err(Error::NotLeader {
+                target: target_label(kind, &key.namespace, &key.name),
+            });
+        }
         match intent {
             Intent::Apply { target, object } => {
                 let (api, namespace, gvk) = self.api_for(target, subject).await?;

@@ -6,8 +6,9 @@
 //! client-go workqueue contract) -> [`controller`] (a plugin per queue) -> [`apply`] (carrying out
 //! checked intents). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
 //! embedded, protocol-faithful Kubernetes API server with its own module tree. [`sql`] is the
-//! database capability plugins reach through the `sql` import. [`probes`] serves the kubelet's
-//! health and readiness probes. [`cli`] wires them to commands.
+//! database capability plugins reach through the `sql` import. [`leader`] elects the one
+//! replica that reconciles. [`probes`] serves the kubelet's health and readiness probes.
+//! [`cli`] wires them to commands.
 
 pub mod apiserver;
 pub mod apply;
@@ -15,6 +16,7 @@ pub mod build;
 pub mod cli;
 pub mod controller;
 pub mod informer;
+pub mod leader;
 pub mod loader;
 pub mod memory;
 pub mod metrics;

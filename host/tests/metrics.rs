@@ -67,23 +67,6 @@ print(json.dumps(out))
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// The address a host logged for `what` ("metrics", "health probes").
-fn address(host: &common::process::Process, what: &str) -> String {
-    let mut found = String::new();
-    wait_for(30, &format!("the {what} address"), || {
-        let log = host.log();
-        let line = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|l| l["fields"]["message"] == format!("{what} listening"));
-        if let Some(line) = line {
-            found = line["fields"]["address"].as_str().unwrap().to_string();
-        }
-        !found.is_empty()
-    });
-    found
-}
-
 /// Successful reconciles of `plugin` in the host's JSON log.
 fn logged_successes(host: &common::process::Process, plugin: &str) -> f64 {
     host.log()
@@ -125,7 +108,7 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
         std::fs::write(plugins.join(format!("{mode}.toml")), config).unwrap();
     }
     let host = cluster.run_host(&plugins, &["--log-format", "json"], &[]);
-    let addr = address(&host, "metrics");
+    let addr = host.address("metrics");
 
     let vms = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(

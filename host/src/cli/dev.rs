@@ -70,7 +70,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let layer = metrics.rest_client_layer(&http.addr().to_string());
         let host_client =
             kube::Client::new(tower::Layer::layer(&layer, server.service()), "default");
-        serve(host_client, metrics, &args.host, super::shutdown_signal()).await?;
+        serve(
+            host_client,
+            metrics,
+            &args.host,
+            None,
+            super::shutdown_signal(),
+        )
+        .await?;
         http.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::controller::Host;
+use crate::leader::{self, Leadership};
 use crate::loader::{self, Loader};
 use crate::metrics::Metrics;
 use crate::probes::{self, Check, Readiness};
@@ -90,11 +91,60 @@ impl SqlArgs {
     }
 }
 
+/// Leader election among replicas of the host (controller-runtime's flags and timings).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LeaderElectionArgs {
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io Lease
+    /// reconciles; the others keep their caches warm and take over when it goes.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Name of the Lease the replicas compete for.
+    #[arg(long, default_value = "wasmctrl")]
+    pub leader_election_id: String,
+    /// Namespace of the Lease; default: the Pod's own (from its service account), else
+    /// `default`.
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// How long a Lease stays held without renewal before a standby may take it, in seconds.
+    #[arg(long, default_value_t = 15)]
+    pub leader_elect_lease_duration: u64,
+    /// How long the leader keeps reconciling without a successful renewal, in seconds; it
+    /// stops before the Lease can pass on.
+    #[arg(long, default_value_t = 10)]
+    pub leader_elect_renew_deadline: u64,
+    /// How often standbys try to take the Lease and the leader renews it, in seconds.
+    #[arg(long, default_value_t = 2)]
+    pub leader_elect_retry_period: u64,
+}
+
+impl LeaderElectionArgs {
+    /// The election to run, if any, with this replica's identity.
+    pub fn config(&self) -> anyhow::Result<Option<leader::Config>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace =
+            (self.leader_election_namespace.clone()).unwrap_or_else(leader::own_namespace);
+        let config = leader::Config {
+            lease_duration: Duration::from_secs(self.leader_elect_lease_duration),
+            renew_deadline: Duration::from_secs(self.leader_elect_renew_deadline),
+            retry_period: Duration::from_secs(self.leader_elect_retry_period),
+            ..leader::Config::new(&self.leader_election_id, &namespace, leader::identity())
+        };
+        config
+            .check()
+            .map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
+        Ok(Some(config))
+    }
+}
+
 /// Arguments of `wasmctrl run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     host: HostArgs,
+    #[command(flatten)]
+    election: LeaderElectionArgs,
     /// Kubeconfig to use; without it, `KUBECONFIG`, `~/.kube/config`, then the in-cluster
     /// service account.
     #[arg(long)]
@@ -106,6 +156,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let election = args.election.config()?;
     rt.block_on(async {
         let config = match &args.kubeconfig {
             Some(path) => {
@@ -125,7 +176,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let client = kube::client::ClientBuilder::try_from(config)?
             .with_layer(&layer)
             .build();
-        serve(client, metrics, &args.host, super::shutdown_signal()).await?;
+        serve(
+            client,
+            metrics,
+            &args.host,
+            election,
+            super::shutdown_signal(),
+        )
+        .await?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -179,14 +237,24 @@ impl Readiness for HostReadiness {
 }
 
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
-/// no new keys are taken and in-flight reconciles get the grace period to finish.
+/// no new keys are taken and in-flight reconciles get the grace period to finish. With an
+/// `election`, reconciles only while this replica holds the Lease, and releases it last.
 pub(crate) async fn serve(
     client: kube::Client,
     metrics: Arc<Metrics>,
     args: &HostArgs,
+    election: Option<leader::Config>,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let databases = args.sql.databases()?;
+    let (leadership, election) = match election {
+        Some(config) => {
+            let lease = config.name.clone();
+            let (leadership, election) = leader::campaign(client.clone(), config);
+            (leadership, Some((lease, election)))
+        }
+        None => (Leadership::sole(), None),
+    };
+    let databases = args.sql.databases()?.fenced(leadership.fence().clone());
     let config = runtime::Config {
         deadline: Duration::from_millis(args.deadline_ms),
         memory_limit: args.memory_mib << 20,
@@ -199,7 +267,7 @@ pub(crate) async fn serve(
     let metrics_address =
         probes::bind_address(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;
     let runtime = Runtime::new(config)?;
-    let mut host = Host::with_metrics(client.clone(), metrics);
+    let mut host = Host::led(client.clone(), metrics, leadership.clone());
     if let Some(pod) = own_pod(&client).await {
         host = host.report_to(pod);
     }
@@ -227,6 +295,9 @@ pub(crate) async fn serve(
         tracing::info!(address = %bound, "metrics listening");
     }
     tokio::spawn(crate::memory::return_freed_memory(Duration::from_secs(10)));
+    if let Some((lease, _)) = &election {
+        tokio::spawn(follow_leadership(host.clone(), leadership, lease.clone()));
+    }
     let (loader, mut changes) =
         Loader::start(args.plugins.clone(), runtime, loader::Options::default()).await?;
     let grace = Duration::from_secs(args.shutdown_grace_secs);
@@ -250,6 +321,21 @@ pub(crate) async fn serve(
     tracing::info!("shutting down: finishing in-flight reconciles");
     host.shutdown(Duration::from_secs(args.shutdown_grace_secs))
         .await;
+    // Only now that nothing is reconciled any more: a standby takes over at once.
+    if let Some((_, election)) = election {
+        election.resign().await;
+    }
     loader.shutdown().await;
     Ok(())
+}
+
+/// Keeps the leader metric current and, on becoming leader, queues every object again.
+async fn follow_leadership(host: Arc<Host>, mut leadership: Leadership, lease: String) {
+    host.metrics().leading(&lease, false);
+    while let Some(leading) = leadership.changed().await {
+        host.metrics().leading(&lease, leading);
+        if leading {
+            host.requeue_all();
+        }
+    }
 }

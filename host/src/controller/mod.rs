@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apply::Applier;
 use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Watch};
+use crate::leader::Leadership;
 use crate::loader;
 use crate::metrics::{
     ControllerLabel, KindLabel, Metrics, PluginLabels, QueueLabel, ResultLabels, set_counter,
@@ -123,6 +124,9 @@ pub struct Host {
     metrics: Arc<Metrics>,
     /// The host's own Pod (an Event `regarding`), told about plugins loaded and refused.
     pod: Option<serde_json::Value>,
+    /// Workers take keys only while this replica leads; standbys keep their caches and queues
+    /// warm and reconcile nothing.
+    leadership: Leadership,
 }
 
 struct Controller {
@@ -157,8 +161,15 @@ impl Host {
 
     /// A host over `client` recording into `metrics` (shared with the client's own layer).
     pub fn with_metrics(client: kube::Client, metrics: Arc<Metrics>) -> Self {
+        Self::led(client, metrics, Leadership::sole())
+    }
+
+    /// A host that reconciles only while `leadership` says this replica leads, and whose
+    /// applier sends nothing for plugins once its fence has closed.
+    pub fn led(client: kube::Client, metrics: Arc<Metrics>, leadership: Leadership) -> Self {
         let informers = Arc::new(Informers::new(client.clone()));
-        let applier = Arc::new(Applier::new(client, informers.clone()));
+        let applier =
+            Arc::new(Applier::new(client, informers.clone()).fenced(leadership.fence().clone()));
         Self {
             informers,
             applier,
@@ -166,6 +177,7 @@ impl Host {
             stats: Mutex::new(HashMap::new()),
             metrics,
             pod: None,
+            leadership,
         }
     }
 
@@ -270,6 +282,17 @@ impl Host {
             in_flight: lock(&c.in_flight).len() as u64,
             ..c.stats.counts()
         })
+    }
+
+    /// Queues every cached object of every plugin again (at low priority), as on a fresh start:
+    /// a replica that has just become leader may have missed nothing, but must not trust that
+    /// another leader did not leave work behind.
+    pub fn requeue_all(&self) {
+        for c in lock(&self.controllers).values() {
+            for entry in c.watched.iter().flat_map(|w| w.entries()) {
+                c.queue.add_low(entry.key.clone());
+            }
+        }
     }
 
     /// The caches of running plugins that have not finished their first list yet.
@@ -528,6 +551,7 @@ impl Host {
                     metrics: self.metrics.clone(),
                     stats: stats.clone(),
                     in_flight: in_flight.clone(),
+                    leadership: self.leadership.clone(),
                 };
                 tokio::spawn(worker.run())
             })

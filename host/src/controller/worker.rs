@@ -13,6 +13,7 @@ use tracing::Instrument;
 use super::{Outcome, Stats, current, lock};
 use crate::apply::{self, Applier, Subject};
 use crate::informer::{Caches, Informer, ObjectKey};
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::plugin::wit;
 use crate::queue::Queue;
@@ -41,10 +42,12 @@ pub(super) struct Worker {
     pub(super) stats: Arc<Stats>,
     /// Keys being reconciled; the queue guarantees a key is never in here twice.
     pub(super) in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
+    /// Keys are taken only while this replica leads.
+    pub(super) leadership: Leadership,
 }
 
 impl Worker {
-    pub(super) async fn run(self) {
+    pub(super) async fn run(mut self) {
         // As client-go's WaitForCacheSync: a plugin that reads a half-loaded cache would act on
         // a world that does not exist (a missing Deployment, children it thinks are gone).
         let synced = futures::future::join_all(self.informers.iter().map(|c| c.synced()));
@@ -52,7 +55,21 @@ impl Worker {
             _ = synced => {}
             () = self.stop.cancelled() => return,
         }
-        while let Some(key) = self.queue.get().await {
+        loop {
+            tokio::select! {
+                () = self.leadership.leading() => {}
+                () = self.stop.cancelled() => return,
+            }
+            let Some(key) = self.queue.get().await else {
+                return;
+            };
+            if !self.leadership.is_leading() {
+                // Leadership ended while this worker waited for a key: hand it back for
+                // whichever replica reconciles next (here again, if this one leads again).
+                self.queue.add(key.clone());
+                self.queue.done(&key);
+                continue;
+            }
             let plugin = current(&self.plugin);
             let manifest = plugin.manifest();
             let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
@@ -62,6 +79,9 @@ impl Worker {
                 tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
             }
             let started = std::time::Instant::now();
+            // The start of a reconcile, as its end below: operators (and tests) can tell
+            // which replica worked on a key when.
+            span.in_scope(|| tracing::debug!("reconciling"));
             let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
             lock(&self.in_flight).remove(&key);
             span.record("outcome", tracing::field::debug(outcome));

@@ -82,6 +82,13 @@ pub struct SqlLabels {
     pub outcome: String,
 }
 
+/// `name` of a leader-election Lease.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabel {
+    /// The Lease's name (`--leader-election-id`).
+    pub name: String,
+}
+
 /// `kind` of cached objects (`group/version/Kind`).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
@@ -124,6 +131,7 @@ pub struct Metrics {
     sql_calls: Family<SqlLabels, Counter>,
     rest_requests: Family<rest::RequestLabels, Counter>,
     rest_latency: Family<rest::LatencyLabels, Histogram, fn() -> Histogram>,
+    leader: Family<LeaseLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -159,6 +167,7 @@ impl Metrics {
             sql_calls: Family::default(),
             rest_requests: Family::default(),
             rest_latency: Family::new_with_constructor(seconds_histogram),
+            leader: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -242,6 +251,11 @@ impl Metrics {
             m.rest_latency.clone(),
         );
         r.register(
+            "leader_election_master_status",
+            "Whether this replica leads (1) or stands by (0), by Lease name",
+            m.leader.clone(),
+        );
+        r.register(
             "wasmctrl_plugin_info",
             "A loaded plugin version (always 1)",
             m.plugin_info.clone(),
@@ -286,6 +300,14 @@ impl Metrics {
         self.sandbox_call
             .get_or_create(&label(controller))
             .observe(took.as_secs_f64());
+    }
+
+    /// Records whether this replica leads for the Lease `name` (client-go's
+    /// `leader_election_master_status`).
+    pub fn leading(&self, name: &str, leading: bool) {
+        self.leader
+            .get_or_create(&LeaseLabel { name: name.into() })
+            .set(i64::from(leading));
     }
 
     /// Records a failure the sandbox reported for `controller`.

@@ -27,6 +27,8 @@ use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, 
 use futures::{StreamExt as _, pin_mut};
 use tokio::runtime::Handle;
 
+use crate::leader::Fence;
+
 pub use crate::plugin::bindings::wasmctrl::plugin::sql::{Rows, SqlError, Statement, Value};
 pub use config::{
     ConfigError, DEFAULT_MAX_CONNECTIONS, Database, parse_file, parse_flag, read_file,
@@ -44,6 +46,8 @@ pub const MAX_BYTES: usize = 4 << 20;
 #[derive(Clone, Default)]
 pub struct Databases {
     inner: Arc<Inner>,
+    /// Calls are made only while it holds, and end (rolled back) when it closes.
+    fence: Fence,
 }
 
 #[derive(Default)]
@@ -105,7 +109,15 @@ impl Databases {
                 calls: Default::default(),
                 handle: Some(handle),
             }),
+            fence: Fence::open(),
         })
+    }
+
+    /// Runs calls only while `fence` holds (leader election): a replica that does not lead
+    /// changes no database, and a call still running when leadership ends is rolled back.
+    pub fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// The configured databases, by name.
@@ -172,6 +184,16 @@ impl Databases {
         if rendered.is_empty() {
             return Ok(Vec::new());
         }
+        let timeout = match self.fence.remaining() {
+            Some(left) if left.is_zero() => {
+                return Err(error(
+                    "not sent: this replica is not the leader".into(),
+                    true,
+                ));
+            }
+            Some(left) => timeout.min(left),
+            None => timeout,
+        };
         let pool = pool.clone();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         handle.spawn(async move {

@@ -99,24 +99,41 @@ impl Process {
         });
     }
 
-    /// The address the host logged for `what` (`metrics`, `health probes`), from a text log.
+    /// The address the host logged for `what` (`metrics`, `health probes`), from a text or a
+    /// JSON log.
     pub fn address(&self, what: &str) -> String {
         let mut found = String::new();
         wait_for(30, &format!("the {what} address"), || {
             let log = self.log();
-            let line = log
+            let Some(line) = log
                 .lines()
-                .find(|l| l.contains(&format!("{what} listening")));
-            if let Some(addr) = line.and_then(|l| l.split("address=").nth(1)) {
-                found = addr
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or_default()
-                    .to_string();
+                .find(|l| l.contains(&format!("{what} listening")))
+            else {
+                return false;
+            };
+            found = match serde_json::from_str::<serde_json::Value>(line) {
+                Ok(json) => json["fields"]["address"].as_str().map(String::from),
+                Err(_) => line
+                    .split("address=")
+                    .nth(1)
+                    .and_then(|a| a.split_whitespace().next())
+                    .map(String::from),
             }
+            .unwrap_or_default();
             !found.is_empty()
         });
         found
+    }
+
+    /// The value of one series (`name{labels}` as the host writes it) in a scrape of this
+    /// host's `/metrics`, if it is there.
+    pub fn sample(&self, series: &str) -> Option<f64> {
+        let text = self.scrape();
+        let line = text.lines().find(|l| {
+            l.strip_prefix(series)
+                .is_some_and(|rest| rest.starts_with(' '))
+        })?;
+        line.rsplit(' ').next()?.parse().ok()
     }
 
     /// `GET /metrics` from this host, which must answer 200: the exposition.
