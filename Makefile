@@ -27,7 +27,7 @@ BUILD_PLUGINS = CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build
 # cargo test's summary.
 .NOTPARALLEL:
 .DEFAULT_GOAL := help
-.PHONY: help deps host plugins test-plugins test bench dev fmt fmt-check clippy clean clean-plugins
+.PHONY: help deps host plugins test-plugins image test bench dev fmt fmt-check clippy clean clean-plugins
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -52,9 +52,14 @@ else
 	@echo "test-plugins: no test plugin crates under tests/plugins/, nothing to build"
 endif
 
+# The host's OCI image from local artifacts only (no registry, no engine; the Dockerfile is for
+# where those exist). `test` builds it first: host/tests/image.rs runs it.
+image: deps ## Build the host's OCI image as target/image/wasmctrl.tar (scripts/image.sh)
+	CARGO="$(CARGO)" CARGO_TARGET_DIR="$(TARGET_DIR)" scripts/image.sh
+
 # WASMCTRL_PLUGIN_DIR / WASMCTRL_TEST_PLUGIN_DIR: where tests find built plugins, wherever
 # CARGO_TARGET_DIR points.
-test: deps fmt-check clippy plugins test-plugins ## Everything CI runs: format, lints, plugins, all tests
+test: deps fmt-check clippy plugins test-plugins image ## Everything CI runs: format, lints, plugins, all tests
 	$(PLUGIN_DIRS) $(CARGO) test --workspace
 
 bench: plugins test-plugins ## Build the plugins, then run the benchmarks

@@ -9,6 +9,8 @@
 #   - PostgreSQL (server and initdb) for the postgres-writer plugin's end-to-end tests
 #   - kubectl, only when none is on PATH (Debian's kubernetes-client is older but enough)
 #   - python3-prometheus-client, the exposition parser the metrics tests use
+#   - umoci, skopeo, binutils and ca-certificates, which `make image` (scripts/image.sh) builds
+#     the OCI image with and the image test unpacks it with
 set -euo pipefail
 
 log() { echo "install-deps: $*"; }
@@ -65,6 +67,21 @@ if ! /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1; then
         want python3-prometheus-client "the Prometheus text parser the metrics tests check /metrics with"
     else
         missing_elsewhere+=("python3 with prometheus_client (the metrics tests parse /metrics with it)")
+    fi
+fi
+
+# 5. The image tools (`make image`, host/tests/image.rs): umoci and skopeo assemble and unpack
+#    the OCI image without a registry or a container engine; binutils strips the binary;
+#    ca-certificates is the bundle the image carries.
+if ! command -v umoci >/dev/null 2>&1 || ! command -v skopeo >/dev/null 2>&1 ||
+    ! command -v objcopy >/dev/null 2>&1 || [ ! -f /etc/ssl/certs/ca-certificates.crt ]; then
+    if $have_dpkg; then
+        want umoci "builds the OCI image (make image) and unpacks it in the image test"
+        want skopeo "writes and reads the image's OCI archive"
+        want binutils "objcopy, to strip the image's copy of the binary"
+        want ca-certificates "the CA bundle the image carries"
+    else
+        missing_elsewhere+=("umoci, skopeo, objcopy (binutils) and /etc/ssl/certs/ca-certificates.crt, for make image")
     fi
 fi
 
