@@ -81,6 +81,13 @@ impl Process {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Whether the process is still running: false once it has exited or been stopped.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| child.try_wait().expect("wait").is_none())
+    }
+
     /// Reconciles of `key` (`namespace/name`) the host has finished so far, from the debug
     /// record the controller writes after each one.
     pub fn reconciles(&self, key: &str) -> usize {
@@ -146,11 +153,19 @@ impl Process {
     /// Starts `wasmctrl <args>` with `RUST_LOG=info` (and the controller's per-reconcile debug
     /// records, see [`reconciles`](Self::reconciles)), logging to `log`.
     pub fn wasmctrl(args: &[&str], log: PathBuf, envs: &[(&str, &str)]) -> Self {
-        let file = std::fs::File::create(&log).expect("create log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_wasmctrl"));
+        command
             .args(args)
             .env("RUST_LOG", "info,wasmctrl::controller=debug")
-            .envs(envs.iter().copied())
+            .envs(envs.iter().copied());
+        Self::spawn(command, log)
+    }
+
+    /// Starts `command` (a `wasmctrl` however it is launched, e.g. from an image's root
+    /// filesystem) with its stderr going to `log`.
+    pub fn spawn(mut command: Command, log: PathBuf) -> Self {
+        let file = std::fs::File::create(&log).expect("create log file");
+        let child = command
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
