@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod plugin;
 pub mod probes;
 pub mod queue;
+pub mod rbac;
 pub mod runtime;
 pub use wasmctrl_scope::selector;
 pub mod sql;

@@ -14,7 +14,10 @@ use wasmctrl::apiserver::ApiServer;
 
 async fn http_client(server: &ApiServer) -> (Client, wasmctrl::apiserver::HttpServer) {
     let http = server.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let cfg = Config::new(http.url().parse().unwrap());
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http.kubeconfig()).unwrap();
+    let cfg = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
     (Client::try_from(cfg).unwrap(), http)
 }
 

@@ -19,7 +19,10 @@ async fn call(
     ct: Option<&str>,
     body: Vec<u8>,
 ) -> (u16, Value, http::HeaderMap) {
-    let mut b = Request::builder().method(method).uri(uri);
+    let mut b = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("authorization", format!("Bearer {}", server.admin_token()));
     if let Some(ct) = ct {
         b = b.header("content-type", ct);
     }
@@ -276,6 +279,7 @@ async fn discovery_and_health() {
     }
     // Aggregated discovery.
     let req = Request::get("/apis")
+        .header("authorization", format!("Bearer {}", s.admin_token()))
         .header(
             "accept",
             "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",

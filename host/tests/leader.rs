@@ -228,6 +228,7 @@ async fn objects_patched_through_three_handovers_converge_without_overlapping_re
         );
     }
     // The hosts still running stop gracefully too, so every reconcile has its end record.
+    wait_ready(hosts.last().unwrap());
     for (n, host) in hosts.into_iter().enumerate() {
         let status = host.terminate();
         assert!(status.success(), "exit {status}");

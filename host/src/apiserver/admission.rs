@@ -56,6 +56,17 @@ pub fn name_error(name: &str, label: bool) -> Option<String> {
     None
 }
 
+/// A name that only has to be usable as one URL path segment (RBAC objects).
+pub fn path_segment_error(name: &str) -> Option<String> {
+    if name == "." || name == ".." {
+        return Some(format!("Invalid value: \"{name}\": may not be '{name}'"));
+    }
+    ["/", "%"]
+        .into_iter()
+        .find(|bad| name.contains(bad))
+        .map(|bad| format!("Invalid value: \"{name}\": may not contain '{bad}'"))
+}
+
 /// The five random characters `generateName` appends.
 pub(crate) fn random_suffix() -> String {
     use rand::Rng;

@@ -61,6 +61,15 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
     Some(g)
 }
 
+/// The verbs a resource serves: access reviews are only created.
+fn verbs(r: &Resource) -> Value {
+    if r.create_only {
+        json!(["create"])
+    } else {
+        json!(VERBS)
+    }
+}
+
 /// `/api/v1` or `/apis/{g}/{v}` (legacy APIResourceList).
 pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let rs = reg.in_group_version(group, version);
@@ -71,7 +80,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     for r in &rs {
         let mut e = json!({
             "name": r.plural, "singularName": r.singular, "namespaced": r.namespaced,
-            "kind": r.kind, "verbs": VERBS,
+            "kind": r.kind, "verbs": verbs(r),
         });
         if !r.short_names.is_empty() {
             e["shortNames"] = json!(r.short_names);
@@ -84,6 +93,12 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             out.push(json!({
                 "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "kind": r.kind, "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if r.plural == "serviceaccounts" && r.group.is_empty() {
+            out.push(json!({
+                "name": "serviceaccounts/token", "singularName": "", "namespaced": true,
+                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"],
             }));
         }
         if super::scale::has_scale(r) {
@@ -107,7 +122,7 @@ fn aggregated_resource(r: &Resource, version: &str) -> Value {
     let rk = json!({"group": r.group, "version": version, "kind": r.kind});
     let mut e = json!({
         "resource": r.plural, "responseKind": rk, "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
-        "singularResource": r.singular, "verbs": VERBS,
+        "singularResource": r.singular, "verbs": verbs(r),
     });
     if !r.short_names.is_empty() {
         e["shortNames"] = json!(r.short_names);
@@ -118,6 +133,11 @@ fn aggregated_resource(r: &Resource, version: &str) -> Value {
     let mut subs = Vec::new();
     if r.status {
         subs.push(json!({ "subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"] }));
+    }
+    if r.plural == "serviceaccounts" && r.group.is_empty() {
+        subs.push(json!({ "subresource": "token",
+            "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+            "verbs": ["create"] }));
     }
     if super::scale::has_scale(r) {
         subs.push(json!({ "subresource": "scale",

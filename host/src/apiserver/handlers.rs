@@ -168,6 +168,7 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
     if let Some(s) = sub {
         let ok = (s == "status" && res.status)
             || (s == "finalize" && res.plural == "namespaces")
+            || (s == "token" && res.plural == "serviceaccounts" && res.group.is_empty())
             || (s == "scale" && super::scale::has_scale(&res));
         if !ok {
             return Err(ApiError::not_found_path());

@@ -31,18 +31,31 @@ impl HttpServer {
         self.addr
     }
 
-    /// The server URL (`http://127.0.0.1:port`).
+    /// The server URL (`https://127.0.0.1:port`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("https://{}", self.addr)
     }
 
-    /// A kubeconfig (YAML) for this listener, namespace `default`.
+    /// The certificate authority (PEM) that signed the server's certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.inner.tls.ca_pem
+    }
+
+    /// A kubeconfig (YAML) for this listener as its administrator, namespace `default`.
     pub fn kubeconfig(&self) -> String {
+        self.kubeconfig_with_token("wasmctrl", self.inner.auth.admin_token())
+    }
+
+    /// A kubeconfig (YAML) for this listener that authenticates with `token` (a ServiceAccount
+    /// token, say) as user `user`, namespace `default`.
+    pub fn kubeconfig_with_token(&self, user: &str, token: &str) -> String {
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.inner.tls.ca_pem);
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: wasmctrl\n  cluster:\n    server: {}\n\
-             contexts:\n- name: wasmctrl\n  context:\n    cluster: wasmctrl\n    user: wasmctrl\n    namespace: default\n\
-             current-context: wasmctrl\nusers:\n- name: wasmctrl\n  user: {{}}\n",
-            self.url()
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: wasmctrl\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\n\
+             contexts:\n- name: wasmctrl\n  context:\n    cluster: wasmctrl\n    user: {user}\n    namespace: default\n\
+             current-context: wasmctrl\nusers:\n- name: {user}\n  user:\n    token: {token}\n",
+            self.url(),
         )
     }
 
@@ -82,6 +95,10 @@ pub(crate) async fn serve(inner: Arc<Inner>, addr: SocketAddr) -> Result<HttpSer
     if let Ok(mut a) = inner.addr.lock() {
         *a = bound.to_string();
     }
+    let listener = inner
+        .tls
+        .listener(listener)
+        .map_err(|source| Error::Listen { addr, source })?;
     let (stop, rx) = oneshot::channel::<()>();
     let app = router::router(inner.clone());
     let task = tokio::spawn(async move {

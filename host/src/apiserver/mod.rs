@@ -22,8 +22,12 @@
 //! formats); `status` (errors); `faults` + `audit` + `listener` (HTTP, kubeconfig, admin endpoints, request log);
 //! `gc` (owner-reference GC and namespace cleanup).
 //!
-//! Known differences from kube-apiserver: no authentication/authorization or admission
-//! webhooks; custom resources are pruned and validated against their CRD's structural schema
+//! Authentication is by bearer token (the kubeconfig's admin token, ServiceAccount tokens from
+//! the TokenRequest API) and authorization is kube's RBAC (`auth`), with impersonation and
+//! SelfSubjectAccessReview/SubjectAccessReview, so `kubectl auth can-i` answers.
+//!
+//! Known differences from kube-apiserver: no client certificates, OIDC or webhook
+//! authentication, no admission webhooks, no ClusterRole aggregation; custom resources are pruned and validated against their CRD's structural schema
 //! (`schema`), but without `default`s, CEL rules, `format` checks or
 //! `allOf`/`anyOf`/`oneOf`/`not`, and unknown fields are pruned silently whatever
 //! `fieldValidation` says; CRD versions share storage and are converted by rewriting
@@ -31,11 +35,12 @@
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service and Deployment only (others 415);
 //! core/v1 and events.k8s.io/v1 Events are stored separately; `scale` only for Deployments;
-//! plain HTTP only (loopback).
+//! HTTPS with the server's own authority only (no client certificates).
 
 mod admission;
 mod apply;
 mod audit;
+mod auth;
 mod delete;
 mod discovery;
 mod faults;
@@ -47,6 +52,7 @@ mod patch;
 mod persist;
 mod protobuf;
 mod registry;
+mod reviews;
 mod router;
 mod scale;
 mod schema;
@@ -54,6 +60,7 @@ mod selector;
 mod status;
 mod store;
 mod table;
+mod tls;
 mod watch;
 mod write;
 
@@ -103,6 +110,10 @@ pub(crate) struct Inner {
     /// Set when the HTTP listener shuts down: new watches end at once so the graceful
     /// shutdown does not wait on clients that re-watch immediately.
     pub(crate) closing: std::sync::atomic::AtomicBool,
+    /// The admin token and the key ServiceAccount tokens are signed with.
+    pub(crate) auth: auth::Auth,
+    /// The listener's certificates.
+    pub(crate) tls: tls::Tls,
 }
 
 /// Configures an [`ApiServer`].
@@ -168,6 +179,14 @@ impl Builder {
             None => None,
         };
         let fresh = log.as_ref().is_none_or(|(_, recs)| recs.is_empty());
+        let auth = auth::Auth::new(self.data_dir.as_deref()).map_err(|source| Error::DataDir {
+            path: self.data_dir.clone().unwrap_or_default(),
+            source,
+        })?;
+        let tls = tls::Tls::new(self.data_dir.as_deref()).map_err(|source| Error::DataDir {
+            path: self.data_dir.clone().unwrap_or_default(),
+            source,
+        })?;
         let store = Store::new(self.history, log);
         if fresh {
             seed_namespaces(&store);
@@ -177,6 +196,7 @@ impl Builder {
                 source,
             })?;
         }
+        seed_policy(&store);
         let inner = Arc::new(Inner {
             store,
             faults: Arc::new(Faults::default()),
@@ -184,6 +204,8 @@ impl Builder {
             admin: self.admin,
             addr: Mutex::new("127.0.0.1:0".into()),
             closing: std::sync::atomic::AtomicBool::new(false),
+            auth,
+            tls,
         });
         if self.gc || self.namespace_cleanup {
             let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
@@ -215,6 +237,27 @@ fn seed_namespaces(store: &Store) {
     }
 }
 
+/// Seeds the bootstrap RBAC policy objects that are missing (kube-apiserver does the same at
+/// every start), so `cluster-admin` can be bound and discovery works for every user.
+fn seed_policy(store: &Store) {
+    let mut st = store.lock();
+    for (plural, mut obj) in auth::bootstrap_policy() {
+        let key = ("rbac.authorization.k8s.io".to_string(), plural.to_string());
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if st.get(&key, "", &name).is_some() {
+            continue;
+        }
+        obj["metadata"]["uid"] = serde_json::json!(uuid::Uuid::new_v4().to_string());
+        obj["metadata"]["creationTimestamp"] = serde_json::json!(admission::now());
+        if let Err(e) = st.put(&key, obj) {
+            tracing::error!(error = %e, "seeding the bootstrap RBAC policy");
+        }
+    }
+}
+
 /// The embedded API server; cheap to clone (shared state).
 #[derive(Debug, Clone)]
 pub struct ApiServer {
@@ -232,14 +275,64 @@ impl ApiServer {
         Builder::default().build()
     }
 
-    /// The server as a tower service (an axum `Router`).
+    /// The server as a tower service (an axum `Router`). Requests are authenticated by their
+    /// `Authorization` header, as over HTTP; without one they are anonymous.
     pub fn service(&self) -> axum::Router {
         router::router(self.inner.clone())
     }
 
-    /// A `kube::Client` talking to this server in-process (needs a tokio runtime).
+    /// A `kube::Client` talking to this server in-process as its administrator (needs a tokio
+    /// runtime).
     pub fn client(&self) -> kube::Client {
-        kube::Client::new(self.service(), "default")
+        self.client_with_token(self.inner.auth.admin_token())
+    }
+
+    /// A `kube::Client` talking to this server in-process with a bearer token (from
+    /// [`token`](Self::token), say).
+    pub fn client_with_token(&self, token: &str) -> kube::Client {
+        kube::Client::new(self.service_with_token(token), "default")
+    }
+
+    /// The server as a tower service that authenticates every request with a bearer token.
+    pub fn service_with_token(
+        &self,
+        token: &str,
+    ) -> tower::util::MapRequest<
+        axum::Router,
+        impl FnMut(http::Request<kube::client::Body>) -> http::Request<kube::client::Body>
+        + Clone
+        + use<>,
+    > {
+        let header = http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .unwrap_or_else(|_| http::HeaderValue::from_static("Bearer -"));
+        tower::ServiceExt::map_request(
+            self.service(),
+            move |mut req: http::Request<kube::client::Body>| {
+                req.headers_mut()
+                    .insert(http::header::AUTHORIZATION, header.clone());
+                req
+            },
+        )
+    }
+
+    /// The token in the kubeconfig the HTTP listener writes: full rights (`system:masters`).
+    pub fn admin_token(&self) -> &str {
+        self.inner.auth.admin_token()
+    }
+
+    /// A token for ServiceAccount `namespace/name`, valid for `valid_for`, as the TokenRequest
+    /// API (`kubectl create token`) issues; `None` when the account does not exist.
+    pub fn token(
+        &self,
+        namespace: &str,
+        name: &str,
+        valid_for: std::time::Duration,
+    ) -> Option<String> {
+        let key = (String::new(), "serviceaccounts".to_string());
+        let account = self.inner.store.lock().get(&key, namespace, name)?;
+        let uid = account["metadata"]["uid"].as_str()?.to_string();
+        let expires = chrono::Utc::now().timestamp() + valid_for.as_secs() as i64;
+        Some(self.inner.auth.mint(namespace, name, &uid, expires))
     }
 
     /// The fault-injection handle.
@@ -262,4 +355,41 @@ impl ApiServer {
     pub fn resource_version(&self) -> u64 {
         self.inner.store.lock().rv
     }
+}
+
+/// How a kind is named in RBAC rules and discovery: its group, kind, plural resource and scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindInfo {
+    /// API group (`""` for core).
+    pub group: String,
+    /// Kind (`ConfigMap`).
+    pub kind: String,
+    /// Plural resource (`configmaps`).
+    pub plural: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+}
+
+impl KindInfo {
+    fn of(r: &registry::Resource) -> Self {
+        Self {
+            group: r.group.clone(),
+            kind: r.kind.clone(),
+            plural: r.plural.clone(),
+            namespaced: r.namespaced,
+        }
+    }
+}
+
+/// The built-in kinds this server serves.
+pub fn builtin_kinds() -> Vec<KindInfo> {
+    registry::Registry::default()
+        .all()
+        .map(|r| KindInfo::of(r))
+        .collect()
+}
+
+/// The kind a CustomResourceDefinition (as JSON) defines, if it is well-formed.
+pub fn crd_kind(crd: &serde_json::Value) -> Option<KindInfo> {
+    registry::crd_resource(crd).map(|r| KindInfo::of(&r))
 }

@@ -52,6 +52,8 @@ pub struct Resource {
     pub columns: Vec<(String, String, String)>,
     /// Structural schema per served version (custom resources whose CRD has one).
     pub schemas: BTreeMap<String, Arc<Schema>>,
+    /// Only `create`, and nothing is stored: access reviews, answered at once.
+    pub create_only: bool,
 }
 
 impl Resource {
@@ -101,8 +103,33 @@ fn builtin(
             _ => vec![],
         },
         schemas: BTreeMap::new(),
+        create_only: false,
     }
 }
+
+/// A kind of `rbac.authorization.k8s.io/v1`.
+fn rbac(plural: &str, kind: &str, namespaced: bool) -> Resource {
+    builtin(RBAC, "v1", plural, kind, namespaced, &[], false, false)
+}
+
+/// A create-only, never stored resource of `authorization.k8s.io/v1` (an access review).
+fn review(plural: &str, kind: &str) -> Resource {
+    Resource {
+        create_only: true,
+        ..builtin(
+            "authorization.k8s.io",
+            "v1",
+            plural,
+            kind,
+            false,
+            &[],
+            false,
+            false,
+        )
+    }
+}
+
+const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// All served resources.
 #[derive(Debug, Clone)]
@@ -167,6 +194,22 @@ impl Default for Registry {
                 false,
                 false,
             ),
+            builtin(
+                "",
+                "v1",
+                "serviceaccounts",
+                "ServiceAccount",
+                true,
+                &["sa"],
+                false,
+                false,
+            ),
+            rbac("roles", "Role", true),
+            rbac("rolebindings", "RoleBinding", true),
+            rbac("clusterroles", "ClusterRole", false),
+            rbac("clusterrolebindings", "ClusterRoleBinding", false),
+            review("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+            review("subjectaccessreviews", "SubjectAccessReview"),
             builtin(
                 "apiextensions.k8s.io",
                 "v1",
@@ -335,6 +378,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         custom: true,
         columns,
         schemas,
+        create_only: false,
     })
 }
 

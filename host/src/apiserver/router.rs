@@ -10,11 +10,12 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::audit;
+use super::auth::{self, Attributes, User};
 use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
-use super::{admission, delete, listener as admin, protobuf, scale, watch, write};
+use super::{admission, delete, listener as admin, protobuf, reviews, scale, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -91,6 +92,20 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
         .unwrap_or("")
         .to_string();
     let get = req.method() == Method::GET;
+    let user = inner
+        .auth
+        .authenticate(req.headers(), &inner.store.lock())?;
+    // Resource paths are authorized in `resource`; the test-only admin endpoints are open.
+    let resource_path = matches!(segs.as_slice(), ["api", _, _, ..] | ["apis", _, _, _, ..]);
+    if !resource_path && !matches!(segs.as_slice(), ["_admin", ..]) {
+        let attrs = Attributes::NonResource {
+            verb: req.method().as_str().to_lowercase(),
+            path: path.clone(),
+        };
+        if !auth::authorize(&inner.store.lock(), &user, &attrs).allowed {
+            return Err(attrs.forbidden(&user));
+        }
+    }
     let reg = || inner.store.lock().registry.clone();
     let aggregated = |core: bool| {
         let body = serde_json::to_vec(&discovery::aggregated(&reg(), core)).unwrap_or_default();
@@ -166,10 +181,33 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
     let Some(t) = handlers::target(inner, &segs)? else {
         return Err(ApiError::not_found_path());
     };
-    resource(inner, t, req).await
+    resource(inner, t, req, &user).await
 }
 
-async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResult<Response<Body>> {
+/// Fails with kube's 403 unless `user` may do `verb` on the target.
+fn authorize(inner: &Inner, user: &User, verb: &str, t: &Target) -> ApiResult<()> {
+    let text = |v: Option<&String>| v.cloned().unwrap_or_default();
+    let attrs = Attributes::resource(
+        verb,
+        &t.res.group,
+        &t.res.plural,
+        &text(t.sub.as_ref()),
+        &text(t.namespace.as_ref()),
+        &text(t.name.as_ref()),
+    );
+    if auth::authorize(&inner.store.lock(), user, &attrs).allowed {
+        Ok(())
+    } else {
+        Err(attrs.forbidden(user))
+    }
+}
+
+async fn resource(
+    inner: &Arc<Inner>,
+    t: Target,
+    req: Request<Body>,
+    user: &User,
+) -> ApiResult<Response<Body>> {
     let q = handlers::query(&req);
     let verb = handlers::verb(req.method(), &t, &q);
     let text_of = |v: Option<&String>| v.cloned().unwrap_or_default();
@@ -193,8 +231,40 @@ async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResul
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    // A TokenRequest is a create of the `token` subresource of the account it names.
+    let verb = if t.sub.as_deref() == Some("token") && req.method() == Method::POST {
+        "create"
+    } else {
+        verb
+    };
+    authorize(inner, user, verb, &t)?;
     if let Some(e) = inner.faults.check(verb, &t.res.plural) {
         return Err(e);
+    }
+    if t.res.create_only {
+        if req.method() != Method::POST || t.name.is_some() {
+            return Err(ApiError::method_not_allowed(req.method().as_str()));
+        }
+        let ct = content_type(&req);
+        let body = body_bytes(req).await?;
+        let review = reviews::review(inner, &t.res.kind, user, decode_object(&ct, &body)?)?;
+        return Ok(json_response(201, &review));
+    }
+    if let (Some(ns), Some(name), Some("token")) = (&t.namespace, &t.name, t.sub.as_deref()) {
+        if req.method() != Method::POST {
+            return Err(ApiError::method_not_allowed(req.method().as_str()));
+        }
+        let ct = content_type(&req);
+        let body = body_bytes(req).await?;
+        let request = if body.is_empty() {
+            json!({})
+        } else {
+            decode_object(&ct, &body)?
+        };
+        return Ok(json_response(
+            201,
+            &reviews::token(inner, ns, name, request)?,
+        ));
     }
     if t.res.namespaced && t.namespace.is_none() && t.name.is_some() {
         return Err(ApiError::not_found_path());
@@ -239,6 +309,13 @@ async fn resource(inner: &Arc<Inner>, t: Target, req: Request<Body>) -> ApiResul
         (Method::PATCH, Some(n)) => {
             let pt = PatchType::from_content_type(&ct)
                 .ok_or_else(|| ApiError::unsupported_media_type(&ct, PATCH_TYPES))?;
+            // As kube-apiserver: an apply that creates the object is also a create.
+            if pt == PatchType::Apply && t.sub.is_none() {
+                let ns = t.namespace.clone().unwrap_or_default();
+                if inner.store.lock().get(&t.key(), &ns, &n).is_none() {
+                    authorize(inner, user, "create", &t)?;
+                }
+            }
             let body = body_bytes(req).await?;
             let (code, out) = write::patch(inner, &t, &q, &n, pt, &body, &ua)?;
             Ok(render(code, &out))

@@ -153,6 +153,7 @@ mod tests {
                 .map(|(n, t, p)| (n.to_string(), t.to_string(), p.to_string()))
                 .collect(),
             schemas: Default::default(),
+            create_only: false,
         }
     }
 

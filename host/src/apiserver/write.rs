@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::admission::{
     check_crd, check_namespace, check_shape, check_type, decode_yaml, dry_run, invalid, manager,
-    name_error, now, random_suffix,
+    name_error, now, path_segment_error, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::delete::{finalize_delete, has_spec_finalizers};
@@ -68,7 +68,13 @@ pub fn create_locked(
         name = format!("{generate}{}", random_suffix());
     }
     let label = t.res.plural == "namespaces";
-    if let Some(e) = name_error(&name, label) {
+    // RBAC objects are named like kube's own (`system:discovery`): any path segment.
+    let checked = if t.res.group == "rbac.authorization.k8s.io" {
+        path_segment_error(&name)
+    } else {
+        name_error(&name, label)
+    };
+    if let Some(e) = checked {
         return Err(invalid(t, &name, "metadata.name", e));
     }
     let ns = if t.res.namespaced {

@@ -14,9 +14,11 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
-use super::run::{HostArgs, serve};
+use super::run::{Extras, Grant, HostArgs, serve};
 use crate::apiserver::ApiServer;
 use crate::metrics::Metrics;
+use crate::rbac::{self, Resolver};
+use wasmctrl_scope::Scope as PluginScope;
 
 /// Arguments of `wasmctrl dev`.
 #[derive(Debug, clap::Args)]
@@ -33,7 +35,16 @@ pub struct Args {
     /// Where to write the kubeconfig for kubectl.
     #[arg(long, default_value = "wasmctrl-dev.kubeconfig")]
     kubeconfig_out: PathBuf,
+    /// Run the host with full rights. By default it runs as ServiceAccount
+    /// `wasmctrl/wasmctrl` under the RBAC `wasmctrl rbac` generates from its plugins (re-applied
+    /// when they change), so a plugin that needs what it did not declare fails here as it
+    /// would in a cluster.
+    #[arg(long)]
+    no_rbac: bool,
 }
+
+/// The namespace and ServiceAccount the host runs as in dev mode.
+const HOST_NAMESPACE: &str = "wasmctrl";
 
 /// Runs the subcommand until SIGINT/SIGTERM.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -68,19 +79,91 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         // the user's, not the host's.
         let metrics = Arc::new(Metrics::new());
         let layer = metrics.rest_client_layer(&http.addr().to_string());
-        let host_client =
-            kube::Client::new(tower::Layer::layer(&layer, server.service()), "default");
-        serve(
-            host_client,
-            metrics,
-            &args.host,
-            None,
-            super::shutdown_signal(),
-        )
-        .await?;
+        let (host_client, extras) = if args.no_rbac {
+            let admin = server.service_with_token(server.admin_token());
+            let service = tower::Layer::layer(&layer, admin);
+            (kube::Client::new(service, "default"), Extras::default())
+        } else {
+            let token = service_account(&server, &client).await?;
+            let service = tower::Layer::layer(&layer, server.service_with_token(&token));
+            let extras = Extras {
+                grant: Some(grant(client.clone())),
+                ..Extras::default()
+            };
+            super::say(format_args!(
+                "the host runs as system:serviceaccount:{HOST_NAMESPACE}:{HOST_NAMESPACE} with the RBAC its plugins declare (--no-rbac: full rights)"
+            ));
+            (kube::Client::new(service, "default"), extras)
+        };
+        serve(host_client, metrics, &args.host, extras, super::shutdown_signal()).await?;
         http.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Creates the host's namespace and ServiceAccount; a token for it.
+async fn service_account(server: &ApiServer, client: &kube::Client) -> anyhow::Result<String> {
+    let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": HOST_NAMESPACE}});
+    let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": HOST_NAMESPACE, "namespace": HOST_NAMESPACE}});
+    for object in [namespace, account] {
+        apply_object(client, &object).await?;
+    }
+    // A development session's token: it ends with the session (the server is in memory).
+    let year = Duration::from_secs(365 * 24 * 3600);
+    server
+        .token(HOST_NAMESPACE, HOST_NAMESPACE, year)
+        .context("the host's ServiceAccount was not created")
+}
+
+/// Re-applies the RBAC the served plugins need (as `wasmctrl rbac` prints it) before each
+/// plugin (re)load.
+fn grant(client: kube::Client) -> Grant {
+    Box::new(move |scopes| {
+        let client = client.clone();
+        Box::pin(async move {
+            if let Err(e) = grant_rbac(&client, &scopes).await {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "could not grant the host's ServiceAccount what its plugins declare"
+                );
+            }
+        })
+    })
+}
+
+async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> anyhow::Result<()> {
+    let mut resolver = Resolver::default();
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+        )),
+    );
+    for crd in crds.list(&Default::default()).await? {
+        resolver.add_crd(&serde_json::to_value(&crd)?);
+    }
+    let options = rbac::Options {
+        namespace: HOST_NAMESPACE.into(),
+        service_account: HOST_NAMESPACE.into(),
+        lease: "wasmctrl".into(),
+    };
+    let (objects, notes) = rbac::generate(scopes, &resolver, &options);
+    for note in notes {
+        tracing::info!(%note, "rbac");
+    }
+    for object in &objects {
+        apply_object(client, object).await?;
+    }
+    tracing::info!(
+        plugins = scopes.len(),
+        objects = objects.len(),
+        "granted the host's ServiceAccount what its plugins declare"
+    );
+    Ok(())
 }
 
 /// Server-side applies every object under `path` (field manager `wasmctrl-dev`), CRDs and
@@ -113,7 +196,7 @@ pub(crate) async fn apply_manifests(client: &kube::Client, path: &Path) -> anyho
     Ok(())
 }
 
-fn manifest_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn manifest_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
@@ -135,6 +218,18 @@ fn manifest_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 async fn apply_one(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
+    apply_object(client, object).await?;
+    super::say(format_args!(
+        "applied {} {}",
+        object["kind"].as_str().unwrap_or_default(),
+        object["metadata"]["name"].as_str().unwrap_or_default()
+    ));
+    Ok(())
+}
+
+/// Server-side applies one object (field manager `wasmctrl-dev`), waiting briefly for the kind
+/// to be served (a custom resource right after its CRD).
+async fn apply_object(client: &kube::Client, object: &Value) -> anyhow::Result<()> {
     let api_version = object["apiVersion"].as_str().context("no apiVersion")?;
     let kind = object["kind"].as_str().context("no kind")?;
     let name = object["metadata"]["name"]
@@ -168,6 +263,5 @@ async fn apply_one(client: &kube::Client, object: &Value) -> anyhow::Result<()> 
         &Patch::Apply(object),
     )
     .await?;
-    super::say(format_args!("applied {kind} {name}"));
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! a reconcile, so an operator can review a plugin (or a new version of one) before it serves.
 //! Like `kwctl inspect` for Kubewarden policies.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::loader::{self, PluginConfig};
 use crate::plugin::{Manifest, kind, wit};
-use crate::runtime::{Config, Runtime};
+use crate::runtime::{Config, Plugin, Runtime};
 
 /// Arguments of `wasmctrl inspect`.
 #[derive(Debug, clap::Args)]
@@ -35,13 +35,26 @@ enum Format {
     Json,
 }
 
-/// Loads the plugin (compiling it and calling its `manifest()`) and prints its declaration.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(&args.plugin)
-        .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
-    let config_path = match args.config {
+/// A runtime for loading plugins to review them (one instance at a time, nothing served).
+pub(crate) fn review_runtime() -> anyhow::Result<Runtime> {
+    Runtime::new(Config {
+        max_instances: 1,
+        ..Config::default()
+    })
+}
+
+/// Loads a plugin as the host would (compiling it and calling its `manifest()`) under its
+/// operator config: `config`, else the one beside it. Returns the plugin and the config's path.
+pub(crate) fn load(
+    runtime: &Runtime,
+    path: &Path,
+    config: Option<PathBuf>,
+) -> anyhow::Result<(Plugin, Option<PathBuf>)> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read plugin {}", path.display()))?;
+    let config_path = match config {
         Some(path) => Some(path),
-        None => loader::config_beside(&args.plugin).map_err(anyhow::Error::msg)?,
+        None => loader::config_beside(path).map_err(anyhow::Error::msg)?,
     };
     let config = match &config_path {
         Some(path) => {
@@ -51,15 +64,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => PluginConfig::default(),
     };
-    let runtime = Runtime::new(Config {
-        max_instances: 1,
-        ..Config::default()
-    })?;
-    let source = args.plugin.display().to_string();
+    let source = path.display().to_string();
     let plugin = runtime.load_with(&source, &bytes, &config.overrides())?;
     config
         .check_narrows(plugin.manifest())
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+    Ok((plugin, config_path))
+}
+
+/// Loads the plugin (compiling it and calling its `manifest()`) and prints its declaration.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (plugin, config_path) = load(&review_runtime()?, &args.plugin, args.config)?;
+    let source = args.plugin.display().to_string();
     let permissions: Vec<String> = plugin
         .scope()
         .permissions()

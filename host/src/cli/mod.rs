@@ -4,6 +4,7 @@ mod apiserver;
 mod build;
 mod dev;
 mod inspect;
+mod rbac;
 mod run;
 mod test;
 
@@ -48,6 +49,8 @@ enum Command {
     Test(test::Args),
     /// Show what a plugin declares and the permissions that implies, without running it.
     Inspect(inspect::Args),
+    /// Print the least-privilege RBAC (ServiceAccount, Roles, bindings) for a plugin directory.
+    Rbac(rbac::Args),
     /// Run the embedded Kubernetes API server on its own.
     Apiserver(apiserver::Args),
     /// Run the host against a cluster, serving a directory of plugins.
@@ -69,6 +72,7 @@ pub fn main() -> ExitCode {
         Command::Build(args) => build::run(args),
         Command::Test(args) => test::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Rbac(args) => rbac::run(args),
         Command::Apiserver(args) => apiserver::run(args),
         Command::Run(args) => run::run(args),
         Command::Dev(args) => dev::run(args),

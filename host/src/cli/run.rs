@@ -176,11 +176,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let client = kube::client::ClientBuilder::try_from(config)?
             .with_layer(&layer)
             .build();
+        let extras = Extras {
+            election,
+            ..Extras::default()
+        };
         serve(
             client,
             metrics,
             &args.host,
-            election,
+            extras,
             super::shutdown_signal(),
         )
         .await?;
@@ -236,16 +240,33 @@ impl Readiness for HostReadiness {
     }
 }
 
+/// Called with every served plugin's name and scope before a plugin is (re)loaded, so that
+/// `wasmctrl dev` can grant the host's ServiceAccount what the plugins now declare.
+pub(crate) type Grant = Box<
+    dyn Fn(Vec<(String, wasmctrl_scope::Scope)>) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
+
+/// What `serve` does besides serving the plugin directory.
+#[derive(Default)]
+pub(crate) struct Extras {
+    /// Reconcile only while this replica holds the Lease; release it last.
+    pub election: Option<leader::Config>,
+    /// Keep the host's RBAC in step with its plugins.
+    pub grant: Option<Grant>,
+}
+
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
-/// no new keys are taken and in-flight reconciles get the grace period to finish. With an
-/// `election`, reconciles only while this replica holds the Lease, and releases it last.
+/// no new keys are taken and in-flight reconciles get the grace period to finish.
 pub(crate) async fn serve(
     client: kube::Client,
     metrics: Arc<Metrics>,
     args: &HostArgs,
-    election: Option<leader::Config>,
+    extras: Extras,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let Extras { election, grant } = extras;
     let (leadership, election) = match election {
         Some(config) => {
             let lease = config.name.clone();
@@ -303,7 +324,22 @@ pub(crate) async fn serve(
     let grace = Duration::from_secs(args.shutdown_grace_secs);
     // The initial scan's changes are queued before `start` returns: apply them, then the
     // directory counts as loaded for readiness.
+    let granted = |change: &loader::Change| {
+        let loaded = matches!(
+            change,
+            loader::Change::Added(..) | loader::Change::Replaced { .. }
+        );
+        let scopes = (loader.current().into_iter())
+            .map(|(p, _)| (p.manifest().name.clone(), p.scope().clone()))
+            .collect();
+        (grant.as_ref())
+            .filter(|_| loaded)
+            .map(|grant| grant(scopes))
+    };
     while let Ok(change) = changes.try_recv() {
+        if let Some(granting) = granted(&change) {
+            granting.await;
+        }
         host.apply_change(change, args.concurrency, grace).await;
     }
     readiness.plugins_loaded.store(true, Ordering::Release);
@@ -312,7 +348,12 @@ pub(crate) async fn serve(
     loop {
         tokio::select! {
             change = changes.recv() => match change {
-                Some(change) => host.apply_change(change, args.concurrency, grace).await,
+                Some(change) => {
+                    if let Some(granting) = granted(&change) {
+                        granting.await;
+                    }
+                    host.apply_change(change, args.concurrency, grace).await
+                }
                 None => break,
             },
             () = &mut stop => break,

@@ -433,6 +433,19 @@ impl Scope {
         self.check_write(verb, &watched, namespace, name, "")
     }
 
+    /// Each readable kind with every set of namespaces it may be read in (label selectors
+    /// aside: they narrow what is seen, not what must be listed).
+    pub fn readable(&self) -> impl Iterator<Item = (&Kind, Vec<&Namespaces>)> {
+        (self.reads.iter())
+            .map(|(kind, grants)| (kind, grants.iter().map(|g| &g.namespaces).collect()))
+    }
+
+    /// Each writable kind and whether it is owned (written only beside the reconciled object,
+    /// with an owner reference to it); both are written in the plugin's namespaces.
+    pub fn writable(&self) -> impl Iterator<Item = (&Kind, bool)> {
+        (self.writes.iter()).map(|(kind, write)| (kind, *write == Write::Owned))
+    }
+
     /// Every permission the scope implies, for `wasmctrl inspect` and for comparing a new
     /// version with the one it replaces.
     pub fn permissions(&self) -> BTreeSet<Permission> {

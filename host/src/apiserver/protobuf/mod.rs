@@ -1,7 +1,8 @@
 //! Decoding `application/vnd.kubernetes.protobuf` request bodies for the kinds kubectl's typed
 //! commands send that way: Namespace, ConfigMap, Secret (`kubectl create namespace|configmap|
 //! secret`), Service (`kubectl create service`, `kubectl expose`) and apps/v1 Deployment
-//! (`kubectl create deployment`). Other kinds get 415. Responses are always JSON (those
+//! (`kubectl create deployment`), and the access-control kinds (`kubectl create serviceaccount|
+//! token|role|rolebinding|...`, `kubectl auth can-i`). Other kinds get 415. Responses are always JSON (those
 //! clients accept it).
 //!
 //! Written by hand, as field tables: the envelope (`k8s\0` + `runtime.Unknown`) and these
@@ -11,6 +12,7 @@
 //! `apps` hold the tables (field numbers from `generated.proto` of k8s.io/api and
 //! k8s.io/apimachinery).
 
+mod access;
 mod apps;
 mod core;
 mod schema;
@@ -35,6 +37,14 @@ fn kind_table(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Secret") => core::SECRET,
         ("v1", "Service") => core::SERVICE,
         ("apps/v1", "Deployment") => apps::DEPLOYMENT,
+        ("v1", "ServiceAccount") => access::SERVICE_ACCOUNT,
+        ("authentication.k8s.io/v1", "TokenRequest") => access::TOKEN_REQUEST,
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
+            access::SELF_SUBJECT_ACCESS_REVIEW
+        }
+        ("authorization.k8s.io/v1", "SubjectAccessReview") => access::SUBJECT_ACCESS_REVIEW,
+        ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => access::ROLE,
+        ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => access::BINDING,
         _ => return None,
     })
 }

@@ -1,0 +1,110 @@
+//! The create-only APIs of authentication and authorization: SelfSubjectAccessReview and
+//! SubjectAccessReview (`kubectl auth can-i`, with or without `--as`) and TokenRequest
+//! (`kubectl create token`), answered from the RBAC objects in the store.
+
+use serde_json::{Value, json};
+
+use super::Inner;
+use super::auth::{self, Attributes, User};
+use super::status::{ApiError, ApiResult};
+
+/// The attributes a review's `spec` asks about.
+fn attributes(spec: &Value) -> ApiResult<Attributes> {
+    let s = |v: &Value, field: &str| v[field].as_str().unwrap_or_default().to_string();
+    if let Some(r) = spec.get("resourceAttributes").filter(|v| v.is_object()) {
+        return Ok(Attributes::resource(
+            &s(r, "verb"),
+            &s(r, "group"),
+            &s(r, "resource"),
+            &s(r, "subresource"),
+            &s(r, "namespace"),
+            &s(r, "name"),
+        ));
+    }
+    if let Some(n) = spec.get("nonResourceAttributes").filter(|v| v.is_object()) {
+        return Ok(Attributes::NonResource {
+            verb: s(n, "verb"),
+            path: s(n, "path"),
+        });
+    }
+    Err(ApiError::new(
+        422,
+        "Invalid",
+        "spec: Invalid value: exactly one of nonResourceAttributes or resourceAttributes must be specified",
+    ))
+}
+
+/// Answers a SelfSubjectAccessReview (about `requester`) or SubjectAccessReview (about the
+/// user its spec names): the review back with its `status`.
+pub fn review(inner: &Inner, kind: &str, requester: &User, mut body: Value) -> ApiResult<Value> {
+    let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let attrs = attributes(&spec)?;
+    let subject = if kind == "SelfSubjectAccessReview" {
+        requester.clone()
+    } else {
+        let user = spec["user"].as_str().unwrap_or_default();
+        let groups = (spec["groups"].as_array().into_iter().flatten())
+            .filter_map(|g| g.as_str().map(String::from))
+            .collect::<Vec<_>>();
+        if user.is_empty() && groups.is_empty() {
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "spec.user: Invalid value: at least one of user or group must be specified",
+            ));
+        }
+        User {
+            name: user.to_string(),
+            groups,
+        }
+    };
+    let decision = auth::authorize(&inner.store.lock(), &subject, &attrs);
+    let mut status = json!({"allowed": decision.allowed});
+    if !decision.reason.is_empty() {
+        status["reason"] = json!(decision.reason);
+    }
+    body["apiVersion"] = json!("authorization.k8s.io/v1");
+    body["kind"] = json!(kind);
+    body["status"] = status;
+    if body["metadata"].is_null() {
+        body["metadata"] = json!({});
+    }
+    Ok(body)
+}
+
+/// Longest token lifetime a TokenRequest gets (kube's default maximum is far longer; two days
+/// keep a leaked development token short-lived).
+const MAX_EXPIRATION_SECONDS: i64 = 48 * 3600;
+
+/// Issues a token for ServiceAccount `namespace/name` (TokenRequest).
+pub fn token(inner: &Inner, namespace: &str, name: &str, mut body: Value) -> ApiResult<Value> {
+    let key = (String::new(), "serviceaccounts".to_string());
+    let account = inner
+        .store
+        .lock()
+        .get(&key, namespace, name)
+        .ok_or_else(|| ApiError::not_found("", "serviceaccounts", name))?;
+    let uid = account["metadata"]["uid"].as_str().unwrap_or_default();
+    let seconds = body["spec"]["expirationSeconds"].as_i64().unwrap_or(3600);
+    if seconds < 600 {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes",
+        ));
+    }
+    let seconds = seconds.min(MAX_EXPIRATION_SECONDS);
+    let expires = chrono::Utc::now().timestamp() + seconds;
+    let token = inner.auth.mint(namespace, name, uid, expires);
+    let at = chrono::DateTime::from_timestamp(expires, 0).unwrap_or_default();
+    body["apiVersion"] = json!("authentication.k8s.io/v1");
+    body["kind"] = json!("TokenRequest");
+    body["metadata"] = json!({"name": name, "namespace": namespace,
+        "creationTimestamp": super::admission::now()});
+    body["spec"]["expirationSeconds"] = json!(seconds);
+    body["status"] = json!({
+        "token": token,
+        "expirationTimestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    });
+    Ok(body)
+}

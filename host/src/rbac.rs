@@ -1,0 +1,450 @@
+//! Least-privilege RBAC derived from what plugins declare: a ServiceAccount for the host, one
+//! Role (or ClusterRole, only where it must be) per plugin granting exactly the requests the
+//! host makes for it, and a Role for the host's own needs (leader election, events on its Pod).
+//!
+//! The requests the host makes, and so the verbs granted:
+//! - informers list and watch every watched, owned and read kind (`get` too, for tools that
+//!   inspect the same objects);
+//! - the applier server-side applies (`patch`, and `create` when the object is new), merge- or
+//!   JSON-patches (`patch`) and deletes (`delete`) owned and writable kinds and the watched
+//!   kind; status goes through `<plural>/status` (`patch`); finalizers are JSON Patches of the
+//!   object itself, and children carry `blockOwnerDeletion`, which clusters enforcing owner
+//!   references check as `update` on the owner's `<plural>/finalizers`;
+//! - events.k8s.io Events are created beside the reconciled objects.
+//!
+//! Namespaces: a plugin declared for some namespaces gets a Role in each; one declared for all
+//! namespaces gets a ClusterRole and a ClusterRoleBinding, as do cluster-scoped kinds. The output
+//! is sorted and has no wildcards, so it diffs cleanly when plugins change.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+use wasmctrl_scope::{Kind, Namespaces, Scope};
+
+use crate::apiserver::{self, KindInfo};
+
+/// Who the RBAC is for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The host's namespace: its ServiceAccount, its Lease and its Pod's events.
+    pub namespace: String,
+    /// The host's ServiceAccount.
+    pub service_account: String,
+    /// The leader-election Lease's name (`--leader-election-id`).
+    pub lease: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            namespace: "wasmctrl".into(),
+            service_account: "wasmctrl".into(),
+            lease: "wasmctrl".into(),
+        }
+    }
+}
+
+/// Kubernetes' built-in cluster-scoped kinds the embedded API server does not serve, so that
+/// plugins watching or reading them get ClusterRoles in a real cluster too.
+const CLUSTER_SCOPED: &[(&str, &str, &str)] = &[
+    ("", "Node", "nodes"),
+    ("", "PersistentVolume", "persistentvolumes"),
+    ("storage.k8s.io", "StorageClass", "storageclasses"),
+    ("storage.k8s.io", "CSIDriver", "csidrivers"),
+    ("storage.k8s.io", "CSINode", "csinodes"),
+    ("storage.k8s.io", "VolumeAttachment", "volumeattachments"),
+    ("scheduling.k8s.io", "PriorityClass", "priorityclasses"),
+    ("networking.k8s.io", "IngressClass", "ingressclasses"),
+    ("node.k8s.io", "RuntimeClass", "runtimeclasses"),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+    ),
+    ("apiregistration.k8s.io", "APIService", "apiservices"),
+    (
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        "certificatesigningrequests",
+    ),
+];
+
+/// Knows each kind's plural resource and scope: built-ins, plus CRDs it is given.
+#[derive(Debug, Clone)]
+pub struct Resolver {
+    known: BTreeMap<(String, String), KindInfo>,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        let mut known = BTreeMap::new();
+        let extra = CLUSTER_SCOPED.iter().map(|(group, kind, plural)| KindInfo {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            plural: plural.to_string(),
+            namespaced: false,
+        });
+        for info in apiserver::builtin_kinds().into_iter().chain(extra) {
+            known.insert((info.group.clone(), info.kind.clone()), info);
+        }
+        Self { known }
+    }
+}
+
+impl Resolver {
+    /// Learns the kind a CRD (as JSON) defines; false if it is not a well-formed CRD.
+    pub fn add_crd(&mut self, crd: &Value) -> bool {
+        match apiserver::crd_kind(crd) {
+            Some(info) => {
+                self.known
+                    .insert((info.group.clone(), info.kind.clone()), info);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The kind's plural and scope; for a kind it does not know, kube's plural rule and
+    /// "namespaced", with a note saying so.
+    fn resolve(&self, kind: &Kind, notes: &mut BTreeSet<String>) -> KindInfo {
+        if let Some(info) = self.known.get(&(kind.group.clone(), kind.kind.clone())) {
+            return info.clone();
+        }
+        let gvk = kube::core::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+        let plural = kube::core::ApiResource::from_gvk(&gvk).plural;
+        notes.insert(format!(
+            "{kind}: no CRD known for it; assuming it is namespaced with plural {plural:?} (pass --crds, or install the CRD first)"
+        ));
+        KindInfo {
+            group: kind.group.clone(),
+            kind: kind.kind.clone(),
+            plural,
+            namespaced: true,
+        }
+    }
+}
+
+/// RBAC verbs in the order Kubernetes documents them, which is the order rules list them in.
+const VERBS: [&str; 7] = [
+    "get", "list", "watch", "create", "update", "patch", "delete",
+];
+const READ: &[&str] = &["get", "list", "watch"];
+const WRITE: &[&str] = &["create", "patch", "delete"];
+
+/// Where a role applies.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Place {
+    Cluster,
+    Namespace(String),
+}
+
+/// (apiGroup, resource, resourceName) -> verbs, for one role.
+type Grants = BTreeMap<(String, String, Option<String>), BTreeSet<usize>>;
+
+fn grant(grants: &mut Grants, group: &str, resource: &str, name: Option<&str>, verbs: &[&str]) {
+    let set = grants
+        .entry((group.into(), resource.into(), name.map(String::from)))
+        .or_default();
+    set.extend(
+        verbs
+            .iter()
+            .filter_map(|v| VERBS.iter().position(|x| x == v)),
+    );
+}
+
+/// The places a kind's objects are reached in by a plugin whose objects are in `namespaces`.
+fn places(info: &KindInfo, namespaces: &Namespaces) -> Vec<Place> {
+    match (info.namespaced, namespaces.names()) {
+        (false, _) | (true, None) => vec![Place::Cluster],
+        (true, Some(names)) => names.iter().cloned().map(Place::Namespace).collect(),
+    }
+}
+
+/// Rules in RBAC's shape: resources sharing a group, verbs and resource name go in one rule.
+fn rules(grants: &Grants) -> Vec<Value> {
+    let mut merged: BTreeMap<(String, Option<String>, Vec<usize>), Vec<String>> = BTreeMap::new();
+    for ((group, resource, name), verbs) in grants {
+        let key = (group.clone(), name.clone(), verbs.iter().copied().collect());
+        merged.entry(key).or_default().push(resource.clone());
+    }
+    let mut out: Vec<Value> = merged
+        .into_iter()
+        .map(|((group, name, verbs), resources)| {
+            let verbs: Vec<&str> = verbs.iter().map(|&i| VERBS[i]).collect();
+            let mut rule = json!({"apiGroups": [group], "resources": resources, "verbs": verbs});
+            if let Some(name) = name {
+                rule["resourceNames"] = json!([name]);
+            }
+            rule
+        })
+        .collect();
+    out.sort_by_key(|r| (r["apiGroups"].to_string(), r["resources"].to_string()));
+    out
+}
+
+/// What one plugin needs, by place.
+fn plugin_grants(
+    scope: &Scope,
+    resolver: &Resolver,
+    notes: &mut BTreeSet<String>,
+) -> BTreeMap<Place, Grants> {
+    let mut by_place: BTreeMap<Place, Grants> = BTreeMap::new();
+    let own = scope.namespaces();
+    for (kind, all_namespaces) in scope.readable() {
+        let info = resolver.resolve(kind, notes);
+        for namespaces in all_namespaces {
+            for place in places(&info, namespaces) {
+                let grants = by_place.entry(place).or_default();
+                grant(grants, &info.group, &info.plural, None, READ);
+            }
+        }
+    }
+    let mut owns_any = false;
+    for (kind, owned) in scope.writable() {
+        owns_any |= owned;
+        let info = resolver.resolve(kind, notes);
+        for place in places(&info, own) {
+            let grants = by_place.entry(place).or_default();
+            grant(grants, &info.group, &info.plural, None, WRITE);
+        }
+    }
+    let watched = resolver.resolve(scope.watched(), notes);
+    for place in places(&watched, own) {
+        let grants = by_place.entry(place).or_default();
+        let status = format!("{}/status", watched.plural);
+        grant(grants, &watched.group, &status, None, &["patch"]);
+        if owns_any {
+            let finalizers = format!("{}/finalizers", watched.plural);
+            grant(grants, &watched.group, &finalizers, None, &["update"]);
+        }
+    }
+    // Events go beside the reconciled object, which is namespaced unless the kind is not.
+    let event_places = if watched.namespaced {
+        places(&watched, own)
+    } else {
+        vec![Place::Cluster]
+    };
+    for place in event_places {
+        let grants = by_place.entry(place).or_default();
+        grant(grants, "events.k8s.io", "events", None, &["create"]);
+    }
+    by_place
+}
+
+/// The host's own needs in its namespace: its leader-election Lease, its Pod (for the events
+/// about plugins it records there).
+fn host_grants(options: &Options) -> Grants {
+    let mut grants = Grants::new();
+    grant(
+        &mut grants,
+        "coordination.k8s.io",
+        "leases",
+        None,
+        &["create"],
+    );
+    let lease = Some(options.lease.as_str());
+    grant(
+        &mut grants,
+        "coordination.k8s.io",
+        "leases",
+        lease,
+        &["get", "update"],
+    );
+    grant(&mut grants, "", "pods", None, &["get"]);
+    grant(&mut grants, "events.k8s.io", "events", None, &["create"]);
+    grants
+}
+
+/// The RBAC objects, and notes about guesses made (kinds whose CRD was not given).
+pub fn generate(
+    plugins: &[(String, Scope)],
+    resolver: &Resolver,
+    options: &Options,
+) -> (Vec<Value>, Vec<String>) {
+    let labels =
+        json!({"app.kubernetes.io/name": "wasmctrl", "app.kubernetes.io/component": "rbac"});
+    let sa = &options.service_account;
+    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": options.namespace}]);
+    let mut notes = BTreeSet::new();
+    // (place, role name) -> grants
+    let mut roles: BTreeMap<(Place, String), Grants> = BTreeMap::new();
+    roles.insert(
+        (
+            Place::Namespace(options.namespace.clone()),
+            format!("{sa}:host"),
+        ),
+        host_grants(options),
+    );
+    for (name, scope) in plugins {
+        for (place, grants) in plugin_grants(scope, resolver, &mut notes) {
+            roles.insert((place, format!("{sa}:{name}")), grants);
+        }
+    }
+    let mut objects = vec![json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": sa, "namespace": options.namespace, "labels": labels},
+    })];
+    let mut bindings = Vec::new();
+    for ((place, name), grants) in &roles {
+        let (role_kind, binding_kind, mut metadata) = match place {
+            Place::Cluster => (
+                "ClusterRole",
+                "ClusterRoleBinding",
+                json!({"name": name, "labels": labels}),
+            ),
+            Place::Namespace(ns) => (
+                "Role",
+                "RoleBinding",
+                json!({"name": name, "namespace": ns, "labels": labels}),
+            ),
+        };
+        objects.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": role_kind,
+            "metadata": metadata, "rules": rules(grants),
+        }));
+        metadata["labels"] = labels.clone();
+        bindings.push(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding_kind,
+            "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+            "subjects": subject,
+        }));
+    }
+    // Cluster-wide objects first, then by namespace and name, each role before its binding's
+    // kind: the order `kubectl apply` needs nothing of, but people read top to bottom.
+    objects.extend(bindings);
+    let order = |o: &Value| {
+        let kind_rank = [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+        ]
+        .iter()
+        .position(|k| o["kind"] == *k)
+        .unwrap_or(usize::MAX);
+        let ns = o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+        (kind_rank, ns, name)
+    };
+    objects.sort_by_key(order);
+    (objects, notes.into_iter().collect())
+}
+
+/// The objects as one multi-document YAML stream.
+pub fn to_yaml(objects: &[Value]) -> String {
+    let docs: Vec<String> = objects
+        .iter()
+        .map(|o| serde_yaml::to_string(o).unwrap_or_default())
+        .collect();
+    docs.join("---\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmctrl_scope::Selector;
+
+    fn role<'a>(objects: &'a [Value], kind: &str, ns: Option<&str>, name: &str) -> &'a Value {
+        objects
+            .iter()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["metadata"]["name"] == name
+                    && o["metadata"]["namespace"].as_str() == ns
+            })
+            .unwrap_or_else(|| panic!("no {kind} {ns:?}/{name} in {objects:#?}"))
+    }
+
+    #[test]
+    fn a_namespaced_plugin_gets_roles_in_its_namespaces_and_exact_verbs() {
+        let scope = Scope::new(
+            Kind::new("example.com", "v1", "Thing"),
+            Namespaces::declared(&["team-a", "team-b"]),
+            Selector::default(),
+        )
+        .owns(Kind::new("", "v1", "ConfigMap"))
+        .reads(
+            Kind::new("", "v1", "Secret"),
+            &["vault"],
+            Selector::default(),
+        );
+        let mut resolver = Resolver::default();
+        assert!(resolver.add_crd(
+            &json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Thing", "plural": "things"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}})
+        ));
+        let (objects, notes) =
+            generate(&[("things".into(), scope)], &resolver, &Options::default());
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(
+            !objects.iter().any(|o| o["kind"] == "ClusterRole"),
+            "nothing cluster-wide: {objects:#?}"
+        );
+        let team_a = role(&objects, "Role", Some("team-a"), "wasmctrl:things");
+        assert_eq!(
+            team_a["rules"],
+            json!([
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+                {"apiGroups": ["example.com"], "resources": ["things"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+                {"apiGroups": ["example.com"], "resources": ["things/finalizers"], "verbs": ["update"]},
+                {"apiGroups": ["example.com"], "resources": ["things/status"], "verbs": ["patch"]},
+            ])
+        );
+        role(&objects, "Role", Some("team-b"), "wasmctrl:things");
+        let vault = role(&objects, "Role", Some("vault"), "wasmctrl:things");
+        assert_eq!(
+            vault["rules"],
+            json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}])
+        );
+        let binding = role(&objects, "RoleBinding", Some("vault"), "wasmctrl:things");
+        assert_eq!(binding["roleRef"]["kind"], "Role");
+        assert_eq!(binding["subjects"][0]["name"], "wasmctrl");
+        let host = role(&objects, "Role", Some("wasmctrl"), "wasmctrl:host");
+        assert!(
+            host["rules"]
+                .to_string()
+                .contains("\"resourceNames\":[\"wasmctrl\"]")
+        );
+        let text = to_yaml(&objects);
+        assert!(!text.contains('*'), "no wildcards:\n{text}");
+    }
+
+    /// A plugin of Widgets in all namespaces that reads Namespaces.
+    fn widgets() -> Scope {
+        let widget = Kind::new("example.com", "v1", "Widget");
+        Scope::new(widget, Namespaces::All, Selector::default()).reads(
+            Kind::new("", "v1", "Namespace"),
+            &["x"],
+            Selector::default(),
+        )
+    }
+
+    #[test]
+    fn all_namespaces_and_cluster_scoped_kinds_get_cluster_roles_and_guesses_are_named() {
+        let generated = || {
+            let plugins = [("widgets".to_string(), widgets())];
+            generate(&plugins, &Resolver::default(), &Options::default())
+        };
+        let (objects, notes) = generated();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("example.com/v1/Widget") && notes[0].contains("\"widgets\""));
+        let cluster = role(&objects, "ClusterRole", None, "wasmctrl:widgets");
+        let text = cluster["rules"].to_string();
+        assert!(text.contains("\"namespaces\""), "{text}");
+        assert!(text.contains("\"widgets/status\""), "{text}");
+        role(&objects, "ClusterRoleBinding", None, "wasmctrl:widgets");
+        assert_eq!(to_yaml(&objects), to_yaml(&generated().0), "deterministic");
+    }
+}
