@@ -76,6 +76,12 @@ impl Error {
         }
     }
 
+    /// Whether the API server refused the request as forbidden (RBAC): retrying helps only once
+    /// an operator grants what is missing, so it deserves telling.
+    pub fn forbidden(&self) -> bool {
+        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.code == 403)
+    }
+
     /// Whether the same intent could succeed later.
     pub fn retryable(&self) -> bool {
         !matches!(self, Error::Malformed { .. })

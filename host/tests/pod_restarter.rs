@@ -209,7 +209,7 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     let initial = changes.events.lock().unwrap()[0]["object"].clone();
     assert!(initial["metadata"]["annotations"].is_null(), "{initial}");
 
-    let host = cluster.run_host(&plugins, &[], &[]);
+    let host = cluster.run_host_rbac(&plugins, &[], &[]);
     wait_until_started(&host);
 
     // A matching Pod that is still Pending: nothing. (Each "nothing" below is checked once the
@@ -261,7 +261,7 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     assert!(status.success(), "exit {status}; log:\n{log1}");
     assert_quiet(&log1, "first host's");
     let unchanged = version(&cluster);
-    let host = cluster.run_host(&plugins, &[], &[]);
+    let host = cluster.run_host_rbac(&plugins, &[], &[]);
     wait_until_started(&host);
     host.wait_reconciled("team-a/web-1", 0);
     assert_eq!(

@@ -36,7 +36,7 @@ fn rows_follow_objects_through_outages_and_host_restarts() {
     let cluster = Cluster::start(dir.path());
     let plugins = plugin_dir(dir.path(), &[("postgres-writer", None)]);
     let grant = format!("students={}", pg.connection());
-    let host = cluster.run_host(&plugins, &["--sql", &grant], &[]);
+    let host = cluster.run_host_rbac(&plugins, &["--sql", &grant], &[]);
 
     cluster.kubectl_ok(&["apply", "-f", "examples/postgres-writer/crd.yaml"]);
     wait_for(30, "the CRD to be served", || {
@@ -126,7 +126,7 @@ fn rows_follow_objects_through_outages_and_host_restarts() {
     let held = cluster.get_json(&["pgw", "late"]).unwrap();
     assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
     assert_eq!(row(&pg, "default/late"), "Carol|41|Chile");
-    let host = cluster.run_host(&plugins, &["--sql", &grant], &[]);
+    let host = cluster.run_host_rbac(&plugins, &["--sql", &grant], &[]);
     wait_for(60, "the row to be deleted and the object released", || {
         row(&pg, "default/late").is_empty() && cluster.get_json(&["pgw", "late"]).is_none()
     });

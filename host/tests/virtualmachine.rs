@@ -86,7 +86,8 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
             "{}",
         )
         .unwrap();
-    let host = Host::new(client.clone());
+    // The host holds only the RBAC generated from what the plugin declares.
+    let host = Host::new(common::rbac_client(&server, &[&plugin]).await);
     host.upsert(Arc::new(plugin), Tuning::default()).await;
 
     let status = common::eventually(20, "status.phase Active", || async {

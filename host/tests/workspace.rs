@@ -47,7 +47,7 @@ fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(dir.path());
     let plugins = plugin_dir(dir.path(), &[("workspace", None)]);
-    let host = cluster.run_host(&plugins, &[], &[]);
+    let host = cluster.run_host_rbac(&plugins, &[], &[]);
 
     cluster.kubectl_ok(&["apply", "-f", "examples/workspace/crd.yaml"]);
     wait_for(30, "the Workspace CRD to be served", || {

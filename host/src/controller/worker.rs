@@ -191,7 +191,20 @@ impl Worker {
                 }
                 Outcome::Error
             }
-            Err(e) => self.failed(key, &e.to_string(), e.retryable(), e.label()),
+            Err(e) => {
+                if e.forbidden() {
+                    // A missing RBAC rule: say which on the object (kubectl describe); retries
+                    // go on with backoff and succeed once the rule is granted.
+                    if let Err(we) = self
+                        .applier
+                        .warn(&subject, "Forbidden", &e.to_string())
+                        .await
+                    {
+                        tracing::warn!(error = %we, "could not record the warning event");
+                    }
+                }
+                self.failed(key, &e.to_string(), e.retryable(), e.label())
+            }
         }
     }
 

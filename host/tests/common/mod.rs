@@ -134,3 +134,55 @@ pub mod things {
             .expect("create Thing");
     }
 }
+
+/// A client of the in-process `server` as ServiceAccount `wasmctrl/wasmctrl`, holding only the
+/// RBAC `wasmctrl rbac` generates for `plugins` (CRDs from `examples/`), applied first.
+pub async fn rbac_client(
+    server: &wasmctrl::apiserver::ApiServer,
+    plugins: &[&wasmctrl::runtime::Plugin],
+) -> kube::Client {
+    use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+    let mut resolver = wasmctrl::rbac::Resolver::default();
+    for example in ["postgres-writer", "virtualmachine", "workspace"] {
+        for crd in yaml_objects(&format!("examples/{example}/crd.yaml")) {
+            assert!(resolver.add_crd(&crd), "{example}'s CRD");
+        }
+    }
+    let scopes: Vec<_> = (plugins.iter())
+        .map(|p| (p.manifest().name.clone(), p.scope().clone()))
+        .collect();
+    let options = wasmctrl::rbac::Options::default();
+    let (mut objects, _) = wasmctrl::rbac::generate(&scopes, &resolver, &options);
+    objects.insert(
+        0,
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}}),
+    );
+    let admin = server.client();
+    for object in objects {
+        let text = |field: &serde_json::Value| field.as_str().expect("generated").to_string();
+        let (kind, name) = (text(&object["kind"]), text(&object["metadata"]["name"]));
+        let api_version = text(&object["apiVersion"]);
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let gvk = kube::core::GroupVersionKind::gvk(group, version, &kind);
+        let resource = ApiResource::from_gvk(&gvk);
+        let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(admin.clone(), ns, &resource),
+            None => Api::all_with(admin.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {name}: {e}"));
+    }
+    let token = server
+        .token(
+            &options.namespace,
+            &options.service_account,
+            std::time::Duration::from_secs(3600),
+        )
+        .expect("the ServiceAccount exists");
+    server.client_with_token(&token)
+}

@@ -366,13 +366,62 @@ impl Cluster {
     /// Starts `wasmctrl run --plugins <plugins> --kubeconfig <ours> <extra>`; each start logs to
     /// its own `host-<n>.log`.
     pub fn run_host(&self, plugins: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Process {
+        self.run_host_with(&self.kubeconfig, plugins, extra, envs)
+    }
+
+    /// As [`run_host`](Self::run_host), as ServiceAccount `wasmctrl/wasmctrl` with only the RBAC
+    /// `wasmctrl rbac` generates for the plugins in `plugins` (applied first).
+    pub fn run_host_rbac(&self, plugins: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Process {
+        self.apply_yaml(&rbac_yaml(plugins));
+        let kubeconfig = self.service_account_kubeconfig("wasmctrl", "wasmctrl");
+        self.run_host_with(&kubeconfig, plugins, extra, envs)
+    }
+
+    /// `kubectl apply -f` of YAML text (creating the `wasmctrl` namespace first if missing).
+    pub fn apply_yaml(&self, yaml: &str) {
+        if !self.kubectl(&["get", "namespace", "wasmctrl"]).0 {
+            self.kubectl_ok(&["create", "namespace", "wasmctrl"]);
+        }
+        let file = tempfile::Builder::new()
+            .suffix(".yaml")
+            .tempfile_in(&self.dir)
+            .expect("a manifest file");
+        std::fs::write(file.path(), yaml).expect("write manifest");
+        self.kubectl_ok(&["apply", "-f", file.path().to_str().expect("utf-8 path")]);
+    }
+
+    /// A kubeconfig for this server that authenticates with a fresh token of ServiceAccount
+    /// `namespace/name` (`kubectl create token`).
+    pub fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let token = self.kubectl_ok(&["create", "token", name, "-n", namespace, "--duration=24h"]);
+        let admin = std::fs::read_to_string(&self.kubeconfig).expect("the kubeconfig");
+        let text: Vec<String> = admin
+            .lines()
+            .map(|l| match l.trim_start().strip_prefix("token: ") {
+                Some(_) => format!("    token: {}", token.trim()),
+                None => l.to_string(),
+            })
+            .collect();
+        let path = self.dir.join(format!("kubeconfig-{namespace}-{name}"));
+        std::fs::write(&path, text.join("\n") + "\n").expect("write kubeconfig");
+        path
+    }
+
+    /// As [`run_host`](Self::run_host), with another kubeconfig (a ServiceAccount's, say).
+    pub fn run_host_with(
+        &self,
+        kubeconfig: &Path,
+        plugins: &Path,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Process {
         let n = self.hosts.fetch_add(1, Ordering::Relaxed) + 1;
         let mut args = vec![
             "run",
             "--plugins",
             plugins.to_str().expect("utf-8 path"),
             "--kubeconfig",
-            self.kubeconfig.to_str().expect("utf-8 path"),
+            kubeconfig.to_str().expect("utf-8 path"),
         ];
         // Tests run hosts side by side: each serves its probes and metrics on a free port
         // unless told otherwise.
@@ -400,6 +449,24 @@ impl Cluster {
     pub fn server_log(&self) -> String {
         self.server.log()
     }
+}
+
+/// What `wasmctrl rbac` prints for the plugins in `plugins` (CRDs from `examples/`), for host
+/// `wasmctrl/wasmctrl`.
+pub fn rbac_yaml(plugins: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(["rbac", "--plugins"])
+        .arg(plugins)
+        .args(["--crds", "examples", "--namespace", "wasmctrl"])
+        .current_dir(super::repo_root())
+        .output()
+        .expect("run wasmctrl rbac");
+    assert!(
+        out.status.success(),
+        "wasmctrl rbac failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("YAML")
 }
 
 /// A plugin directory under `dir` holding the named built plugins (copied from the build

@@ -1,0 +1,198 @@
+//! Least-privilege RBAC: what `wasmctrl rbac` generates is what `examples/deploy` ships, the
+//! embedded API server enforces it (kubectl's `auth can-i` answers as the roles say), the
+//! example kustomization applies, and a rule taken away fails exactly the reconcile that needs
+//! it, with a 403 reported on the object, until it is given back.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::process::{Cluster, plugin_dir, rbac_yaml, wait_for};
+use serde_json::Value;
+
+/// The built example plugins (`make plugins`): what `make deploy-manifests` generates from.
+fn example_plugins() -> std::path::PathBuf {
+    common::plugin_dirs()[0].clone()
+}
+
+#[test]
+fn the_checked_in_rbac_is_what_the_example_plugins_need() {
+    let checked_in =
+        std::fs::read_to_string(common::repo_root().join("examples/deploy/rbac.yaml")).unwrap();
+    let checked_in: String = checked_in
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        checked_in == rbac_yaml(&example_plugins()),
+        "examples/deploy/rbac.yaml is not what the example plugins need: run make deploy-manifests"
+    );
+}
+
+/// `kubectl auth can-i <args> --as=<the host's ServiceAccount>`: whether it said yes.
+fn can_i(cluster: &Cluster, args: &[&str]) -> bool {
+    let mut all = vec![
+        "auth",
+        "can-i",
+        "--as=system:serviceaccount:wasmctrl:wasmctrl",
+    ];
+    all.extend_from_slice(args);
+    let (allowed, out) = cluster.kubectl(&all);
+    assert!(
+        out.trim() == "yes" || out.trim() == "no",
+        "kubectl auth can-i {args:?}: {out}"
+    );
+    allowed
+}
+
+#[test]
+fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    // The kustomization as `make deploy-manifests` leaves it: the plugins beside it.
+    let deploy = dir.path().join("deploy");
+    std::fs::create_dir_all(deploy.join("plugins")).unwrap();
+    for entry in std::fs::read_dir(common::repo_root().join("examples/deploy")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, deploy.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    for name in [
+        "pod-restarter",
+        "postgres-writer",
+        "virtualmachine",
+        "workspace",
+    ] {
+        let to = deploy.join("plugins").join(format!("{name}.wasm"));
+        std::fs::copy(common::plugin_path(name), to).unwrap();
+    }
+    let out = cluster.kubectl_ok(&["apply", "--server-side", "-k", deploy.to_str().unwrap()]);
+    assert!(
+        out.contains("deployment.apps/wasmctrl serverside-applied"),
+        "{out}"
+    );
+
+    let deployment = cluster
+        .get_json(&["deployment", "wasmctrl", "-n", "wasmctrl"])
+        .unwrap();
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(spec["serviceAccountName"], "wasmctrl");
+    assert!((spec["containers"][0]["args"].as_array().unwrap()).contains(&"--leader-elect".into()));
+    let plugin = cluster
+        .get_json(&["configmap", "plugin-virtualmachine", "-n", "wasmctrl"])
+        .unwrap();
+    let wasm = plugin["binaryData"]["virtualmachine.wasm"]
+        .as_str()
+        .unwrap();
+    assert!(wasm.len() > 1000, "the plugin is in binaryData");
+
+    // The roles as generated: reads and writes of the kinds declared, nothing else.
+    let vms = "virtualmachines.cloudnative.tw";
+    assert!(can_i(&cluster, &["list", vms, "-A"]));
+    assert!(can_i(&cluster, &["watch", vms, "-n", "default"]));
+    assert!(can_i(
+        &cluster,
+        &["patch", vms, "--subresource=status", "-n", "default"]
+    ));
+    assert!(!can_i(&cluster, &["update", vms, "-n", "default"]));
+    assert!(!can_i(&cluster, &["get", "secrets", "-n", "default"]));
+    assert!(!can_i(&cluster, &["list", "configmaps", "-A"]));
+    assert!(
+        can_i(&cluster, &["create", "pods", "-n", "default"]),
+        "workspace owns Pods"
+    );
+    assert!(can_i(
+        &cluster,
+        &["create", "events.events.k8s.io", "-n", "default"]
+    ));
+    assert!(can_i(&cluster, &["create", "leases", "-n", "wasmctrl"]));
+    assert!(can_i(
+        &cluster,
+        &["update", "leases/wasmctrl", "-n", "wasmctrl"]
+    ));
+    assert!(!can_i(
+        &cluster,
+        &["update", "leases/another", "-n", "wasmctrl"]
+    ));
+    assert!(!can_i(&cluster, &["create", "leases", "-n", "default"]));
+}
+
+/// The generated RBAC for `plugins` with the rule granting `resource` taken out.
+fn without_rule(plugins: &Path, resource: &str) -> String {
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&rbac_yaml(plugins))
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    let mut removed = 0;
+    let docs: Vec<String> = docs
+        .into_iter()
+        .map(|mut doc| {
+            if let Some(rules) = doc["rules"].as_array_mut() {
+                let before = rules.len();
+                rules.retain(|r| {
+                    !r["resources"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&resource.into())
+                });
+                removed += before - rules.len();
+            }
+            serde_yaml::to_string(&doc).unwrap()
+        })
+        .collect();
+    assert_eq!(removed, 1, "one rule grants {resource}");
+    docs.join("---\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_rule_fails_the_reconcile_with_a_named_403_until_it_is_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    let plugins = plugin_dir(dir.path(), &[("virtualmachine", None)]);
+    cluster.apply_yaml(&without_rule(&plugins, "virtualmachines/status"));
+    let kubeconfig = cluster.service_account_kubeconfig("wasmctrl", "wasmctrl");
+    let host = cluster.run_host_with(&kubeconfig, &plugins, &[], &[]);
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/test-vm.yaml"]);
+
+    let client = cluster.client().await;
+    let events = common::events(&client, "default");
+    let warning = common::eventually(30, "a Forbidden warning on the VirtualMachine", || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.data["regarding"]["name"] == "test-vm" && e.data["reason"] == "Forbidden")
+    })
+    .await;
+    assert_eq!(warning.data["type"], "Warning");
+    let note = warning.data["note"].as_str().unwrap();
+    assert!(
+        note.contains(r#"User "system:serviceaccount:wasmctrl:wasmctrl" cannot patch resource "virtualmachines/status" in API group "cloudnative.tw" in the namespace "default""#),
+        "{note}"
+    );
+    let status = |cluster: &Cluster| {
+        let vm = cluster.get_json(&["virtualmachine", "test-vm"]).unwrap();
+        vm["status"]["phase"].clone()
+    };
+    assert_eq!(
+        status(&cluster),
+        Value::Null,
+        "not reconciled without the rule"
+    );
+
+    // Granted again, the same host (no restart) reconciles it on its next retry.
+    let pid = host.pid();
+    cluster.apply_yaml(&rbac_yaml(&plugins));
+    wait_for(60, "the VirtualMachine to be reconciled", || {
+        status(&cluster) == "Active"
+    });
+    assert_eq!(host.pid(), pid);
+    let status = host.terminate();
+    assert!(status.success(), "exit {status}");
+}
