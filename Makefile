@@ -32,7 +32,7 @@ BUILD_PLUGINS = CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-deps: ## Install missing system dependencies (wasm32 toolchain, PostgreSQL, kubectl)
+deps: ## Install missing system dependencies (wasm32 toolchain, PostgreSQL, kubectl, umoci, skopeo)
 	@scripts/install-deps.sh
 
 host: ## Build the wasmctrl binary (debug)
