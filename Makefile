@@ -54,8 +54,11 @@ endif
 
 # The host's OCI image from local artifacts only (no registry, no engine; the Dockerfile is for
 # where those exist). `test` builds it first: host/tests/image.rs runs it.
+# IMAGE_PROFILE=dev packs the debug binary: `test` does, to test the image without a second,
+# release build of everything.
+IMAGE_PROFILE ?= release
 image: deps ## Build the host's OCI image as target/image/wasmctrl.tar (scripts/image.sh)
-	CARGO="$(CARGO)" CARGO_TARGET_DIR="$(TARGET_DIR)" scripts/image.sh
+	PROFILE="$(IMAGE_PROFILE)" CARGO="$(CARGO)" CARGO_TARGET_DIR="$(TARGET_DIR)" scripts/image.sh
 
 # examples/deploy: the RBAC the example plugins need, generated (a test fails when the checked-in
 # file drifts from it), and the plugins themselves for its ConfigMaps (not checked in).
@@ -71,6 +74,7 @@ deploy-manifests: plugins ## Regenerate examples/deploy/rbac.yaml from the plugi
 
 # WASMCTRL_PLUGIN_DIR / WASMCTRL_TEST_PLUGIN_DIR: where tests find built plugins, wherever
 # CARGO_TARGET_DIR points.
+test: IMAGE_PROFILE = dev
 test: deps fmt-check clippy plugins test-plugins image ## Everything CI runs: format, lints, plugins, all tests
 	$(PLUGIN_DIRS) $(CARGO) test --workspace
 

@@ -37,8 +37,13 @@ for tool in umoci skopeo objcopy ldd tar; do
 done
 [ -f "$certs" ] || die "$certs is missing: run \`make deps\` (it installs ca-certificates)"
 
-$cargo build --release -p wasmctrl --bin wasmctrl
-binary=$target_dir/release/wasmctrl
+# PROFILE=dev packs the debug build instead (same script, same layout): what `make test` does,
+# since a release build of the host would add about ten minutes to CI for the same test.
+case ${PROFILE:-release} in
+release) $cargo build --release -p wasmctrl --bin wasmctrl && binary=$target_dir/release/wasmctrl ;;
+dev) $cargo build -p wasmctrl --bin wasmctrl && binary=$target_dir/debug/wasmctrl ;;
+*) die "PROFILE must be release or dev, not ${PROFILE}" ;;
+esac
 [ -x "$binary" ] || die "cargo built no $binary"
 
 pkgid=$($cargo pkgid -p wasmctrl)
