@@ -75,14 +75,14 @@ impl View for EmptyView {
 
 type Kind = (String, String, String);
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     labels: serde_json::Value,
     json: Arc<str>,
 }
 
 /// A fixed set of objects, keyed by kind, namespace and name.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct StaticView {
     objects: BTreeMap<Kind, BTreeMap<(String, String), Entry>>,
 }

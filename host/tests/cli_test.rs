@@ -1,5 +1,8 @@
 //! `wasmctrl test`: one offline reconcile through the real binary, and one-line errors for bad input.
 
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::path::Path;
@@ -129,4 +132,67 @@ fn a_reader_that_goes_away_is_not_a_crash() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `path` without its `metadata.namespace` line, written under `dir`.
+fn without_namespace(dir: &Path, path: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(common::repo_root().join(path)).unwrap();
+    let text: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("namespace:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = dir.join("sample.yaml");
+    std::fs::write(&out, text).unwrap();
+    out
+}
+
+#[test]
+fn a_sample_without_a_namespace_is_in_default_and_children_show_what_the_host_adds() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = without_namespace(dir.path(), "examples/workspace/sample.yaml");
+    let plugin = common::plugin_path("workspace").display().to_string();
+    let report =
+        common::process::wasmctrl_test_report(&[&plugin, "--object", sample.to_str().unwrap()]);
+    assert_eq!(report["key"], "default/alice");
+    assert_eq!(report["fieldManager"], "wasmctrl/workspace");
+    let apply = report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "apply")
+        .unwrap_or_else(|| panic!("an apply of the child: {report}"));
+    let child = &apply["object"]["metadata"];
+    assert_eq!(child["namespace"], "default", "{apply}");
+    let owner = &child["ownerReferences"][0];
+    assert_eq!(owner["kind"], "Workspace", "{apply}");
+    assert_eq!(owner["name"], "alice");
+    assert_eq!(owner["controller"], true);
+    assert_eq!(owner["uid"], "00000000-0000-0000-0000-000000000000");
+}
+
+#[test]
+fn deleting_holds_the_object_with_the_finalizer_the_plugin_itself_adds() {
+    let plugin = common::plugin_path("postgres-writer").display().to_string();
+    let out = wasmctrl_test(&[
+        &plugin,
+        "--object",
+        "examples/postgres-writer/sample.yaml",
+        "--deleting",
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(
+        report["simulatedFinalizers"],
+        serde_json::json!(["demo.yash.com/row-cleanup"]),
+        "{report}"
+    );
+    // Held by its own finalizer, the plugin runs its cleanup and lets the object go (its row
+    // was never written, the sample having no status); without the finalizer it would have had
+    // nothing to do.
+    assert_eq!(report["result"], "ok", "{report}");
+    assert_eq!(
+        report["actions"],
+        serde_json::json!([{"action": "removeFinalizer", "finalizer": "demo.yash.com/row-cleanup"}]),
+        "{report}"
+    );
 }

@@ -6,10 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::plugin::wit;
-use crate::runtime::{Config, Runtime};
+use crate::plugin::{Intent, wit};
+use crate::runtime::{Config, Plugin, Runtime};
 use crate::view::StaticView;
 
 /// Arguments of `wasmctrl test`.
@@ -27,7 +27,9 @@ pub struct Args {
     /// Operator settings for the plugin (YAML or JSON).
     #[arg(long)]
     settings: Option<PathBuf>,
-    /// Reconcile as if the object were being deleted (deletionTimestamp set, finalizers holding).
+    /// Reconcile as if the object were being deleted: deletionTimestamp set and, when the
+    /// sample has no finalizers, those the plugin adds to a live object (found by reconciling it
+    /// once first), as the host would have left them.
     #[arg(long, conflicts_with = "deleted")]
     deleting: bool,
     /// Reconcile as if the object no longer existed (only its namespace and name are sent).
@@ -68,22 +70,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
 
-    let meta = &object["metadata"];
-    let (Some(name), namespace) = (meta["name"].as_str(), meta["namespace"].as_str()) else {
+    let Some(name) = object["metadata"]["name"].as_str().map(String::from) else {
         bail!("{}: object has no metadata.name", args.object.display());
     };
-    let (name, namespace) = (name.to_string(), namespace.unwrap_or_default().to_string());
+    let namespaced = namespaced(&object);
+    // As kubectl: a namespaced object without a namespace is in `default`. The host sets the
+    // owner reference from the object's uid: a sample without one gets a stand-in.
+    if namespaced
+        && object["metadata"]["namespace"]
+            .as_str()
+            .is_none_or(str::is_empty)
+    {
+        object["metadata"]["namespace"] = json!("default");
+    }
+    if object["metadata"]["uid"].is_null() {
+        object["metadata"]["uid"] = json!(SAMPLE_UID);
+    }
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let now = args
         .now
         .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-    if args.deleting && object["metadata"]["deletionTimestamp"].is_null() {
-        object["metadata"]["deletionTimestamp"] = json!(now);
-    }
-    let deleting = !object["metadata"]["deletionTimestamp"].is_null();
-    if !args.deleted {
-        // The cache holds the object too, as the host's informer would.
-        view.insert(object.clone()).ok();
-    }
 
     // SQL queries run on a tokio runtime (the reconcile itself runs on this thread); only
     // granted databases need one, and it must outlive the reconcile.
@@ -114,22 +123,45 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::warn!(capability = %format!("sql:{database}"),
             "the plugin declares a database not granted here (--sql {database}=<connection>); its sql calls will fail");
     }
-    let request = wit::Request {
-        namespace,
-        name,
+    let request = |object: &Value, deleting: bool| wit::Request {
+        namespace: namespace.clone(),
+        name: name.clone(),
         object: (!args.deleted).then(|| object.to_string()),
         deleting: deleting && !args.deleted,
         settings: String::new(),
-        now,
+        now: now.clone(),
     };
+    // The cache holds the object too, as the host's informer would.
+    if !args.deleted {
+        view.insert(object.clone()).ok();
+    }
+    let mut simulated = Vec::new();
+    if args.deleting && object["metadata"]["deletionTimestamp"].is_null() {
+        let holding = object["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if !holding {
+            let live = Arc::new(view.clone());
+            simulated = finalizers_added(&plugin, request(&object, false), live)?;
+            object["metadata"]["finalizers"] = json!(simulated);
+        }
+        object["metadata"]["deletionTimestamp"] = json!(now);
+        view.insert(object.clone()).ok();
+    }
+    let deleting = !object["metadata"]["deletionTimestamp"].is_null();
+    let view = Arc::new(view);
     let manifest = plugin.manifest();
     let mut report = json!({
         "plugin": manifest.name,
         "version": manifest.version,
         "digest": plugin.digest(),
-        "key": if request.namespace.is_empty() { request.name.clone() } else { format!("{}/{}", request.namespace, request.name) },
+        "key": if namespace.is_empty() { name.clone() } else { format!("{namespace}/{name}") },
+        "fieldManager": manifest.field_manager(),
     });
-    let code = match plugin.reconcile(request, Arc::new(view)) {
+    if !simulated.is_empty() {
+        report["simulatedFinalizers"] = json!(simulated);
+    }
+    let code = match plugin.reconcile(request(&object, deleting), view) {
         Ok(done) => {
             report["result"] = json!("ok");
             report["actions"] = serde_json::to_value(&done.intents)?;
@@ -148,4 +180,39 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     super::say(serde_json::to_string_pretty(&report)?);
     Ok(code)
+}
+
+/// The uid a sample without one is given, so the printed actions carry the owner reference the
+/// host will add (with the object's real uid).
+const SAMPLE_UID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// Whether the object's kind is namespaced: built-in kinds by what the API serves, custom ones
+/// (whose CRD is not at hand) taken as namespaced, as most are.
+fn namespaced(object: &Value) -> bool {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let kind = object["kind"].as_str().unwrap_or_default();
+    crate::apiserver::builtin_kinds()
+        .into_iter()
+        .find(|k| k.group == group && k.kind == kind)
+        .is_none_or(|k| k.namespaced)
+}
+
+/// The finalizers the plugin adds to the live object: what holds it once deletion starts.
+fn finalizers_added(
+    plugin: &Plugin,
+    request: wit::Request,
+    view: Arc<StaticView>,
+) -> anyhow::Result<Vec<String>> {
+    let done = plugin
+        .reconcile(request, view)
+        .map_err(|e| anyhow::anyhow!("reconciling the live object to find its finalizers: {e}"))?;
+    Ok(done
+        .intents
+        .into_iter()
+        .filter_map(|i| match i {
+            Intent::AddFinalizer { finalizer } => Some(finalizer),
+            _ => None,
+        })
+        .collect())
 }
