@@ -33,6 +33,7 @@ extern crate self as wasmctrl_sdk;
 mod action;
 #[doc(hidden)]
 pub mod bindings;
+pub mod conditions;
 mod context;
 mod manifest;
 mod meta;
@@ -44,6 +45,7 @@ pub use bindings::wasmctrl::plugin::types::{
     Action, Error, Event, EventType, Gvk, Level, Manifest, Mapping, ObjectRef, Outcome, Patch,
     PatchBody, Predicate, Related, Request, Selector, Watch,
 };
+pub use conditions::{Condition, find_condition, set_condition};
 pub use context::{Context, Host};
 pub use manifest::Settings;
 pub use meta::{Object, ObjectMeta, OwnerReference};

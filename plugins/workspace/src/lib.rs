@@ -12,8 +12,8 @@ pub mod status;
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Object, ObjectRef, Outcome, Predicate, Reconciler,
-    Request, Settings,
+    Action, Condition, Context, Error, Gvk, Manifest, Object, ObjectRef, Outcome, Predicate,
+    Reconciler, Request, Settings,
 };
 
 use crate::pod::Pod;
@@ -142,8 +142,8 @@ impl Reconciler for WorkspaceController {
         let current = ws.status.clone().unwrap_or_default();
         let status = status::desired(&ws, observed, &req.now);
         if status != current {
-            let became_ready = status.ready().is_some_and(|c| c.status == "True")
-                && current.ready().is_none_or(|c| c.status != "True");
+            let became_ready = status.ready().is_some_and(Condition::is_true)
+                && !current.ready().is_some_and(Condition::is_true);
             let note = status
                 .ready()
                 .map(|c| c.message.clone())

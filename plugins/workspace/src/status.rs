@@ -2,6 +2,7 @@
 //! condition whose `lastTransitionTime` moves only when its status does.
 
 use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::{Condition, find_condition, set_condition};
 
 use crate::Workspace;
 use crate::pod::Pod;
@@ -30,29 +31,6 @@ pub struct Status {
     pub conditions: Vec<Condition>,
 }
 
-/// A `metav1.Condition`.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// Condition type, e.g. `Ready`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Machine-readable CamelCase reason.
-    #[serde(default)]
-    pub reason: String,
-    /// Human-readable details.
-    #[serde(default)]
-    pub message: String,
-    /// When `status` last changed (RFC 3339).
-    #[serde(default)]
-    pub last_transition_time: String,
-    /// The generation the condition was computed from.
-    #[serde(default)]
-    pub observed_generation: i64,
-}
-
 /// What the controller found where the workspace's Pod should be.
 #[derive(Debug, Clone, Copy)]
 pub enum Observed<'a> {
@@ -69,7 +47,7 @@ pub enum Observed<'a> {
 impl Status {
     /// The `Ready` condition, if present.
     pub fn ready(&self) -> Option<&Condition> {
-        self.conditions.iter().find(|c| c.type_ == READY)
+        find_condition(&self.conditions, READY)
     }
 }
 
@@ -125,27 +103,9 @@ pub fn desired(ws: &Workspace, observed: Observed<'_>, now: &str) -> Status {
         },
     };
 
-    let current = ws.status.clone().unwrap_or_default();
-    let status = if ready { "True" } else { "False" };
-    let last_transition_time = match current.ready() {
-        Some(c) if c.status == status && !c.last_transition_time.is_empty() => {
-            c.last_transition_time.clone()
-        }
-        _ => now.to_string(),
-    };
-    let condition = Condition {
-        type_: READY.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message,
-        last_transition_time,
-        observed_generation: generation,
-    };
-    let mut conditions = current.conditions;
-    match conditions.iter_mut().find(|c| c.type_ == READY) {
-        Some(c) => *c = condition,
-        None => conditions.push(condition),
-    }
+    let mut conditions = ws.status.clone().unwrap_or_default().conditions;
+    let condition = Condition::new(READY, ready, reason, message).observed(generation);
+    set_condition(&mut conditions, condition, now);
     Status {
         phase,
         pod_ip,

@@ -1,0 +1,152 @@
+//! Status conditions as Kubernetes defines them (`metav1.Condition`) and apimachinery's
+//! `meta.SetStatusCondition`: what every controller that reports conditions writes by hand
+//! otherwise.
+//!
+//! ```
+//! use wasmctrl_sdk::{Condition, set_condition};
+//! let mut conditions = Vec::new();
+//! let ready = Condition::new("Ready", true, "PodRunning", "running on node-1").observed(3);
+//! assert!(set_condition(&mut conditions, ready.clone(), "2026-01-01T00:00:00Z"));
+//! // The same status later: the transition time stays, nothing changed.
+//! assert!(!set_condition(&mut conditions, ready, "2026-01-02T00:00:00Z"));
+//! assert_eq!(conditions[0].last_transition_time, "2026-01-01T00:00:00Z");
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// A `metav1.Condition`: one aspect of an object's state, as `kubectl wait --for=condition=`
+/// and other controllers read it.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's type, CamelCase (`Ready`, `Available`).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A CamelCase reason for the status, for machines.
+    #[serde(default)]
+    pub reason: String,
+    /// Details for people.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed (RFC 3339).
+    #[serde(default)]
+    pub last_transition_time: String,
+    /// The object's `metadata.generation` the condition was computed from.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub observed_generation: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// `status` of a condition that holds.
+pub const TRUE: &str = "True";
+/// `status` of a condition that does not hold.
+pub const FALSE: &str = "False";
+/// `status` of a condition that cannot be told.
+pub const UNKNOWN: &str = "Unknown";
+
+impl Condition {
+    /// A condition of `type_` that holds (`True`) or not (`False`), with a reason and message;
+    /// [`set_condition`] stamps its transition time.
+    pub fn new(type_: &str, holds: bool, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            type_: type_.into(),
+            status: if holds { TRUE } else { FALSE }.into(),
+            reason: reason.into(),
+            message: message.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The same, computed from generation `generation` of the object.
+    pub fn observed(mut self, generation: i64) -> Self {
+        self.observed_generation = generation;
+        self
+    }
+
+    /// Whether its status is `True`.
+    pub fn is_true(&self) -> bool {
+        self.status == TRUE
+    }
+}
+
+/// The condition of `type_`, if there is one.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Sets `condition` in `conditions`, replacing the one of its type, as apimachinery's
+/// `SetStatusCondition`: `lastTransitionTime` becomes `now` when the condition is new or its
+/// status changed, and stays otherwise (unless `condition` brings its own). Conditions of other
+/// types are kept as they are. Returns whether anything changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, mut condition: Condition, now: &str) -> bool {
+    let Some(existing) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {
+        if condition.last_transition_time.is_empty() {
+            condition.last_transition_time = now.into();
+        }
+        conditions.push(condition);
+        return true;
+    };
+    if condition.last_transition_time.is_empty() {
+        condition.last_transition_time =
+            if existing.status == condition.status && !existing.last_transition_time.is_empty() {
+                existing.last_transition_time.clone()
+            } else {
+                now.into()
+            };
+    }
+    let changed = *existing != condition;
+    *existing = condition;
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_transition_time_moves_only_when_the_status_does() {
+        let mut conditions = vec![Condition::new("Other", true, "Theirs", "kept")];
+        let pending = Condition::new("Ready", false, "PodPending", "scheduling").observed(1);
+        assert!(set_condition(&mut conditions, pending, "t1"));
+        let waiting = Condition::new("Ready", false, "PodPending", "starting on n1").observed(2);
+        assert!(
+            set_condition(&mut conditions, waiting.clone(), "t2"),
+            "message and generation changed"
+        );
+        assert_eq!(
+            find_condition(&conditions, "Ready")
+                .unwrap()
+                .last_transition_time,
+            "t1"
+        );
+        assert!(
+            !set_condition(&mut conditions, waiting, "t3"),
+            "nothing changed"
+        );
+        let running = Condition::new("Ready", true, "PodRunning", "running").observed(2);
+        assert!(set_condition(&mut conditions, running, "t4"));
+        let ready = find_condition(&conditions, "Ready").unwrap();
+        assert!(ready.is_true());
+        assert_eq!(ready.last_transition_time, "t4");
+        assert_eq!(conditions.len(), 2);
+        assert_eq!(conditions[0].reason, "Theirs", "other types are left alone");
+    }
+
+    #[test]
+    fn it_serializes_as_metav1_condition() {
+        let c = Condition {
+            last_transition_time: "2026-01-01T00:00:00Z".into(),
+            ..Condition::new("Ready", true, "Up", "fine").observed(4)
+        };
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            serde_json::json!({"type": "Ready", "status": "True", "reason": "Up", "message": "fine",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 4})
+        );
+    }
+}
