@@ -41,6 +41,7 @@ mod request;
 pub mod sql;
 pub mod testing;
 
+pub use action::{Finalizer, finalizer};
 pub use bindings::wasmctrl::plugin::types::{
     Action, Error, Event, EventType, Gvk, Level, Manifest, Mapping, ObjectRef, Outcome, Patch,
     PatchBody, Predicate, Related, Request, Selector, Watch,

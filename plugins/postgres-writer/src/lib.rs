@@ -17,10 +17,10 @@
 //! `--sql <database>=<connection>`; the manifest declares the capability `sql:<database>`.
 
 use serde::{Deserialize, Serialize};
-use wasmctrl_sdk::sql::{SqlError, Statement};
+use wasmctrl_sdk::sql::{Database, SqlError, Statement};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Object, Outcome, Predicate, Reconciler, Request,
-    Settings,
+    Action, Context, Error, Finalizer, Gvk, Manifest, Object, Outcome, Predicate, Reconciler,
+    Request, Settings, finalizer,
 };
 
 /// The finalizer that keeps an object until its row is gone.
@@ -167,72 +167,79 @@ impl Reconciler for PostgresWriterController {
         };
         let config: Config = req.settings()?.get().map_err(Error::terminal)?;
         let db = ctx.sql(&config.database);
-        let ours = writer.metadata.finalizers.iter().any(|f| f == FINALIZER);
         let status = writer.status.clone().unwrap_or_default();
-
-        if req.deleting {
-            if !ours {
-                return Ok(Outcome::done());
-            }
-            // The row lives where status says it was written; before any write, nowhere.
-            if !status.table.is_empty() {
-                match db.execute(delete(&status.table, &key)) {
-                    Ok(rows) => ctx.info(
-                        "deleted row",
-                        &[("key", &key), ("rows", &rows.affected.to_string())],
-                    ),
-                    // Nothing to delete from a table that is gone.
-                    Err(e) if e.sqlstate.as_deref() == Some(UNDEFINED_TABLE) => {}
-                    Err(e) => return Err(sql_failed(e, &status.table)),
+        finalizer(
+            &writer.metadata,
+            req.deleting,
+            FINALIZER,
+            |event| match event {
+                Finalizer::Cleanup => {
+                    // The row lives where status says it was written; before any write, nowhere.
+                    if !status.table.is_empty() {
+                        match db.execute(delete(&status.table, &key)) {
+                            Ok(rows) => ctx.info(
+                                "deleted row",
+                                &[("key", &key), ("rows", &rows.affected.to_string())],
+                            ),
+                            // Nothing to delete from a table that is gone.
+                            Err(e) if e.sqlstate.as_deref() == Some(UNDEFINED_TABLE) => {}
+                            Err(e) => return Err(sql_failed(e, &status.table)),
+                        }
+                    }
+                    Ok(Outcome::done())
                 }
-            }
-            return Ok(Outcome::with(vec![Action::remove_finalizer(FINALIZER)]));
-        }
-
-        if let Some(problem) = writer.spec.invalid() {
-            let invalid = Status {
-                phase: "Invalid".into(),
-                message: Some(problem.clone()),
-                observed_generation: writer.metadata.generation,
-                ..status.clone()
-            };
-            let mut actions = vec![Action::warning("InvalidSpec", &problem)];
-            if invalid != status {
-                actions.push(Action::update_status(&invalid)?);
-            }
-            return Ok(Outcome::with(actions));
-        }
-        if !ours {
-            // As kube-runtime's finalizer helper does: add it first; its event brings us back.
-            return Ok(Outcome::with(vec![Action::add_finalizer(FINALIZER)]));
-        }
-
-        let spec = &writer.spec;
-        let mut statements = Vec::new();
-        if !status.table.is_empty() && status.table != spec.table {
-            statements.push(delete(&status.table, &key));
-        }
-        statements.push(upsert(&spec.table, &key, spec));
-        db.transaction(&statements)
-            .map_err(|e| sql_failed(e, &spec.table))?;
-        let synced = Status {
-            phase: "Synced".into(),
-            table: spec.table.clone(),
-            id: key.clone(),
-            message: None,
-            observed_generation: writer.metadata.generation,
-        };
-        let mut actions = Vec::new();
-        if synced != status {
-            ctx.info("row written", &[("key", &key), ("table", &spec.table)]);
-            actions.push(Action::update_status(&synced)?);
-            actions.push(Action::event(
-                "Synced",
-                &format!("row {key} written to table {}", spec.table),
-            ));
-        }
-        Ok(Outcome::with(actions))
+                Finalizer::Apply => sync(&writer, &status, &key, &db, ctx),
+            },
+        )
     }
+}
+
+/// Writes the object's row (moving it when the table changed) and reports where.
+fn sync(
+    writer: &PostgresWriter,
+    status: &Status,
+    key: &str,
+    db: &Database<'_>,
+    ctx: &Context<'_>,
+) -> Result<Outcome, Error> {
+    if let Some(problem) = writer.spec.invalid() {
+        let invalid = Status {
+            phase: "Invalid".into(),
+            message: Some(problem.clone()),
+            observed_generation: writer.metadata.generation,
+            ..status.clone()
+        };
+        let mut actions = vec![Action::warning("InvalidSpec", &problem)];
+        if invalid != *status {
+            actions.push(Action::update_status(&invalid)?);
+        }
+        return Ok(Outcome::with(actions));
+    }
+    let spec = &writer.spec;
+    let mut statements = Vec::new();
+    if !status.table.is_empty() && status.table != spec.table {
+        statements.push(delete(&status.table, key));
+    }
+    statements.push(upsert(&spec.table, key, spec));
+    db.transaction(&statements)
+        .map_err(|e| sql_failed(e, &spec.table))?;
+    let synced = Status {
+        phase: "Synced".into(),
+        table: spec.table.clone(),
+        id: key.to_string(),
+        message: None,
+        observed_generation: writer.metadata.generation,
+    };
+    let mut actions = Vec::new();
+    if synced != *status {
+        ctx.info("row written", &[("key", key), ("table", &spec.table)]);
+        actions.push(Action::update_status(&synced)?);
+        actions.push(Action::event(
+            "Synced",
+            &format!("row {key} written to table {}", spec.table),
+        ));
+    }
+    Ok(Outcome::with(actions))
 }
 
 wasmctrl_sdk::export!(PostgresWriterController);
