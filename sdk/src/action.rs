@@ -194,7 +194,9 @@ mod finalizer_tests {
         );
         let (outcome, seen) = run(false, true);
         assert_eq!((outcome.actions.len(), seen), (0, None));
-        let failed = finalizer(&meta(true), true, NAME, |_| Err(Error::retryable("db down")));
+        let failed = finalizer(&meta(true), true, NAME, |_| {
+            Err(Error::retryable("db down"))
+        });
         assert!(failed.is_err(), "a failed cleanup keeps the finalizer");
     }
 }
