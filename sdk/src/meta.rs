@@ -94,6 +94,20 @@ where
     Option::<T>::deserialize(deserializer).map(Option::unwrap_or_default)
 }
 
+impl ObjectMeta {
+    /// A child object of `kind` named `name`, for the object these are the metadata of, as
+    /// [`Action::apply`](crate::Action::apply) takes it: `apiVersion`, `kind`, and `metadata`
+    /// with the name and the owner's namespace (owned children live beside their owner; the
+    /// host adds the controller owner reference when it applies them). Add the rest.
+    pub fn child(&self, kind: &crate::Gvk, name: &str) -> serde_json::Value {
+        let mut metadata = serde_json::json!({ "name": name });
+        if !self.namespace.is_empty() {
+            metadata["namespace"] = self.namespace.clone().into();
+        }
+        serde_json::json!({"apiVersion": kind.api_version(), "kind": kind.kind, "metadata": metadata})
+    }
+}
+
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
@@ -154,6 +168,25 @@ mod tests {
                 controller: Some(true),
             }]
         );
+    }
+
+    #[test]
+    fn a_child_lives_in_its_owners_namespace() {
+        let owner = ObjectMeta {
+            name: "alice".into(),
+            namespace: "team-a".into(),
+            ..ObjectMeta::default()
+        };
+        let pod = owner.child(&crate::Gvk::new("", "v1", "Pod"), "alice-pod");
+        assert_eq!(
+            pod,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "alice-pod", "namespace": "team-a"}})
+        );
+        let cluster_scoped =
+            ObjectMeta::default().child(&crate::Gvk::new("example.com", "v1", "Zone"), "z");
+        assert_eq!(cluster_scoped["metadata"], json!({"name": "z"}));
+        assert_eq!(cluster_scoped["apiVersion"], "example.com/v1");
     }
 
     #[test]

@@ -139,21 +139,14 @@ pub fn desired(ws: &Workspace) -> (Value, String) {
     }
     let spec = json!({"containers": [container]});
     let hash = spec_hash(&spec);
-    let pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": ws.metadata.name,
-            "namespace": ws.metadata.namespace,
-            "labels": {
-                "app.kubernetes.io/name": "workspace",
-                "app.kubernetes.io/managed-by": "wasmctrl",
-                WORKSPACE_LABEL: ws.metadata.name,
-            },
-            "annotations": {SPEC_HASH: hash},
-        },
-        "spec": spec,
+    let mut pod = ws.metadata.child(&crate::pod_kind(), &ws.metadata.name);
+    pod["metadata"]["labels"] = json!({
+        "app.kubernetes.io/name": "workspace",
+        "app.kubernetes.io/managed-by": "wasmctrl",
+        WORKSPACE_LABEL: ws.metadata.name,
     });
+    pod["metadata"]["annotations"] = json!({SPEC_HASH: hash});
+    pod["spec"] = spec;
     (pod, hash)
 }
 
