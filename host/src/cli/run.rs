@@ -329,12 +329,12 @@ pub(crate) async fn serve(
             change,
             loader::Change::Added(..) | loader::Change::Replaced { .. }
         );
+        // Only `dev` grants: `run` reads nothing more per change.
+        let grant = grant.as_ref().filter(|_| loaded)?;
         let scopes = (loader.current().into_iter())
             .map(|(p, _)| (p.manifest().name.clone(), p.scope().clone()))
             .collect();
-        (grant.as_ref())
-            .filter(|_| loaded)
-            .map(|grant| grant(scopes))
+        Some(grant(scopes))
     };
     while let Ok(change) = changes.try_recv() {
         if let Some(granting) = granted(&change) {
