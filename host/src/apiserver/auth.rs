@@ -418,20 +418,32 @@ fn subject_is(subject: &Value, user: &User, namespace: &str) -> bool {
 
 const RBAC: &str = "rbac.authorization.k8s.io";
 
-fn objects<'a>(state: &'a State, plural: &str) -> impl Iterator<Item = &'a Value> {
+/// The RBAC objects of `plural` in `namespace` (`""`: the cluster-scoped ones). Tables are
+/// ordered by (namespace, name), so this reads only that namespace's, not every binding.
+fn objects<'a>(
+    state: &'a State,
+    plural: &str,
+    namespace: &'a str,
+) -> impl Iterator<Item = &'a Value> {
     let key = (RBAC.to_string(), plural.to_string());
+    let from = (namespace.to_string(), String::new());
     (state.tables.get(&key).into_iter())
-        .flat_map(|t| t.objects.values())
-        .map(|o| o.as_ref())
+        .flat_map(move |t| t.objects.range(from.clone()..))
+        .take_while(move |((ns, _), _)| ns == namespace)
+        .map(|(_, o)| o.as_ref())
+}
+
+fn allowed(reason: String) -> Decision {
+    Decision {
+        allowed: true,
+        reason,
+    }
 }
 
 /// kube's RBAC authorizer (with `system:masters` allowed everything first).
 pub fn authorize(state: &State, user: &User, attrs: &Attributes) -> Decision {
     if user.is_master() {
-        return Decision {
-            allowed: true,
-            reason: format!("{MASTERS} may do anything"),
-        };
+        return allowed(format!("{MASTERS} may do anything"));
     }
     let role = |kind: &str, namespace: &str, name: &str| -> Option<std::sync::Arc<Value>> {
         let (ns, plural) = match kind {
@@ -454,34 +466,25 @@ pub fn authorize(state: &State, user: &User, attrs: &Attributes) -> Decision {
             (role["rules"].as_array().into_iter().flatten()).any(|r| rule_allows(r, attrs));
         granted.then(|| format!("{kind} {name:?}"))
     };
-    for binding in objects(state, "clusterrolebindings") {
+    for binding in objects(state, "clusterrolebindings", "") {
         if let Some(role) = allows(binding, "") {
             let name = binding["metadata"]["name"].as_str().unwrap_or_default();
-            return Decision {
-                allowed: true,
-                reason: format!(
-                    "RBAC: allowed by ClusterRoleBinding {name:?} of {role} to {:?}",
-                    user.name
-                ),
-            };
+            return allowed(format!(
+                "RBAC: allowed by ClusterRoleBinding {name:?} of {role} to {:?}",
+                user.name
+            ));
         }
     }
     if let Attributes::Resource { namespace, .. } = attrs
         && !namespace.is_empty()
     {
-        for binding in objects(state, "rolebindings") {
-            if binding["metadata"]["namespace"] != namespace.as_str() {
-                continue;
-            }
+        for binding in objects(state, "rolebindings", namespace) {
             if let Some(role) = allows(binding, namespace) {
                 let name = binding["metadata"]["name"].as_str().unwrap_or_default();
-                return Decision {
-                    allowed: true,
-                    reason: format!(
-                        "RBAC: allowed by RoleBinding {name:?} of {role} to {:?} in {namespace:?}",
-                        user.name
-                    ),
-                };
+                return allowed(format!(
+                    "RBAC: allowed by RoleBinding {name:?} of {role} to {:?} in {namespace:?}",
+                    user.name
+                ));
             }
         }
     }
