@@ -27,7 +27,7 @@ BUILD_PLUGINS = CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build
 # cargo test's summary.
 .NOTPARALLEL:
 .DEFAULT_GOAL := help
-.PHONY: help deps host plugins test-plugins image deploy-manifests test bench dev fmt fmt-check clippy clean clean-plugins
+.PHONY: help deps host plugins test-plugins image deploy-manifests sdk-package test bench dev fmt fmt-check clippy clean clean-plugins
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -72,10 +72,16 @@ deploy-manifests: plugins ## Regenerate examples/deploy/rbac.yaml from the plugi
 	  $(WASMCTRL) rbac $(RBAC_ARGS); } > $(DEPLOY)/rbac.yaml.tmp
 	mv $(DEPLOY)/rbac.yaml.tmp $(DEPLOY)/rbac.yaml
 
+# The SDK as crates.io would receive it, verified by building the packaged sources alone (so its
+# own copy of the WIT must be inside). wasmctrl-scope is packaged with it: the SDK depends on it
+# and neither is on crates.io yet. --allow-dirty: `make test` runs on work in progress too.
+sdk-package: ## Package wasmctrl-sdk (with wasmctrl-scope) and build the packages as a user would
+	$(CARGO) package -p wasmctrl-scope -p wasmctrl-sdk --allow-dirty
+
 # WASMCTRL_PLUGIN_DIR / WASMCTRL_TEST_PLUGIN_DIR: where tests find built plugins, wherever
 # CARGO_TARGET_DIR points.
 test: IMAGE_PROFILE = dev
-test: deps fmt-check clippy plugins test-plugins image ## Everything CI runs: format, lints, plugins, all tests
+test: deps fmt-check clippy plugins test-plugins image sdk-package ## Everything CI runs: format, lints, plugins, all tests
 	$(PLUGIN_DIRS) $(CARGO) test --workspace
 
 bench: plugins test-plugins ## Build the plugins, then run the benchmarks

@@ -47,7 +47,7 @@ fn request(object: &str) -> wit::Request {
         object: Some(object.to_string()),
         deleting: false,
         settings: String::new(),
-        now: "2026-11-22T00:00:00Z".into(),
+        now: wit::Timestamp::parse("2026-11-22T00:00:00Z").expect("RFC 3339"),
     }
 }
 
@@ -129,10 +129,13 @@ fn main() {
                     name: "bench-object".into(),
                     object: Some(text.clone()),
                     deleting: false,
-                    settings: settings.clone(),
-                    now: "2026-11-22T00:00:00Z".into(),
+                    now: wasmctrl_sdk::Timestamp::UNIX_EPOCH,
                 };
-                let done = trivial::Trivial::reconcile(&req, &wasmctrl_sdk::Context::new(&h));
+                // The SDK parses the settings on every call in the sandbox; so does this.
+                let settings: trivial::Settings =
+                    serde_json::from_str(&settings).expect("trivial settings");
+                let ctx = wasmctrl_sdk::Context::new(&h, &settings);
+                let done = trivial::Trivial::reconcile(&req, &ctx);
                 std::hint::black_box(done.expect("native reconcile"));
             })
         };

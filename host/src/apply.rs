@@ -5,7 +5,7 @@
 //! Writes whose intent is unchanged since the last successful write (and whose target has not
 //! changed since) are skipped, so a controller that reconciles often does not write often.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::informer::{Entry, Informers, ObjectKey};
 use crate::leader::Fence;
-use crate::plugin::{Intent, Manifest, Target};
+use crate::plugin::{Child, Intent, Manifest, Target};
 
 /// Why carrying out an intent failed.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +54,18 @@ pub enum Error {
         /// The object.
         target: String,
     },
+    /// Children of a kind cannot be pruned: no informer caches them where they live (yet).
+    #[error(
+        "{target}: children of kind {kind} cannot be pruned: no cache of them covers namespace {namespace:?}"
+    )]
+    Uncached {
+        /// The reconciled object.
+        target: String,
+        /// The children's kind.
+        kind: String,
+        /// Where they were looked for.
+        namespace: String,
+    },
     /// The kind is not served (CRD missing).
     #[error("{kind}: not served by the API server: {source}")]
     Discovery {
@@ -73,6 +85,7 @@ impl Error {
             Error::Malformed { .. } => "malformed_intent",
             Error::Discovery { .. } => "discovery",
             Error::NotLeader { .. } => "not_leader",
+            Error::Uncached { .. } => "uncached",
         }
     }
 
@@ -209,11 +222,90 @@ impl Applier {
     pub async fn apply(&self, subject: &Subject<'_>, intents: &[Intent]) -> Result<Applied, Error> {
         let mut applied = Applied::default();
         for intent in intents {
-            if self.apply_one(subject, intent).await? {
+            if let Intent::Children {
+                api_version,
+                kind,
+                objects,
+            } = intent
+            {
+                let children = self
+                    .apply_children(subject, api_version, kind, objects)
+                    .await?;
+                applied.writes += children.writes;
+                applied.skipped += children.skipped;
+            } else if self.apply_one(subject, intent).await? {
                 applied.writes += 1;
             } else {
                 applied.skipped += 1;
             }
+        }
+        Ok(applied)
+    }
+
+    /// Applies each desired child, then deletes the children of that kind the reconciled object
+    /// controls and the set leaves out, found through the informer's owner index. A child the
+    /// object does not control (no controller reference with its UID) is never deleted.
+    async fn apply_children(
+        &self,
+        subject: &Subject<'_>,
+        api_version: &str,
+        kind: &str,
+        objects: &[Child],
+    ) -> Result<Applied, Error> {
+        let mut applied = Applied::default();
+        let mut count = |sent: bool| {
+            if sent {
+                applied.writes += 1;
+            } else {
+                applied.skipped += 1;
+            }
+        };
+        let mut desired = HashSet::with_capacity(objects.len());
+        for child in objects {
+            let intent = Intent::Apply {
+                target: child.target.clone(),
+                object: child.object.clone(),
+            };
+            count(self.apply_one(subject, &intent).await?);
+            let (_, namespace, _) = self.api_for(&child.target, subject).await?;
+            desired.insert(ObjectKey::new(&namespace, &child.target.name));
+        }
+        // Checked before: the set is returned only for an object that exists.
+        let Some(owner) = subject.object else {
+            return Ok(applied);
+        };
+        let any = Target {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        let namespace = &subject.key.namespace;
+        let Some(informer) = self.informers.covering(&any.gvk(), namespace) else {
+            let (gvk, key) = (&subject.manifest.kind, subject.key);
+            return Err(Error::Uncached {
+                target: target_label(gvk, &key.namespace, &key.name),
+                kind: kind.into(),
+                namespace: namespace.clone(),
+            });
+        };
+        for key in informer.children_of(&owner.uid) {
+            let controlled = informer.get(&key).is_some_and(|child| {
+                !child.deleting
+                    && child
+                        .owners
+                        .iter()
+                        .any(|o| o.controller && o.uid == owner.uid)
+            });
+            if !controlled || desired.contains(&key) {
+                continue;
+            }
+            let target = Target {
+                namespace: key.namespace,
+                name: key.name,
+                ..any.clone()
+            };
+            count(self.apply_one(subject, &Intent::Delete { target }).await?);
         }
         Ok(applied)
     }
@@ -413,6 +505,11 @@ impl Applier {
                 note,
                 action,
             } => self.event(subject, type_, reason, note, action).await,
+            // A set is many requests; `apply` carries it out with `apply_children`.
+            Intent::Children { kind, .. } => Err(Error::Malformed {
+                target: kind.clone(),
+                message: "a set of children is applied as a whole, not as one request".into(),
+            }),
         }
     }
 

@@ -500,3 +500,70 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
     assert_eq!(status_of(&api, "t").await.unwrap(), json!({"version": 2}));
     host.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Declarative children: a set {a, b} then {b} deletes `a` and keeps `b`; ConfigMaps the Thing
+/// does not control (a non-controller owner reference, or none) are never deleted, even though
+/// the first sits in the owner index beside `a` and `b`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_children_set_prunes_the_children_it_leaves_out_and_nothing_else() {
+    let (server, _host, api) = things::setup(json!({"mode": "children"}), Tuning::default()).await;
+    let client = server.client();
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+        "metadata": {"name": "t1", "namespace": "default"}, "spec": {"children": ["a", "b"]}});
+    api.create(&Default::default(), &serde_json::from_value(thing).unwrap())
+        .await
+        .unwrap();
+    let observed = |generation: i64| {
+        let api = api.clone();
+        async move {
+            let status = status_of(&api, "t1").await?;
+            (status["observedGeneration"] == generation).then_some(())
+        }
+    };
+    common::eventually(20, "the first set applied", || observed(1)).await;
+    let uid = api.get("t1").await.unwrap().metadata.uid.unwrap();
+    for name in ["a", "b"] {
+        let cm = config_maps.get(name).await.unwrap();
+        let owner = &cm.metadata.owner_references.unwrap()[0];
+        assert_eq!(
+            (owner.uid.as_str(), owner.controller),
+            (uid.as_str(), Some(true))
+        );
+    }
+    // Beside them: one the Thing owns but does not control, and one nobody owns.
+    for (name, owners) in [
+        (
+            "shared",
+            json!([{"apiVersion": "example.com/v1", "kind": "Thing", "name": "t1",
+            "uid": uid, "controller": false}]),
+        ),
+        ("unrelated", json!([])),
+    ] {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default", "ownerReferences": owners}});
+        config_maps
+            .create(&Default::default(), &serde_json::from_value(cm).unwrap())
+            .await
+            .unwrap();
+    }
+
+    let patch = json!({"spec": {"children": ["b"]}});
+    api.patch("t1", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    // The status is written after the whole set (applies and prunes) was carried out.
+    common::eventually(20, "the second set applied", || observed(2)).await;
+    let left = |name: &'static str| {
+        let config_maps = config_maps.clone();
+        async move { config_maps.get_opt(name).await.unwrap().is_some() }
+    };
+    assert!(!left("a").await, "a, left out of the set, is deleted");
+    assert!(left("b").await, "b, still in the set, stays");
+    assert!(
+        left("shared").await,
+        "a child the Thing does not control stays"
+    );
+    assert!(left("unrelated").await, "a ConfigMap nobody owns stays");
+}

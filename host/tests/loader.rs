@@ -108,7 +108,7 @@ async fn reconcile_vm(plugin: Arc<Plugin>) -> Vec<Intent> {
         object: Some(object.to_string()),
         deleting: false,
         settings: String::new(),
-        now: "2026-11-22T00:00:00Z".into(),
+        now: wit::Timestamp::parse("2026-11-22T00:00:00Z").expect("RFC 3339"),
     };
     tokio::task::spawn_blocking(move || plugin.reconcile(request, Arc::new(EmptyView)))
         .await

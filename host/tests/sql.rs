@@ -70,7 +70,7 @@ fn via_plugin(f: &Fixture, settings: Json) -> Json {
         object: Some(object.to_string()),
         deleting: false,
         settings: String::new(),
-        now: "2026-11-23T00:00:00Z".into(),
+        now: wit::Timestamp::parse("2026-11-23T00:00:00Z").expect("RFC 3339"),
     };
     let done = plugin.reconcile(request, Arc::new(EmptyView)).unwrap();
     match &done.intents[..] {

@@ -1,8 +1,105 @@
 //! Building the [`Action`]s and the [`Outcome`] a reconcile returns.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
-use crate::{Action, Error, Event, EventType, Gvk, ObjectRef, Outcome, Patch, PatchBody};
+use crate::{Error, Gvk};
+
+/// Identifies an object other than the one being reconciled.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectRef {
+    /// `group/version`, or `v1` for the core group, as in an object's `apiVersion`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// The body of a patch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchBody {
+    /// An RFC 7386 JSON merge patch, as JSON.
+    Merge(String),
+    /// An RFC 6902 JSON patch: a JSON array of operations, `test` included.
+    Json(String),
+}
+
+/// A patch to a named object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patch {
+    /// Which object.
+    pub target: ObjectRef,
+    /// The patch.
+    pub body: PatchBody,
+}
+
+/// The type of a Kubernetes Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// Something expected happened.
+    Normal,
+    /// Something needs attention.
+    Warning,
+}
+
+/// A Kubernetes Event (events.k8s.io/v1) about the reconciled object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// UpperCamelCase machine-readable reason, e.g. `Created`.
+    pub reason: String,
+    /// Human-readable note.
+    pub note: String,
+    /// What was done, e.g. `Reconcile`.
+    pub action: String,
+}
+
+/// The complete desired set of the reconciled object's children of one owned kind
+/// ([`Action::children`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Children {
+    /// The kind; the manifest must declare it in `owns`.
+    pub kind: Gvk,
+    /// Each desired child as JSON.
+    pub objects: Vec<String>,
+}
+
+/// Something the plugin wants done. The host checks each against the manifest before sending
+/// anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Server-side apply of a desired object (JSON) with the plugin's field manager; objects of
+    /// an owned kind get a controller owner reference to the reconciled object.
+    Apply(String),
+    /// Patch an object of a watched, owned or writable kind.
+    Patch(Patch),
+    /// Delete an object of a watched, owned or writable kind.
+    Delete(ObjectRef),
+    /// Replace `.status` of the reconciled object (a JSON object).
+    UpdateStatus(String),
+    /// Add this finalizer to the reconciled object (no-op when present).
+    AddFinalizer(String),
+    /// Remove this finalizer from the reconciled object (no-op when absent).
+    RemoveFinalizer(String),
+    /// Record an Event about the reconciled object.
+    EmitEvent(Event),
+    /// Apply each child of the set and delete the reconciled object's other children of the kind.
+    Children(Children),
+}
+
+/// A successful reconcile: the actions, in order, and when to look again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Applied in order; the first failure stops the rest and the key is retried.
+    pub actions: Vec<Action>,
+    /// Reconcile this key again after this long, even if nothing changes.
+    pub requeue_after: Option<Duration>,
+}
 
 fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
     serde_json::to_string(value).map_err(|e| Error::terminal(format!("serializing action: {e}")))
@@ -72,6 +169,20 @@ impl Action {
         })
     }
 
+    /// The complete desired set of the reconciled object's children of `kind` (an owned kind):
+    /// the host applies each, then deletes every child of that kind the object controls that
+    /// the set does not name, as Metacontroller's sync hook does. Children the object does not
+    /// control are never touched. An empty set deletes them all.
+    pub fn children<T: Serialize>(kind: &Gvk, objects: &[T]) -> Result<Self, Error> {
+        Ok(Action::Children(Children {
+            kind: kind.clone(),
+            objects: objects
+                .iter()
+                .map(|o| to_json(o))
+                .collect::<Result<_, _>>()?,
+        }))
+    }
+
     /// A `Warning` Event about the reconciled object.
     pub fn warning(reason: &str, note: &str) -> Self {
         Action::EmitEvent(Event {
@@ -86,17 +197,14 @@ impl Action {
 impl Outcome {
     /// Nothing to do.
     pub fn done() -> Self {
-        Self {
-            actions: Vec::new(),
-            requeue_after_ms: None,
-        }
+        Self::default()
     }
 
     /// These actions, in order.
     pub fn with(actions: Vec<Action>) -> Self {
         Self {
             actions,
-            requeue_after_ms: None,
+            requeue_after: None,
         }
     }
 
@@ -106,9 +214,9 @@ impl Outcome {
         self
     }
 
-    /// Asks to be reconciled again after `ms` milliseconds even if nothing changes.
-    pub fn requeue_after_ms(mut self, ms: u64) -> Self {
-        self.requeue_after_ms = Some(ms);
+    /// Asks to be reconciled again after `after` even if nothing changes.
+    pub fn requeue_after(mut self, after: Duration) -> Self {
+        self.requeue_after = Some(after);
         self
     }
 }

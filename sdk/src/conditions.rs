@@ -3,16 +3,21 @@
 //! otherwise.
 //!
 //! ```
-//! use wasmctrl_sdk::{Condition, set_condition};
+//! use wasmctrl_sdk::{Condition, Timestamp, set_condition};
+//! let (t1, t2): (Timestamp, Timestamp) =
+//!     ("2026-01-01T00:00:00Z".parse().unwrap(), "2026-01-02T00:00:00Z".parse().unwrap());
 //! let mut conditions = Vec::new();
 //! let ready = Condition::new("Ready", true, "PodRunning", "running on node-1").observed(3);
-//! assert!(set_condition(&mut conditions, ready.clone(), "2026-01-01T00:00:00Z"));
+//! assert!(set_condition(&mut conditions, ready.clone(), t1));
 //! // The same status later: the transition time stays, nothing changed.
-//! assert!(!set_condition(&mut conditions, ready, "2026-01-02T00:00:00Z"));
-//! assert_eq!(conditions[0].last_transition_time, "2026-01-01T00:00:00Z");
+//! assert!(!set_condition(&mut conditions, ready, t2));
+//! assert_eq!(conditions[0].last_transition_time, Some(t1));
 //! ```
 
+use jiff::{RoundMode, TimestampRound, Unit};
 use serde::{Deserialize, Serialize};
+
+use crate::Timestamp;
 
 /// A `metav1.Condition`: one aspect of an object's state, as `kubectl wait --for=condition=`
 /// and other controllers read it.
@@ -30,9 +35,9 @@ pub struct Condition {
     /// Details for people.
     #[serde(default)]
     pub message: String,
-    /// When `status` last changed (RFC 3339).
-    #[serde(default)]
-    pub last_transition_time: String,
+    /// When `status` last changed; [`set_condition`] sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Timestamp>,
     /// The object's `metadata.generation` the condition was computed from.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub observed_generation: i64,
@@ -80,24 +85,32 @@ pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'
 }
 
 /// Sets `condition` in `conditions`, replacing the one of its type, as apimachinery's
-/// `SetStatusCondition`: `lastTransitionTime` becomes `now` when the condition is new or its
-/// status changed, and stays otherwise (unless `condition` brings its own). Conditions of other
-/// types are kept as they are. Returns whether anything changed.
-pub fn set_condition(conditions: &mut Vec<Condition>, mut condition: Condition, now: &str) -> bool {
+/// `SetStatusCondition`: `lastTransitionTime` becomes `now` (to the second, as `metav1.Time`
+/// keeps it) when the condition is new or its status changed, and stays otherwise (unless
+/// `condition` brings its own). Conditions of other types are kept as they are. Returns whether
+/// anything changed.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    mut condition: Condition,
+    now: Timestamp,
+) -> bool {
+    let now = now
+        .round(
+            TimestampRound::new()
+                .smallest(Unit::Second)
+                .mode(RoundMode::Trunc),
+        )
+        .unwrap_or(now);
     let Some(existing) = conditions.iter_mut().find(|c| c.type_ == condition.type_) else {
-        if condition.last_transition_time.is_empty() {
-            condition.last_transition_time = now.into();
-        }
+        condition.last_transition_time.get_or_insert(now);
         conditions.push(condition);
         return true;
     };
-    if condition.last_transition_time.is_empty() {
-        condition.last_transition_time =
-            if existing.status == condition.status && !existing.last_transition_time.is_empty() {
-                existing.last_transition_time.clone()
-            } else {
-                now.into()
-            };
+    if condition.last_transition_time.is_none() {
+        condition.last_transition_time = match existing.last_transition_time {
+            Some(then) if existing.status == condition.status => Some(then),
+            _ => Some(now),
+        };
     }
     let changed = *existing != condition;
     *existing = condition;
@@ -108,31 +121,40 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut condition: Condition, 
 mod tests {
     use super::*;
 
+    fn t(hour: i64) -> Timestamp {
+        // Sub-second parts are dropped when stamped.
+        Timestamp::new(hour * 3600, 250_000_000).unwrap()
+    }
+
+    fn stamped(hour: i64) -> Option<Timestamp> {
+        Some(Timestamp::new(hour * 3600, 0).unwrap())
+    }
+
     #[test]
     fn the_transition_time_moves_only_when_the_status_does() {
         let mut conditions = vec![Condition::new("Other", true, "Theirs", "kept")];
         let pending = Condition::new("Ready", false, "PodPending", "scheduling").observed(1);
-        assert!(set_condition(&mut conditions, pending, "t1"));
+        assert!(set_condition(&mut conditions, pending, t(1)));
         let waiting = Condition::new("Ready", false, "PodPending", "starting on n1").observed(2);
         assert!(
-            set_condition(&mut conditions, waiting.clone(), "t2"),
+            set_condition(&mut conditions, waiting.clone(), t(2)),
             "message and generation changed"
         );
         assert_eq!(
             find_condition(&conditions, "Ready")
                 .unwrap()
                 .last_transition_time,
-            "t1"
+            stamped(1)
         );
         assert!(
-            !set_condition(&mut conditions, waiting, "t3"),
+            !set_condition(&mut conditions, waiting, t(3)),
             "nothing changed"
         );
         let running = Condition::new("Ready", true, "PodRunning", "running").observed(2);
-        assert!(set_condition(&mut conditions, running, "t4"));
+        assert!(set_condition(&mut conditions, running, t(4)));
         let ready = find_condition(&conditions, "Ready").unwrap();
         assert!(ready.is_true());
-        assert_eq!(ready.last_transition_time, "t4");
+        assert_eq!(ready.last_transition_time, stamped(4));
         assert_eq!(conditions.len(), 2);
         assert_eq!(conditions[0].reason, "Theirs", "other types are left alone");
     }
@@ -140,7 +162,7 @@ mod tests {
     #[test]
     fn it_serializes_as_metav1_condition() {
         let c = Condition {
-            last_transition_time: "2026-01-01T00:00:00Z".into(),
+            last_transition_time: Some("2026-01-01T00:00:00Z".parse().unwrap()),
             ..Condition::new("Ready", true, "Up", "fine").observed(4)
         };
         assert_eq!(

@@ -2,9 +2,9 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::bindings::wasmctrl::plugin::{cache, log, sql};
+use crate::__private::bindings::wasmctrl::plugin::{cache, log, sql};
 use crate::sql::{Database, Rows, SqlError, Statement};
-use crate::{Error, Gvk, Level};
+use crate::{Error, Gvk, Level, NoSettings};
 
 /// The host services a plugin uses. In wasm these are the component's imports; natively
 /// [`crate::testing::Harness`] stands in for them.
@@ -28,31 +28,44 @@ impl Host for Imports {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        log::log(level, message, &fields);
+        log::log(level.into(), message, &fields);
     }
 
     fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String> {
-        cache::get(kind, namespace, name)
+        cache::get(&kind.into(), namespace, name)
     }
 
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
-        cache::list(kind, namespace, labels)
+        cache::list(&kind.into(), namespace, labels)
     }
 
     fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
-        sql::execute(database, statements)
+        let statements: Vec<sql::Statement> = statements.iter().map(Into::into).collect();
+        match sql::execute(database, &statements) {
+            Ok(rows) => Ok(rows.into_iter().map(Into::into).collect()),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
-/// Handed to [`crate::Reconciler::reconcile`]: logging, typed cache reads and SQL.
-pub struct Context<'a> {
+/// Handed to [`crate::Reconciler::reconcile`]: the operator's settings, logging, typed cache
+/// reads and SQL.
+pub struct Context<'a, S = NoSettings> {
     host: &'a dyn Host,
+    settings: &'a S,
 }
 
-impl<'a> Context<'a> {
-    /// A context over any [`Host`]; plugins get theirs from the host or the test harness.
-    pub fn new(host: &'a dyn Host) -> Self {
-        Self { host }
+impl<'a, S> Context<'a, S> {
+    /// A context over any [`Host`] with these settings; plugins get theirs from the host or the
+    /// test harness.
+    pub fn new(host: &'a dyn Host, settings: &'a S) -> Self {
+        Self { host, settings }
+    }
+
+    /// The operator's settings for this plugin, parsed by the SDK into the reconciler's
+    /// [`Settings`](crate::Reconciler::Settings).
+    pub fn settings(&self) -> &'a S {
+        self.settings
     }
 
     /// Logs at `level` with key/value fields; the host adds plugin name and key.

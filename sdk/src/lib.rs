@@ -2,13 +2,15 @@
 //!
 //! A plugin is one type implementing [`Reconciler`] and one [`export!`] line:
 //!
-//! ```ignore
-//! use wasmctrl_sdk::{Context, Error, Gvk, Manifest, Outcome, Reconciler, Request, Settings};
+//! ```
+//! use wasmctrl_sdk::{Context, Error, Gvk, Manifest, NoSettings, Outcome, Reconciler, Request};
 //!
 //! struct Hello;
 //!
 //! impl Reconciler for Hello {
-//!     fn manifest(_settings: &Settings) -> Result<Manifest, String> {
+//!     type Settings = NoSettings;
+//!
+//!     fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
 //!         Ok(Manifest::new("hello", Gvk::new("", "v1", "ConfigMap")))
 //!     }
 //!
@@ -26,98 +28,105 @@
 //! Build with `wasmctrl build <crate dir>`; test natively with [`testing::Harness`].
 //! Read an object's `metadata` into [`ObjectMeta`] rather than a struct of your own, and a custom
 //! resource into [`Object<Spec, Status>`](Object) with your own `Spec` and `Status`.
+//!
+//! The SDK implements the plugin contract `wasmctrl:plugin@0.2.0`; its copy of the contract's
+//! WIT is `wit/plugin.wit` in this crate.
 
 // The generated bindings name the SDK by its crate name, from plugin crates and from here alike.
 extern crate self as wasmctrl_sdk;
 
 mod action;
-#[doc(hidden)]
-pub mod bindings;
 pub mod conditions;
 mod context;
-mod manifest;
 mod meta;
 mod request;
 pub mod sql;
 pub mod testing;
+mod types;
 
-pub use action::{Finalizer, finalizer};
-pub use bindings::wasmctrl::plugin::types::{
-    Action, Error, Event, EventType, Gvk, Level, Manifest, Mapping, ObjectRef, Outcome, Patch,
-    PatchBody, Predicate, Related, Request, Selector, Watch,
+#[doc(hidden)]
+#[path = "export.rs"]
+pub mod __private;
+
+pub use action::{
+    Action, Children, Event, EventType, Finalizer, ObjectRef, Outcome, Patch, PatchBody, finalizer,
 };
 pub use conditions::{Condition, find_condition, set_condition};
 pub use context::{Context, Host};
-pub use manifest::Settings;
+pub use jiff::{self, Timestamp};
 pub use meta::{Object, ObjectMeta, OwnerReference};
+pub use request::{Error, Request};
 pub use serde_json::{Value, json};
+pub use types::{Gvk, Level, Manifest, Mapping, NoSettings, Predicate, Related, Selector, Watch};
 
 /// A reconciler: declares what it watches and decides, per key, what should happen.
 ///
 /// Both functions are associated functions rather than methods because every call runs in a
 /// fresh instance: there is no `self` that could carry state between calls.
 pub trait Reconciler {
+    /// The operator's settings for this plugin (the config file beside the `.wasm`), parsed by
+    /// the SDK before each call. No settings give `Default::default()`; settings that do not
+    /// deserialize make the host refuse the plugin at load, with serde's message. Use
+    /// [`NoSettings`] for a plugin that takes none.
+    type Settings: serde::de::DeserializeOwned + Default;
+
     /// Describes the plugin for the operator's settings. An `Err` rejects the settings and the
     /// host refuses to load the plugin, printing the message.
-    fn manifest(settings: &Settings) -> Result<Manifest, String>;
+    fn manifest(settings: &Self::Settings) -> Result<Manifest, String>;
 
     /// Decides what to do for one key. `req.object` is absent when the object no longer exists.
-    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error>;
+    fn reconcile(req: &Request, ctx: &Context<'_, Self::Settings>) -> Result<Outcome, Error>;
 }
 
-/// Exports a [`Reconciler`] as the plugin's `manifest` and `reconcile` functions.
+/// Exports a [`Reconciler`] as the plugin's `reconciler` interface.
 ///
 /// Use it once, at the crate root of a `cdylib` plugin crate.
 #[macro_export]
 macro_rules! export {
     ($reconciler:ty) => {
         const _: () = {
+            // Natively (tests, `rlib` builds) nothing is exported: export names such as
+            // `wasmctrl:plugin/reconciler@0.2.0#reconcile` are not valid native symbols.
+            #[allow(dead_code)]
             struct Guest;
 
-            impl $crate::bindings::Guest for Guest {
-                fn manifest(settings: String) -> Result<$crate::Manifest, String> {
+            impl $crate::__private::Guest for Guest {
+                fn manifest(
+                    settings: ::std::string::String,
+                ) -> ::std::result::Result<$crate::__private::WireManifest, ::std::string::String>
+                {
                     $crate::__private::manifest::<$reconciler>(&settings)
                 }
 
-                fn reconcile(request: $crate::Request) -> Result<$crate::Outcome, $crate::Error> {
-                    $crate::__private::reconcile::<$reconciler>(&request)
+                fn reconcile(
+                    request: $crate::__private::WireRequest,
+                ) -> ::std::result::Result<
+                    $crate::__private::WireOutcome,
+                    $crate::__private::WireError,
+                > {
+                    $crate::__private::reconcile::<$reconciler>(request)
                 }
             }
 
-    $crate::bindings::__export_plugin!(Guest with_types_in $crate::bindings);
+            #[cfg(target_arch = "wasm32")]
+            $crate::__private::bindings::__export_plugin!(
+                Guest with_types_in $crate::__private::bindings
+            );
         };
     };
 }
 
-/// Support for [`export!`]; not part of the API.
-#[doc(hidden)]
-pub mod __private {
-    pub use wit_bindgen;
-
-    use crate::{Context, Error, Manifest, Outcome, Reconciler, Request, Settings};
-
-    pub fn manifest<R: Reconciler>(settings: &str) -> Result<Manifest, String> {
-        report_panics();
-        let settings = Settings::parse(settings)?;
-        R::manifest(&settings)
-    }
-
-    pub fn reconcile<R: Reconciler>(request: &Request) -> Result<Outcome, Error> {
-        report_panics();
-        R::reconcile(request, &Context::new(&crate::context::Imports))
-    }
-
-    /// wasm32-unknown-unknown has nowhere to print a panic; hand the message to the host, which
-    /// puts it in the trap error it reports.
-    fn report_panics() {
-        #[cfg(target_arch = "wasm32")]
-        std::panic::set_hook(Box::new(|info| {
-            let message = info.to_string();
-            crate::bindings::wasmctrl::plugin::log::log(
-                crate::Level::Error,
-                &message,
-                &[("panic".to_string(), "true".to_string())],
-            );
-        }));
+#[cfg(test)]
+mod tests {
+    /// The SDK carries its own copy of the contract so that it builds as a published crate; it
+    /// must be the host's, word for word.
+    #[test]
+    fn the_sdk_wit_is_the_contract() {
+        let ours = include_str!("../wit/plugin.wit");
+        let contract = include_str!("../../wit/plugin.wit");
+        assert!(
+            ours == contract,
+            "sdk/wit/plugin.wit differs from wit/plugin.wit: copy wit/plugin.wit over it"
+        );
     }
 }

@@ -4,7 +4,23 @@ use std::fmt;
 
 use serde::de::DeserializeOwned;
 
-use crate::{Error, Request, Settings};
+use crate::Timestamp;
+
+/// One reconcile: the key, the cached object and the host's clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Namespace of the object; empty for cluster-scoped kinds.
+    pub namespace: String,
+    /// Name of the object.
+    pub name: String,
+    /// The cached object as JSON (without `managedFields`); `None` once it no longer exists.
+    /// Read it with [`Request::object`].
+    pub object: Option<String>,
+    /// The object exists and has a `deletionTimestamp`: finalizers are holding it.
+    pub deleting: bool,
+    /// The host's current time. Read it rather than a clock: one reconcile sees one time.
+    pub now: Timestamp,
+}
 
 impl Request {
     /// A request for an object that exists, as the host would send it.
@@ -15,8 +31,7 @@ impl Request {
             name: meta["name"].as_str().unwrap_or_default().into(),
             deleting: !meta["deletionTimestamp"].is_null(),
             object: Some(object.to_string()),
-            settings: "{}".into(),
-            now: "1970-01-01T00:00:00Z".into(),
+            now: Timestamp::UNIX_EPOCH,
         }
     }
 
@@ -27,9 +42,14 @@ impl Request {
             name: name.into(),
             object: None,
             deleting: false,
-            settings: "{}".into(),
-            now: "1970-01-01T00:00:00Z".into(),
+            now: Timestamp::UNIX_EPOCH,
         }
+    }
+
+    /// [`now`](Self::now) as Kubernetes writes times (`metav1.Time`): RFC 3339 in UTC, to the
+    /// second (`2026-11-22T10:00:00Z`).
+    pub fn now_rfc3339(&self) -> String {
+        self.now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
     }
 
     /// `namespace/name`, or `name` for cluster-scoped objects.
@@ -52,11 +72,16 @@ impl Request {
             .map(Some)
             .map_err(|e| Error::terminal(format!("{}: object does not parse: {e}", self.key())))
     }
+}
 
-    /// The operator's settings for this plugin.
-    pub fn settings(&self) -> Result<Settings, Error> {
-        Settings::parse(&self.settings).map_err(Error::terminal)
-    }
+/// A failed reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// What went wrong, naming the object.
+    pub message: String,
+    /// Retryable errors back off exponentially; terminal ones are reported and not retried
+    /// until the object changes.
+    pub retryable: bool,
 }
 
 impl Error {
@@ -76,6 +101,19 @@ impl Error {
         }
     }
 }
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = if self.retryable {
+            "retryable"
+        } else {
+            "terminal"
+        };
+        write!(f, "{} ({kind})", self.message)
+    }
+}
+
+impl std::error::Error for Error {}
 
 impl From<serde_json::Error> for Error {
     fn from(e: serde_json::Error) -> Self {

@@ -12,8 +12,68 @@
 //! )?;
 //! ```
 
-pub use crate::bindings::wasmctrl::plugin::sql::{Rows, SqlError, Statement, Value};
+use std::fmt;
+
 use crate::{Error, Host};
+
+/// A parameter or column value. The host converts it to and from the column's SQL type:
+/// `Integer` to smallint/integer/bigint (range-checked), `Float` to real/double, `Text` to any
+/// text type and also to json/jsonb (the text must be JSON) and numeric columns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// A boolean.
+    Boolean(bool),
+    /// An integer.
+    Integer(i64),
+    /// A floating-point number.
+    Float(f64),
+    /// Text.
+    Text(String),
+}
+
+/// One statement: values written `$1`, `$2`, ... and bound, never spliced; identifiers written
+/// `{0}`, `{1}`, ... and quoted by the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    /// A single SQL statement.
+    pub query: String,
+    /// Table and column names for `{0}`, `{1}`, ...
+    pub identifiers: Vec<String>,
+    /// Values for `$1`, `$2`, ...
+    pub params: Vec<Value>,
+}
+
+/// What one statement returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rows {
+    /// Column names of the result (empty for statements that return no rows).
+    pub columns: Vec<String>,
+    /// The rows, each with one value per column.
+    pub rows: Vec<Vec<Value>>,
+    /// Rows inserted, updated, deleted or returned.
+    pub affected: u64,
+}
+
+/// Why a SQL call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlError {
+    /// What went wrong.
+    pub message: String,
+    /// The SQLSTATE code when the database reported one (`23505` for a unique violation).
+    pub sqlstate: Option<String>,
+    /// Whether retrying later could succeed (unreachable, timed out, serialization failure).
+    pub transient: bool,
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl std::error::Error for SqlError {}
 
 impl Statement {
     /// One SQL statement: values as `$1`, `$2`, ...; table and column names as `{0}`, `{1}`, ...
@@ -115,8 +175,7 @@ impl Rows {
 }
 
 impl SqlError {
-    /// The message with its SQLSTATE, for logs and reconcile errors. (The bindings' `Display`
-    /// prints the record's debug form.)
+    /// The message with its SQLSTATE, for logs and reconcile errors.
     pub fn describe(&self) -> String {
         match &self.sqlstate {
             Some(code) => format!("{} (SQLSTATE {code})", self.message),

@@ -23,7 +23,7 @@ use wasmctrl_scope::{Kind, Namespaces, Refusal, Scope, Selector, Verb};
 
 use crate::sql::{Rows, SqlError, Statement};
 use crate::{
-    Action, Context, Error, Gvk, Host, Level, Manifest, Outcome, Reconciler, Request, Settings,
+    Action, Context, Error, Gvk, Host, Level, Manifest, Outcome, Reconciler, Request, Timestamp,
 };
 
 /// Answers the plugin's SQL in tests: `(database, statements) -> one Rows per statement`.
@@ -48,7 +48,7 @@ pub struct Harness {
     objects: BTreeMap<(String, String), BTreeMap<(String, String), serde_json::Value>>,
     logs: RefCell<Vec<LogLine>>,
     settings: serde_json::Value,
-    now: Option<String>,
+    now: Option<Timestamp>,
     sql: Option<SqlStandIn>,
     statements: RefCell<Vec<(String, Statement)>>,
     // The operator's narrowing of the plugin's namespaces.
@@ -81,9 +81,21 @@ impl Harness {
         self
     }
 
-    /// The time the host reports (RFC 3339).
-    pub fn now(mut self, now: &str) -> Self {
-        self.now = Some(now.into());
+    /// The time the host reports, RFC 3339 (`2026-01-01T00:00:00Z`).
+    ///
+    /// # Panics
+    ///
+    /// When `now` is not an RFC 3339 time: a mistake in the test itself.
+    pub fn now(self, now: &str) -> Self {
+        match now.parse() {
+            Ok(now) => self.now_at(now),
+            Err(e) => panic!("Harness::now({now:?}): not an RFC 3339 time: {e}"),
+        }
+    }
+
+    /// The time the host reports.
+    pub fn now_at(mut self, now: Timestamp) -> Self {
+        self.now = Some(now);
         self
     }
 
@@ -128,9 +140,14 @@ impl Harness {
         self
     }
 
-    /// The plugin's manifest for the configured settings.
+    /// The plugin's manifest for the configured settings; settings that do not parse are
+    /// refused with the message the host would print.
     pub fn manifest<R: Reconciler>(&self) -> Result<Manifest, String> {
-        R::manifest(&Settings::parse(&self.settings.to_string())?)
+        R::manifest(&self.parsed_settings::<R>()?)
+    }
+
+    fn parsed_settings<R: Reconciler>(&self) -> Result<R::Settings, String> {
+        crate::__private::settings::<R::Settings>(&self.settings.to_string())
     }
 
     /// Reconciles an existing object, as the host would on a watch event.
@@ -150,11 +167,11 @@ impl Harness {
     /// Reconciles a hand-built request; settings and clock are filled in from the harness.
     /// Fails as the host would when the plugin reads or asks for anything outside its scope.
     pub fn run<R: Reconciler>(&self, mut request: Request) -> Result<Outcome, Error> {
-        request.settings = self.settings.to_string();
-        if let Some(now) = &self.now {
-            request.now = now.clone();
+        if let Some(now) = self.now {
+            request.now = now;
         }
-        let manifest = self.manifest::<R>().map_err(Error::terminal)?;
+        let settings = self.parsed_settings::<R>().map_err(Error::terminal)?;
+        let manifest = R::manifest(&settings).map_err(Error::terminal)?;
         let scope = scope_of(&manifest, self.namespaces.as_deref()).map_err(Error::terminal)?;
         if !scope.reconciles_in(&request.namespace) {
             return Err(Error::terminal(format!(
@@ -165,14 +182,14 @@ impl Harness {
         }
         *self.scope.borrow_mut() = Some(scope);
         self.refused.borrow_mut().take();
-        let outcome = R::reconcile(&request, &Context::new(self));
+        let outcome = R::reconcile(&request, &Context::new(self, &settings));
         if let Some(refusal) = self.refused.borrow_mut().take() {
             return Err(Error::terminal(format!("cache read {refusal}")));
         }
         let outcome = outcome?;
         if let Some(scope) = self.scope.borrow().as_ref() {
             for (index, action) in outcome.actions.iter().enumerate() {
-                check_action(scope, &request, action)
+                check_action(&manifest, scope, &request, action)
                     .map_err(|refusal| Error::terminal(format!("action {index}: {refusal}")))?;
             }
         }
@@ -192,9 +209,8 @@ impl Harness {
         let Some(scope) = scope.as_ref() else {
             return Err("test harness: the cache is read only during reconcile".into());
         };
-        let kind = Kind::new(&kind.group, &kind.version, &kind.kind);
         let result = scope
-            .check_read(verb, &kind, namespace, name)
+            .check_read(verb, kind, namespace, name)
             .and_then(|reads| read(&reads));
         result.map_err(|refusal| {
             let message = refusal.to_string();
@@ -247,10 +263,9 @@ impl Host for Harness {
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
         let selector = Selector::parse(labels).map_err(|e| e.to_string())?;
         self.check_read(Verb::List, kind, namespace, "", |reads| {
-            reads.check_selector(&selector).map_err(|reason| {
-                let kind = Kind::new(&kind.group, &kind.version, &kind.kind);
-                Refusal::new(Verb::List, &kind, namespace, "", reason)
-            })?;
+            reads
+                .check_selector(&selector)
+                .map_err(|reason| Refusal::new(Verb::List, kind, namespace, "", reason))?;
             Ok(self
                 .kind_objects(kind)
                 .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
@@ -295,7 +310,7 @@ impl Host for Harness {
 /// The plugin's scope as the host derives it from the manifest (see the host's
 /// `plugin::Manifest::scope`), narrowed to the operator's namespaces.
 fn scope_of(manifest: &Manifest, narrowed: Option<&[String]>) -> Result<Scope, String> {
-    let kind = |g: &Gvk| Kind::new(&g.group, &g.version, &g.kind);
+    let kind = |g: &Gvk| g.clone();
     let selector = |s: &str| Selector::parse(s).map_err(|e| e.to_string());
     let mut namespaces = Namespaces::declared(&manifest.watches.selector.namespaces);
     if let Some(narrowed) = narrowed {
@@ -325,23 +340,36 @@ fn scope_of(manifest: &Manifest, narrowed: Option<&[String]>) -> Result<Scope, S
 
 /// The host's scope check of one action (the host's `plugin::check_actions` makes the same
 /// calls on the same rules).
-fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(), Refusal> {
+fn check_action(
+    manifest: &Manifest,
+    scope: &Scope,
+    request: &Request,
+    action: &Action,
+) -> Result<(), Refusal> {
     let reconciled = &request.namespace;
     let on_target = |verb, api_version: &str, kind: &str, namespace: &str, name: &str| {
         let kind = Kind::from_api_version(api_version, kind);
         scope.check_write(verb, &kind, namespace, name, reconciled)
     };
     let on_self = |verb| scope.check_reconciled(verb, reconciled, &request.name);
+    let apply = |json: &str| {
+        // A malformed object is the host's to report; only its scope is checked here.
+        let Ok(object) = serde_json::from_str::<serde_json::Value>(json) else {
+            return Ok(());
+        };
+        let Ok((kind, namespace, name)) = wasmctrl_scope::object_id(&object) else {
+            return Ok(());
+        };
+        scope.check_write(Verb::Apply, &kind, &namespace, &name, reconciled)
+    };
     match action {
-        Action::Apply(json) => {
-            // A malformed object is the host's to report; only its scope is checked here.
-            let Ok(object) = serde_json::from_str::<serde_json::Value>(json) else {
-                return Ok(());
-            };
-            let Ok((kind, namespace, name)) = wasmctrl_scope::object_id(&object) else {
-                return Ok(());
-            };
-            scope.check_write(Verb::Apply, &kind, &namespace, &name, reconciled)
+        Action::Apply(json) => apply(json),
+        Action::Children(set) => {
+            if !manifest.owns.contains(&set.kind) {
+                let reason = "children sets are for owned kinds (declare it with `owns`)".into();
+                return Err(Refusal::new(Verb::Apply, &set.kind, reconciled, "", reason));
+            }
+            set.objects.iter().try_for_each(|json| apply(json))
         }
         Action::Patch(p) => {
             let t = &p.target;

@@ -90,9 +90,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let now = args
-        .now
-        .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let now = match &args.now {
+        Some(now) => wit::Timestamp::parse(now)
+            .map_err(|e| anyhow::anyhow!("--now {now:?} is not an RFC 3339 time: {e}"))?,
+        None => wit::Timestamp::now(),
+    };
 
     // SQL queries run on a tokio runtime (the reconcile itself runs on this thread); only
     // granted databases need one, and it must outlive the reconcile.
@@ -129,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         object: (!args.deleted).then(|| object.to_string()),
         deleting: deleting && !args.deleted,
         settings: String::new(),
-        now: now.clone(),
+        now,
     };
     // The cache holds the object too, as the host's informer would.
     if !args.deleted {
@@ -145,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             simulated = finalizers_added(&plugin, request(&object, false), live)?;
             object["metadata"]["finalizers"] = json!(simulated);
         }
-        object["metadata"]["deletionTimestamp"] = json!(now);
+        object["metadata"]["deletionTimestamp"] = json!(now.to_rfc3339());
         view.insert(object.clone()).ok();
     }
     let deleting = !object["metadata"]["deletionTimestamp"].is_null();

@@ -111,7 +111,7 @@ impl Worker {
             object: entry.as_ref().map(|e| e.json.to_string()),
             deleting: entry.as_ref().is_some_and(|e| e.deleting),
             settings: String::new(),
-            now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            now: wit::Timestamp::now(),
         };
         let view: Arc<dyn View> = self.caches.clone();
         let sandboxed = plugin.clone();

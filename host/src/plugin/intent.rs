@@ -32,6 +32,15 @@ impl Target {
     }
 }
 
+/// One desired child of a [`Intent::Children`] set.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Child {
+    /// Which object.
+    pub target: Target,
+    /// The desired object, owner reference included.
+    pub object: Value,
+}
+
 /// A checked action, as the host will carry it out. Serializes to the JSON `wasmctrl test` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "camelCase")]
@@ -90,6 +99,18 @@ pub enum Intent {
         #[serde(rename = "eventAction")]
         action: String,
     },
+    /// The complete desired set of the reconciled object's children of one owned kind: each is
+    /// applied, then every child of that kind the object controls that is not in the set is
+    /// deleted.
+    Children {
+        /// `group/version` (or `v1`) of the kind.
+        #[serde(rename = "apiVersion")]
+        api_version: String,
+        /// The kind.
+        kind: String,
+        /// The desired children.
+        objects: Vec<Child>,
+    },
 }
 
 /// Why an action was refused; `index` is its position in the plugin's result.
@@ -125,6 +146,7 @@ pub fn verb(a: &wit::Action) -> Verb {
         wit::Action::AddFinalizer(_) => Verb::AddFinalizer,
         wit::Action::RemoveFinalizer(_) => Verb::RemoveFinalizer,
         wit::Action::EmitEvent(_) => Verb::EmitEvent,
+        wit::Action::Children(_) => Verb::Apply,
     }
 }
 
@@ -252,6 +274,41 @@ pub fn check_actions(
                         action: e.action.clone(),
                     }
                 }
+                wit::Action::Children(set) => {
+                    needs_object()?;
+                    let gvk = GroupVersionKind::gvk(&set.kind.group, &set.kind.version, &set.kind.kind);
+                    if !manifest.owns(&gvk) {
+                        return Err(malformed(format!(
+                            "{} is not an owned kind: declare it with `owns` to return its children",
+                            set.kind.kind
+                        )));
+                    }
+                    let owner = owner().ok_or_else(|| malformed("the reconciled object does not parse".into()))?;
+                    let mut names = std::collections::HashSet::new();
+                    let mut objects = Vec::with_capacity(set.objects.len());
+                    for json in &set.objects {
+                        let mut object: Value = parse(json).map_err(&malformed)?;
+                        let target = target_of(&object).map_err(&malformed)?;
+                        if target.gvk() != gvk {
+                            return Err(malformed(format!(
+                                "child {} is a {}, not a {}",
+                                target.name, target.kind, set.kind.kind
+                            )));
+                        }
+                        writable(&target)?;
+                        let namespace = if target.namespace.is_empty() { &request.namespace } else { &target.namespace };
+                        if !names.insert((namespace.clone(), target.name.clone())) {
+                            return Err(malformed(format!("child {} appears twice", target.name)));
+                        }
+                        add_owner_reference(&mut object, owner);
+                        objects.push(Child { target, object });
+                    }
+                    Intent::Children {
+                        api_version: gvk.api_version(),
+                        kind: gvk.kind,
+                        objects,
+                    }
+                }
             })
         })
         .collect()
@@ -349,7 +406,10 @@ mod tests {
             ),
             deleting: false,
             settings: "{}".into(),
-            now: String::new(),
+            now: wit::Timestamp {
+                seconds: 0,
+                nanoseconds: 0,
+            },
         }
     }
 

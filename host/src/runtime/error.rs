@@ -129,8 +129,10 @@ pub enum LoadError {
         /// Compiler message.
         reason: String,
     },
-    /// It does not implement `wasmctrl:plugin@0.1.x` (wrong exports or imports).
-    #[error("{source_name}: does not implement the wasmctrl:plugin@0.1.x contract: {reason}")]
+    /// It implements neither plugin contract this host serves (wrong exports or imports).
+    #[error(
+        "{source_name}: does not implement a wasmctrl:plugin contract this host serves (0.2.0 or 0.1.1): {reason}"
+    )]
     Contract {
         /// File or label of the plugin.
         source_name: String,

@@ -23,7 +23,7 @@ pub use artifacts::{ArtifactStats, digest};
 pub use error::{Error, ErrorKind, LoadError};
 use wasmctrl_scope::Scope;
 
-use crate::plugin::bindings::{Plugin as Bindings, PluginPre};
+use crate::plugin::bindings::{current, previous};
 use crate::plugin::{Intent, Manifest, check_actions, wit};
 use crate::sql::Databases;
 use crate::view::{EmptyView, View};
@@ -106,7 +106,9 @@ impl Runtime {
             }
         };
         let mut linker = Linker::new(&engine);
-        Bindings::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s)?;
+        type Data = wasmtime::component::HasSelf<State>;
+        current::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s)?;
+        previous::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s)?;
         start_ticker(&engine);
         let artifacts = artifacts::Artifacts::new(&engine, config.cache_dir.clone());
         let permits = Permits::new(config.max_instances as usize);
@@ -228,8 +230,91 @@ impl Runtime {
         self.inner.artifacts.retain(digests);
     }
 
-    fn pre_link(&self, component: &Component) -> wasmtime::Result<PluginPre<State>> {
-        PluginPre::new(self.inner.linker.instantiate_pre(component)?)
+    /// Links a component against the contract it implements: the current one, else the
+    /// previous one.
+    fn pre_link(&self, component: &Component) -> wasmtime::Result<Pre> {
+        let pre = self.inner.linker.instantiate_pre(component)?;
+        match current::PluginPre::new(pre.clone()) {
+            Ok(pre) => Ok(Pre::Current(pre)),
+            Err(current) => match previous::PluginPre::new(pre) {
+                Ok(pre) => Ok(Pre::Previous(pre)),
+                Err(_) => Err(current.context(format!(
+                    "it implements neither contract this host serves \
+                     (exports wasmctrl:plugin/reconciler@{CONTRACT}, or the world \
+                     wasmctrl:plugin/plugin@{PREVIOUS_CONTRACT})"
+                ))),
+            },
+        }
+    }
+}
+
+/// The plugin contract (`wit/plugin.wit`) this host implements, and the one before it, which
+/// it still serves.
+pub const CONTRACT: &str = "0.2.0";
+/// See [`CONTRACT`].
+pub const PREVIOUS_CONTRACT: &str = "0.1.1";
+
+/// A component pre-linked against the contract it implements.
+enum Pre {
+    Current(current::PluginPre<State>),
+    Previous(previous::PluginPre<State>),
+}
+
+/// One instance's exports, whichever contract it implements, in the current contract's types.
+enum Exports {
+    Current(current::Plugin),
+    Previous(previous::Plugin),
+}
+
+impl Pre {
+    fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<Exports> {
+        Ok(match self {
+            Pre::Current(pre) => Exports::Current(pre.instantiate(store)?),
+            Pre::Previous(pre) => Exports::Previous(pre.instantiate(store)?),
+        })
+    }
+
+    fn contract(&self) -> &'static str {
+        match self {
+            Pre::Current(_) => CONTRACT,
+            Pre::Previous(_) => PREVIOUS_CONTRACT,
+        }
+    }
+}
+
+impl Exports {
+    fn manifest(
+        &self,
+        store: &mut Store<State>,
+        settings: &str,
+    ) -> wasmtime::Result<Result<wit::Manifest, String>> {
+        match self {
+            Exports::Current(plugin) => plugin
+                .wasmctrl_plugin_reconciler()
+                .call_manifest(store, settings),
+            Exports::Previous(plugin) => match plugin.call_manifest(store, settings)? {
+                Ok(manifest) => Ok(Ok(previous::convert(&manifest)?)),
+                Err(message) => Ok(Err(message)),
+            },
+        }
+    }
+
+    fn reconcile(
+        &self,
+        store: &mut Store<State>,
+        request: &wit::Request,
+    ) -> wasmtime::Result<Result<wit::Outcome, wit::Error>> {
+        match self {
+            Exports::Current(plugin) => plugin
+                .wasmctrl_plugin_reconciler()
+                .call_reconcile(store, request),
+            Exports::Previous(plugin) => {
+                match plugin.call_reconcile(store, &previous::request(request))? {
+                    Ok(outcome) => Ok(Ok(previous::convert(&outcome)?)),
+                    Err(error) => Ok(Err(previous::convert(&error)?)),
+                }
+            }
+        }
     }
 }
 
@@ -246,7 +331,7 @@ pub struct Reconciled {
 /// every call gets its own instance.
 pub struct Plugin {
     runtime: Runtime,
-    pre: PluginPre<State>,
+    pre: Pre,
     manifest: Arc<Manifest>,
     /// What it may touch; `None` only while `manifest()` runs during [`Runtime::load_with`].
     scope: Option<Arc<Scope>>,
@@ -273,6 +358,11 @@ impl Plugin {
     /// The validated manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// The plugin contract it implements: [`CONTRACT`] or [`PREVIOUS_CONTRACT`].
+    pub fn contract(&self) -> &'static str {
+        self.pre.contract()
     }
 
     /// The sha256 of the component's bytes.
@@ -324,8 +414,8 @@ impl Plugin {
             kind,
         };
         let mut refused = None;
-        let result = self.call(&key, self.scope.clone(), view, |bindings, store| {
-            let result = bindings.call_reconcile(&mut *store, &request);
+        let result = self.call(&key, self.scope.clone(), view, |exports, store| {
+            let result = exports.reconcile(store, &request);
             refused = store.data_mut().refused.take();
             result
         });
@@ -360,7 +450,7 @@ impl Plugin {
     fn call_manifest(&self) -> Result<wit::Manifest, String> {
         let settings = self.settings.clone();
         let view: Arc<dyn View> = Arc::new(EmptyView);
-        match self.call("manifest", None, view, |b, s| b.call_manifest(s, &settings)) {
+        match self.call("manifest", None, view, |e, s| e.manifest(s, &settings)) {
             Ok(Ok(m)) => Ok(m),
             Ok(Err(message)) => Err(format!("rejected the settings: {message}")),
             Err(kind) => Err(kind.to_string()),
@@ -374,7 +464,7 @@ impl Plugin {
         key: &str,
         scope: Option<Arc<Scope>>,
         view: Arc<dyn View>,
-        f: impl FnOnce(&Bindings, &mut Store<State>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Exports, &mut Store<State>) -> wasmtime::Result<R>,
     ) -> Result<R, ErrorKind> {
         let inner = &self.runtime.inner;
         let _permit = inner.permits.acquire();
@@ -407,11 +497,11 @@ impl Plugin {
                 Ok(UpdateDeadline::Continue(1))
             }
         });
-        let bindings = self
+        let exports = self
             .pre
             .instantiate(&mut store)
             .map_err(|e| classify(&store, e, true))?;
-        let result = f(&bindings, &mut store).map_err(|e| classify(&store, e, false));
+        let result = f(&exports, &mut store).map_err(|e| classify(&store, e, false));
         self.memory_peak.fetch_max(
             store.data().limits.peak,
             std::sync::atomic::Ordering::Relaxed,
@@ -457,6 +547,7 @@ fn action_size(action: &wit::Action) -> usize {
         },
         wit::Action::Delete(r) => r.name.len() + r.kind.len(),
         wit::Action::EmitEvent(e) => e.note.len() + e.reason.len() + e.action.len(),
+        wit::Action::Children(c) => c.objects.iter().map(String::len).sum(),
     }
 }
 

@@ -29,7 +29,9 @@ use tokio::runtime::Handle;
 
 use crate::leader::Fence;
 
-pub use crate::plugin::bindings::wasmctrl::plugin::sql::{Rows, SqlError, Statement, Value};
+pub use crate::plugin::bindings::current::wasmctrl::plugin::sql::{
+    Rows, SqlError, Statement, Value,
+};
 pub use config::{
     ConfigError, DEFAULT_MAX_CONNECTIONS, Database, parse_file, parse_flag, read_file,
 };

@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use wasmctrl_sdk::{
     Action, Context, Error, Gvk, Manifest, ObjectMeta, ObjectRef, Outcome, Reconciler, Request,
-    Selector, Settings,
+    Selector,
 };
 
 use crate::restart::Deployment;
@@ -88,8 +88,9 @@ impl Pod {
 pub struct PodRestarter;
 
 impl Reconciler for PodRestarter {
-    fn manifest(settings: &Settings) -> Result<Manifest, String> {
-        let config: Config = settings.get()?;
+    type Settings = Config;
+
+    fn manifest(config: &Config) -> Result<Manifest, String> {
         config.validate()?;
         let namespace = std::slice::from_ref(&config.namespace);
         Ok(Manifest::new("pod-restarter", pod_kind())
@@ -119,8 +120,8 @@ impl Reconciler for PodRestarter {
             .writes(deployment_kind()))
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
-        let config: Config = req.settings()?.get().map_err(Error::terminal)?;
+    fn reconcile(req: &Request, ctx: &Context<'_, Config>) -> Result<Outcome, Error> {
+        let config = ctx.settings();
         let key = req.key();
         let Some(pod) = req.object::<Pod>()? else {
             ctx.debug("pod no longer exists", &[("key", &key)]);
@@ -165,7 +166,7 @@ impl Reconciler for PodRestarter {
         handled.retain(|u| existing.contains(u));
         handled.insert(uid.clone());
 
-        let ops = restart::patch(&deployment, &handled, &req.now)
+        let ops = restart::patch(&deployment, &handled, &req.now_rfc3339())
             .map_err(|e| Error::terminal(format!("Deployment {target} {e}")))?;
         ctx.info(
             "restarting deployment for a new running pod",

@@ -92,7 +92,7 @@ fn a_new_running_pod_restarts_the_deployment_once_and_records_itself() {
     assert_eq!(event.type_, EventType::Normal);
     assert!(event.note.contains("default/tools"), "{}", event.note);
     assert_eq!(outcome.actions.len(), 2);
-    assert_eq!(outcome.requeue_after_ms, None);
+    assert_eq!(outcome.requeue_after, None);
 }
 
 #[test]

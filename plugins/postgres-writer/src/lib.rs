@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::sql::{Database, SqlError, Statement};
 use wasmctrl_sdk::{
     Action, Context, Error, Finalizer, Gvk, Manifest, Object, Outcome, Predicate, Reconciler,
-    Request, Settings, finalizer,
+    Request, finalizer,
 };
 
 /// The finalizer that keeps an object until its row is gone.
@@ -147,8 +147,9 @@ fn sql_failed(e: SqlError, table: &str) -> Error {
 pub struct PostgresWriterController;
 
 impl Reconciler for PostgresWriterController {
-    fn manifest(settings: &Settings) -> Result<Manifest, String> {
-        let config: Config = settings.get()?;
+    type Settings = Config;
+
+    fn manifest(config: &Config) -> Result<Manifest, String> {
         Ok(Manifest::new("postgres-writer", kind())
             .version(env!("CARGO_PKG_VERSION"))
             // Spec changes, and the finalizer/deletion changes the delete path waits for; our
@@ -158,15 +159,14 @@ impl Reconciler for PostgresWriterController {
             .capability(&format!("sql:{}", config.database)))
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+    fn reconcile(req: &Request, ctx: &Context<'_, Config>) -> Result<Outcome, Error> {
         let key = req.key();
         let Some(writer) = req.object::<PostgresWriter>()? else {
             // The finalizer path deleted the row before the object could go.
             ctx.debug("postgreswriter is gone", &[("key", &key)]);
             return Ok(Outcome::done());
         };
-        let config: Config = req.settings()?.get().map_err(Error::terminal)?;
-        let db = ctx.sql(&config.database);
+        let db = ctx.sql(&ctx.settings().database);
         let status = writer.status.clone().unwrap_or_default();
         finalizer(
             &writer.metadata,
@@ -200,7 +200,7 @@ fn sync(
     status: &Status,
     key: &str,
     db: &Database<'_>,
-    ctx: &Context<'_>,
+    ctx: &Context<'_, Config>,
 ) -> Result<Outcome, Error> {
     if let Some(problem) = writer.spec.invalid() {
         let invalid = Status {

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Object, Outcome, Predicate, Reconciler, Request,
-    Settings,
+    Action, Context, Error, Gvk, Manifest, NoSettings, Object, Outcome, Predicate, Reconciler,
+    Request,
 };
 
 /// The kind this plugin reconciles.
@@ -69,7 +69,9 @@ pub struct Status {
 pub struct VirtualMachineController;
 
 impl Reconciler for VirtualMachineController {
-    fn manifest(_settings: &Settings) -> Result<Manifest, String> {
+    type Settings = NoSettings;
+
+    fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
         Ok(Manifest::new("virtualmachine", kind())
             .version(env!("CARGO_PKG_VERSION"))
             // Status writes do not bump the generation, so they do not trigger us again.
@@ -105,7 +107,7 @@ impl Reconciler for VirtualMachineController {
         }
 
         let status = Status {
-            last_update_time: req.now.clone(),
+            last_update_time: req.now_rfc3339(),
             ..desired
         };
         let mut outcome = Outcome::with(vec![Action::update_status(&status)?]);

@@ -12,8 +12,8 @@ pub mod status;
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
-    Action, Condition, Context, Error, Gvk, Manifest, Object, ObjectRef, Outcome, Predicate,
-    Reconciler, Request, Settings,
+    Action, Condition, Context, Error, Gvk, Manifest, NoSettings, Object, ObjectRef, Outcome,
+    Predicate, Reconciler, Request,
 };
 
 use crate::pod::Pod;
@@ -75,7 +75,9 @@ impl Resources {
 pub struct WorkspaceController;
 
 impl Reconciler for WorkspaceController {
-    fn manifest(_settings: &Settings) -> Result<Manifest, String> {
+    type Settings = NoSettings;
+
+    fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
         Ok(Manifest::new("workspace", kind())
             .version(env!("CARGO_PKG_VERSION"))
             // Our own status writes do not bump the generation, so they do not trigger us again;
@@ -140,7 +142,7 @@ impl Reconciler for WorkspaceController {
         };
 
         let current = ws.status.clone().unwrap_or_default();
-        let status = status::desired(&ws, observed, &req.now);
+        let status = status::desired(&ws, observed, req.now);
         if status != current {
             let became_ready = status.ready().is_some_and(Condition::is_true)
                 && !current.ready().is_some_and(Condition::is_true);
@@ -282,7 +284,7 @@ mod tests {
             (ready.status.as_str(), ready.reason.as_str()),
             ("False", "PodMissing")
         );
-        assert_eq!(ready.last_transition_time, NOW);
+        assert_eq!(ready.last_transition_time, Some(NOW.parse().unwrap()));
         assert!(event_reasons(&outcome).is_empty());
     }
 
@@ -326,7 +328,7 @@ mod tests {
             (ready.status.as_str(), ready.reason.as_str()),
             ("False", "PodPending")
         );
-        assert_eq!(ready.last_transition_time, earlier);
+        assert_eq!(ready.last_transition_time, Some(earlier.parse().unwrap()));
     }
 
     #[test]
@@ -344,7 +346,7 @@ mod tests {
             (ready.status.as_str(), ready.reason.as_str()),
             ("True", "PodRunning")
         );
-        assert_eq!(ready.last_transition_time, NOW);
+        assert_eq!(ready.last_transition_time, Some(NOW.parse().unwrap()));
         assert_eq!(event_reasons(&outcome), vec!["PodRunning"]);
 
         // With that status written, the next reconcile changes nothing but re-applies the Pod.

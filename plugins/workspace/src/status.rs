@@ -2,7 +2,7 @@
 //! condition whose `lastTransitionTime` moves only when its status does.
 
 use serde::{Deserialize, Serialize};
-use wasmctrl_sdk::{Condition, find_condition, set_condition};
+use wasmctrl_sdk::{Condition, Timestamp, find_condition, set_condition};
 
 use crate::Workspace;
 use crate::pod::Pod;
@@ -52,7 +52,7 @@ impl Status {
 }
 
 /// The status to report for `ws` given its Pod; `now` stamps a `Ready` condition that changed.
-pub fn desired(ws: &Workspace, observed: Observed<'_>, now: &str) -> Status {
+pub fn desired(ws: &Workspace, observed: Observed<'_>, now: Timestamp) -> Status {
     let name = &ws.metadata.name;
     let generation = ws.metadata.generation;
     let (phase, pod_ip, node_name) = match observed {

@@ -30,7 +30,7 @@ use std::fmt;
 pub use selector::{Labels, ParseError, Selector};
 
 /// A Kubernetes group/version/kind; `group` is empty for the core group.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Kind {
     /// API group, empty for core.
     pub group: String,

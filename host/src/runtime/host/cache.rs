@@ -5,7 +5,7 @@
 use kube::core::GroupVersionKind;
 use wasmctrl_scope::{Kind, Refusal, Verb};
 
-use crate::plugin::bindings::wasmctrl::plugin::cache::Host;
+use crate::plugin::bindings::current::wasmctrl::plugin::cache::Host;
 use crate::plugin::wit::Gvk;
 use crate::selector::Selector;
 use crate::view::Lookup;

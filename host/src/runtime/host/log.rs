@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::plugin::bindings::wasmctrl::plugin::log::Host;
+use crate::plugin::bindings::current::wasmctrl::plugin::log::Host;
 use crate::plugin::wit::Level;
 
 use super::State;

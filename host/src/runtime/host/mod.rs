@@ -37,7 +37,85 @@ pub(crate) struct State {
     pub(crate) panic: Option<String>,
 }
 
-impl crate::plugin::bindings::wasmctrl::plugin::types::Host for State {}
+impl crate::plugin::bindings::current::wasmctrl::plugin::types::Host for State {}
+
+/// A plugin built against the previous contract imports the same services under their 0.1.1
+/// names, with types of the same shape: each call goes to the current implementation.
+mod previous {
+    use crate::plugin::bindings::current::wasmctrl::plugin as current;
+    use crate::plugin::bindings::previous::convert;
+    use crate::plugin::bindings::previous::wasmctrl::plugin as previous;
+    use crate::plugin::wit;
+
+    use super::State;
+
+    impl previous::types::Host for State {}
+
+    impl previous::log::Host for State {
+        fn log(
+            &mut self,
+            level: previous::types::Level,
+            message: String,
+            fields: Vec<(String, String)>,
+        ) {
+            let level = match level {
+                previous::types::Level::Trace => wit::Level::Trace,
+                previous::types::Level::Debug => wit::Level::Debug,
+                previous::types::Level::Info => wit::Level::Info,
+                previous::types::Level::Warn => wit::Level::Warn,
+                previous::types::Level::Error => wit::Level::Error,
+            };
+            current::log::Host::log(self, level, message, fields);
+        }
+    }
+
+    fn gvk(kind: previous::types::Gvk) -> wit::Gvk {
+        wit::Gvk {
+            group: kind.group,
+            version: kind.version,
+            kind: kind.kind,
+        }
+    }
+
+    impl previous::cache::Host for State {
+        fn get(
+            &mut self,
+            kind: previous::types::Gvk,
+            namespace: String,
+            name: String,
+        ) -> Result<Option<String>, String> {
+            current::cache::Host::get(self, gvk(kind), namespace, name)
+        }
+
+        fn list(
+            &mut self,
+            kind: previous::types::Gvk,
+            namespace: String,
+            labels: String,
+        ) -> Result<Vec<String>, String> {
+            current::cache::Host::list(self, gvk(kind), namespace, labels)
+        }
+    }
+
+    impl previous::sql::Host for State {
+        fn execute(
+            &mut self,
+            database: String,
+            statements: Vec<previous::sql::Statement>,
+        ) -> Result<Vec<previous::sql::Rows>, previous::sql::SqlError> {
+            let unconvertible = |e: wasmtime::Error| previous::sql::SqlError {
+                message: format!("converting between contract versions: {e}"),
+                sqlstate: None,
+                transient: false,
+            };
+            let statements = convert(&statements).map_err(unconvertible)?;
+            match current::sql::Host::execute(self, database, statements) {
+                Ok(rows) => convert(&rows).map_err(unconvertible),
+                Err(e) => Err(convert(&e).map_err(unconvertible)?),
+            }
+        }
+    }
+}
 
 /// Caps what a guest may allocate; remembers that it tried to go over so the resulting trap can
 /// be reported as memory exhaustion rather than a generic failure.

@@ -1,7 +1,7 @@
 //! `wasmctrl:plugin/sql`: statements against the databases the operator granted, allowed only for
 //! databases the manifest declares as `sql:<name>` and bounded by what is left of the deadline.
 
-use crate::plugin::bindings::wasmctrl::plugin::sql::{Host, Rows, SqlError, Statement};
+use crate::plugin::bindings::current::wasmctrl::plugin::sql::{Host, Rows, SqlError, Statement};
 
 use super::State;
 

@@ -12,13 +12,14 @@
 //! `delete-other` reach outside that scope (`get-hidden` reports whether it sees a Secret
 //! outside its selector); anything else does the same legitimately in its own
 //! namespace. `precondition` JSON-patches objects labelled `stuck=yes` with a `test` that always
-//! fails, and reports others Ready.
+//! fails, and reports others Ready. `children` returns the complete set of its ConfigMaps, one
+//! per name in the object's `spec.children`, then reports the generation it did so for.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use wasmctrl_sdk::sql::{Statement, Value};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request, Settings, json,
+    Action, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request, json,
 };
 
 /// Calls this instance has seen. A fresh instance per call means it is always 1.
@@ -27,26 +28,28 @@ static CALLS: AtomicU32 = AtomicU32::new(0);
 /// The plugin.
 pub struct Hostile;
 
+/// Free-form: each mode reads the fields it needs.
+type Settings = serde_json::Value;
+
 fn mode(settings: &Settings) -> String {
-    settings.value()["mode"]
-        .as_str()
-        .unwrap_or("ok")
-        .to_string()
+    settings["mode"].as_str().unwrap_or("ok").to_string()
 }
 
 impl Reconciler for Hostile {
+    type Settings = Settings;
+
     fn manifest(settings: &Settings) -> Result<Manifest, String> {
         let mode = mode(settings);
         // `name` lets it pose as another plugin (a new version of it that asks for more).
-        let name = match settings.value()["name"].as_str() {
+        let name = match settings["name"].as_str() {
             Some(name) => name.to_string(),
             None => format!("hostile-{mode}"),
         };
         let manifest = Manifest::new(&name, Gvk::new("example.com", "v1", "Thing"));
         Ok(match mode.as_str() {
-            "own" => manifest.owns(Gvk::new("", "v1", "ConfigMap")),
+            "own" | "children" => manifest.owns(config_map()),
             "sql" => {
-                let declare = settings.value()["declare"].as_str().unwrap_or("db");
+                let declare = settings["declare"].as_str().unwrap_or("db");
                 manifest.capability(&format!("sql:{declare}"))
             }
             "scope" => manifest
@@ -65,9 +68,10 @@ impl Reconciler for Hostile {
         })
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+    fn reconcile(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
         let calls = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
-        match mode(&req.settings()?).as_str() {
+        let settings = ctx.settings();
+        match mode(settings).as_str() {
             "loop" => loop {
                 std::hint::black_box(calls);
             },
@@ -80,8 +84,7 @@ impl Reconciler for Hostile {
             }
             "panic" => panic!("hostile plugin panicked on purpose"),
             "sql" => {
-                let settings = req.settings()?;
-                let s = settings.value();
+                let s = settings;
                 let mut statement = Statement::new(s["query"].as_str().unwrap_or("SELECT 1"));
                 for id in s["identifiers"].as_array().into_iter().flatten() {
                     statement = statement.identifier(id.as_str().unwrap_or_default());
@@ -125,9 +128,7 @@ impl Reconciler for Hostile {
                 Ok(Outcome::with(vec![Action::apply(&secret)?]))
             }
             "spin" => {
-                let n = req.settings()?.value()["iterations"]
-                    .as_u64()
-                    .unwrap_or(50_000_000);
+                let n = settings["iterations"].as_u64().unwrap_or(50_000_000);
                 let mut x = 0u64;
                 for i in 0..n {
                     x = std::hint::black_box(x.wrapping_add(i));
@@ -150,10 +151,9 @@ impl Reconciler for Hostile {
             }
             "terminal" => Err(Error::terminal("this can never work")),
             "version" => {
-                let settings = req.settings()?;
-                let version = settings.value()["version"].clone();
+                let version = settings["version"].clone();
                 // Optionally slow: `{"iterations": n}` first, like `spin`.
-                let n = settings.value()["iterations"].as_u64().unwrap_or(0);
+                let n = settings["iterations"].as_u64().unwrap_or(0);
                 let mut x = 0u64;
                 for i in 0..n {
                     x = std::hint::black_box(x.wrapping_add(i));
@@ -173,9 +173,31 @@ impl Reconciler for Hostile {
                     "data": {"owner": req.name}});
                 Ok(Outcome::with(vec![Action::apply(&child)?]))
             }
+            "children" => {
+                let Some(object) = req.object::<wasmctrl_sdk::Value>()? else {
+                    return Ok(Outcome::done());
+                };
+                let names = object["spec"]["children"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let children: Vec<_> = names
+                    .iter()
+                    .map(|name| {
+                        json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": name, "namespace": req.namespace},
+                            "data": {"owner": req.name}})
+                    })
+                    .collect();
+                let generation = &object["metadata"]["generation"];
+                Ok(Outcome::with(vec![
+                    Action::children(&config_map(), &children)?,
+                    Action::update_status(&json!({"observedGeneration": generation}))?,
+                ]))
+            }
             "requeue" => {
-                let after = req.settings()?.value()["afterMs"].as_u64().unwrap_or(1000);
-                Ok(Outcome::done().requeue_after_ms(after))
+                let after = settings["afterMs"].as_u64().unwrap_or(1000);
+                Ok(Outcome::done().requeue_after(std::time::Duration::from_millis(after)))
             }
             "scope" => scope(req, ctx),
             "precondition" => {
@@ -220,7 +242,7 @@ fn deployment() -> Gvk {
 
 /// The `scope` mode: one attempt per reconcile, chosen by the object's `try` label, aimed at
 /// namespace `team-b` (or, legitimately, at the object's own namespace).
-fn scope(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+fn scope(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
     let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
     let attempt = object["metadata"]["labels"]["try"]
         .as_str()

@@ -8,11 +8,18 @@
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Outcome, Reconciler, Request, Settings, Value, json,
+    Action, Context, Error, Gvk, Manifest, Outcome, Reconciler, Request, Value, json,
 };
 
 /// The plugin.
 pub struct Trivial;
+
+/// How it reads the object: `{"parse": "value"}` builds the whole `serde_json::Value`.
+#[derive(Debug, Default, Deserialize)]
+pub struct Settings {
+    #[serde(default)]
+    parse: Option<String>,
+}
 
 #[derive(Deserialize)]
 struct Object {
@@ -34,8 +41,8 @@ struct Spec {
 }
 
 /// `(generation, replicas)` of the request's object, if it exists.
-fn read(req: &Request) -> Result<Option<(i64, i64)>, Error> {
-    if req.settings()?.value()["parse"] == "value" {
+fn read(req: &Request, settings: &Settings) -> Result<Option<(i64, i64)>, Error> {
+    if settings.parse.as_deref() == Some("value") {
         return Ok(req.object::<Value>()?.map(|o| {
             let generation = o["metadata"]["generation"].as_i64().unwrap_or(0);
             (generation, o["spec"]["replicas"].as_i64().unwrap_or(1))
@@ -47,6 +54,8 @@ fn read(req: &Request) -> Result<Option<(i64, i64)>, Error> {
 }
 
 impl Reconciler for Trivial {
+    type Settings = Settings;
+
     fn manifest(_settings: &Settings) -> Result<Manifest, String> {
         Ok(Manifest::new(
             "trivial",
@@ -54,8 +63,8 @@ impl Reconciler for Trivial {
         ))
     }
 
-    fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {
-        let Some((generation, replicas)) = read(req)? else {
+    fn reconcile(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
+        let Some((generation, replicas)) = read(req, ctx.settings())? else {
             return Ok(Outcome::done());
         };
         let status =

@@ -1,0 +1,299 @@
+//! Support for [`export!`](crate::export): the bindings generated from the SDK's copy of the
+//! contract (`wit/plugin.wit`, `wasmctrl:plugin@0.2.0`) and the conversions between them and the
+//! SDK's own types. Not part of the API: plugin authors never see a binding type.
+
+use serde::de::DeserializeOwned;
+
+pub use wit_bindgen;
+
+use crate::{Context, Reconciler};
+
+/// The generated bindings.
+#[allow(missing_docs, clippy::all, unsafe_code)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_plugin",
+        default_bindings_module: "wasmctrl_sdk::__private::bindings",
+        runtime_path: "wasmctrl_sdk::__private::wit_bindgen::rt",
+    });
+}
+
+pub use bindings::exports::wasmctrl::plugin::reconciler::{
+    Error as WireError, Guest, Outcome as WireOutcome, PluginManifest as WireManifest,
+    Request as WireRequest,
+};
+use bindings::wasmctrl::plugin::{sql as wsql, types as w};
+
+/// The settings as the reconciler's type: none (empty, `null` or absent) is its default;
+/// anything else must deserialize, and the serde message says why not.
+pub fn settings<S: DeserializeOwned + Default>(json: &str) -> Result<S, String> {
+    let json = json.trim();
+    if json.is_empty() || json == "null" {
+        return Ok(S::default());
+    }
+    serde_json::from_str(json).map_err(|e| format!("invalid settings: {e}"))
+}
+
+/// The `manifest` export.
+pub fn manifest<R: Reconciler>(json: &str) -> Result<WireManifest, String> {
+    report_panics();
+    let settings = settings::<R::Settings>(json)?;
+    R::manifest(&settings).map(Into::into)
+}
+
+/// The `reconcile` export.
+pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, WireError> {
+    report_panics();
+    // The host loaded the plugin with these settings, so they parsed then; they still may not
+    // if the plugin changed its mind, which is terminal for this version.
+    let settings = settings::<R::Settings>(&request.settings).map_err(|message| WireError {
+        message,
+        retryable: false,
+    })?;
+    let request = crate::Request {
+        namespace: request.namespace,
+        name: request.name,
+        object: request.object,
+        deleting: request.deleting,
+        now: timestamp(request.now),
+    };
+    let context = Context::new(&crate::context::Imports, &settings);
+    R::reconcile(&request, &context)
+        .map(Into::into)
+        .map_err(Into::into)
+}
+
+fn timestamp(t: w::Timestamp) -> crate::Timestamp {
+    crate::Timestamp::new(t.seconds, t.nanoseconds as i32).unwrap_or(crate::Timestamp::UNIX_EPOCH)
+}
+
+/// wasm32-unknown-unknown has nowhere to print a panic; hand the message to the host, which
+/// puts it in the trap error it reports.
+fn report_panics() {
+    #[cfg(target_arch = "wasm32")]
+    std::panic::set_hook(Box::new(|info| {
+        let message = info.to_string();
+        bindings::wasmctrl::plugin::log::log(
+            w::Level::Error,
+            &message,
+            &[("panic".to_string(), "true".to_string())],
+        );
+    }));
+}
+
+impl From<&crate::Gvk> for w::Gvk {
+    fn from(g: &crate::Gvk) -> Self {
+        Self {
+            group: g.group.clone(),
+            version: g.version.clone(),
+            kind: g.kind.clone(),
+        }
+    }
+}
+
+impl From<crate::Gvk> for w::Gvk {
+    fn from(g: crate::Gvk) -> Self {
+        Self {
+            group: g.group,
+            version: g.version,
+            kind: g.kind,
+        }
+    }
+}
+
+impl From<crate::Level> for w::Level {
+    fn from(l: crate::Level) -> Self {
+        match l {
+            crate::Level::Trace => w::Level::Trace,
+            crate::Level::Debug => w::Level::Debug,
+            crate::Level::Info => w::Level::Info,
+            crate::Level::Warn => w::Level::Warn,
+            crate::Level::Error => w::Level::Error,
+        }
+    }
+}
+
+impl From<crate::Selector> for w::Selector {
+    fn from(s: crate::Selector) -> Self {
+        Self {
+            namespaces: s.namespaces,
+            labels: s.labels,
+        }
+    }
+}
+
+impl From<crate::Predicate> for w::Predicate {
+    fn from(p: crate::Predicate) -> Self {
+        match p {
+            crate::Predicate::GenerationChanged => w::Predicate::GenerationChanged,
+            crate::Predicate::LabelsChanged => w::Predicate::LabelsChanged,
+            crate::Predicate::AnnotationsChanged => w::Predicate::AnnotationsChanged,
+            crate::Predicate::FinalizersChanged => w::Predicate::FinalizersChanged,
+        }
+    }
+}
+
+impl From<crate::Mapping> for w::Mapping {
+    fn from(m: crate::Mapping) -> Self {
+        match m {
+            crate::Mapping::Owner => w::Mapping::Owner,
+            crate::Mapping::SameName => w::Mapping::SameName,
+            crate::Mapping::Label(l) => w::Mapping::Label(l),
+            crate::Mapping::Annotation(a) => w::Mapping::Annotation(a),
+            crate::Mapping::Namespace => w::Mapping::Namespace,
+        }
+    }
+}
+
+fn all<A, B: From<A>>(items: Vec<A>) -> Vec<B> {
+    items.into_iter().map(B::from).collect()
+}
+
+impl From<crate::Manifest> for w::Manifest {
+    fn from(m: crate::Manifest) -> Self {
+        Self {
+            name: m.name,
+            version: m.version,
+            watches: w::Watch {
+                kind: m.watches.kind.into(),
+                selector: m.watches.selector.into(),
+                predicates: all(m.watches.predicates),
+            },
+            owns: all(m.owns),
+            reads: m
+                .reads
+                .into_iter()
+                .map(|r| w::Related {
+                    kind: r.kind.into(),
+                    selector: r.selector.into(),
+                    trigger: r.trigger.map(Into::into),
+                })
+                .collect(),
+            writes: all(m.writes),
+            capabilities: m.capabilities,
+        }
+    }
+}
+
+impl From<crate::ObjectRef> for w::ObjectRef {
+    fn from(r: crate::ObjectRef) -> Self {
+        Self {
+            api_version: r.api_version,
+            kind: r.kind,
+            namespace: r.namespace,
+            name: r.name,
+        }
+    }
+}
+
+impl From<crate::Action> for w::Action {
+    fn from(a: crate::Action) -> Self {
+        use crate::action::{EventType, PatchBody};
+        match a {
+            crate::Action::Apply(json) => w::Action::Apply(json),
+            crate::Action::Patch(p) => w::Action::Patch(w::Patch {
+                target: p.target.into(),
+                body: match p.body {
+                    PatchBody::Merge(json) => w::PatchBody::Merge(json),
+                    PatchBody::Json(json) => w::PatchBody::Json(json),
+                },
+            }),
+            crate::Action::Delete(r) => w::Action::Delete(r.into()),
+            crate::Action::UpdateStatus(json) => w::Action::UpdateStatus(json),
+            crate::Action::AddFinalizer(f) => w::Action::AddFinalizer(f),
+            crate::Action::RemoveFinalizer(f) => w::Action::RemoveFinalizer(f),
+            crate::Action::EmitEvent(e) => w::Action::EmitEvent(w::Event {
+                type_: match e.type_ {
+                    EventType::Normal => w::EventType::Normal,
+                    EventType::Warning => w::EventType::Warning,
+                },
+                reason: e.reason,
+                note: e.note,
+                action: e.action,
+            }),
+            crate::Action::Children(c) => w::Action::Children(w::Children {
+                kind: c.kind.into(),
+                objects: c.objects,
+            }),
+        }
+    }
+}
+
+impl From<crate::Outcome> for w::Outcome {
+    fn from(o: crate::Outcome) -> Self {
+        Self {
+            actions: all(o.actions),
+            requeue_after_ms: o
+                .requeue_after
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+impl From<crate::Error> for w::Error {
+    fn from(e: crate::Error) -> Self {
+        Self {
+            message: e.message,
+            retryable: e.retryable,
+        }
+    }
+}
+
+impl From<&crate::sql::Value> for wsql::Value {
+    fn from(v: &crate::sql::Value) -> Self {
+        use crate::sql::Value;
+        match v {
+            Value::Null => wsql::Value::Null,
+            Value::Boolean(b) => wsql::Value::Boolean(*b),
+            Value::Integer(i) => wsql::Value::Integer(*i),
+            Value::Float(f) => wsql::Value::Float(*f),
+            Value::Text(t) => wsql::Value::Text(t.clone()),
+        }
+    }
+}
+
+impl From<wsql::Value> for crate::sql::Value {
+    fn from(v: wsql::Value) -> Self {
+        use crate::sql::Value;
+        match v {
+            wsql::Value::Null => Value::Null,
+            wsql::Value::Boolean(b) => Value::Boolean(b),
+            wsql::Value::Integer(i) => Value::Integer(i),
+            wsql::Value::Float(f) => Value::Float(f),
+            wsql::Value::Text(t) => Value::Text(t),
+        }
+    }
+}
+
+impl From<&crate::sql::Statement> for wsql::Statement {
+    fn from(s: &crate::sql::Statement) -> Self {
+        Self {
+            query: s.query.clone(),
+            identifiers: s.identifiers.clone(),
+            params: s.params.iter().map(Into::into).collect(),
+        }
+    }
+}
+
+impl From<wsql::Rows> for crate::sql::Rows {
+    fn from(r: wsql::Rows) -> Self {
+        Self {
+            columns: r.columns,
+            rows: r.rows.into_iter().map(all).collect(),
+            affected: r.affected,
+        }
+    }
+}
+
+impl From<wsql::SqlError> for crate::sql::SqlError {
+    fn from(e: wsql::SqlError) -> Self {
+        Self {
+            message: e.message,
+            sqlstate: e.sqlstate,
+            transient: e.transient,
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The plugin's own description of itself: [`Manifest`] and the kinds, selectors, predicates and
+//! mappings it is built from.
+
+/// A Kubernetes group/version/kind (`Gvk::new("apps", "v1", "Deployment")`); `group` is empty
+/// for the core group (Pods, ConfigMaps, ...). The same type the host checks scopes with.
+pub type Gvk = wasmctrl_scope::Kind;
+
+/// Which objects of a kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selector {
+    /// Namespaces to consider; empty means every namespace (or the kind is cluster-scoped).
+    pub namespaces: Vec<String>,
+    /// A label selector in its string form (`app=nginx,tier in (web,api)`); empty selects all.
+    pub labels: String,
+}
+
+impl Selector {
+    /// Every object in every namespace.
+    pub fn all() -> Self {
+        Self::default()
+    }
+}
+
+/// A filter the host applies to watch events before it queues a key. With none, every change
+/// queues it; with several, any one passing is enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Predicate {
+    /// Creates, deletes, and updates that change `metadata.generation` (spec changes).
+    GenerationChanged,
+    /// Creates, deletes, and updates that change `metadata.labels`.
+    LabelsChanged,
+    /// Creates, deletes, and updates that change `metadata.annotations`.
+    AnnotationsChanged,
+    /// Creates, deletes, and updates that start deletion or change `metadata.finalizers`.
+    FinalizersChanged,
+}
+
+/// The primary kind a plugin reconciles: one key per object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watch {
+    /// The kind.
+    pub kind: Gvk,
+    /// Which of its objects.
+    pub selector: Selector,
+    /// Event filters.
+    pub predicates: Vec<Predicate>,
+}
+
+/// How an event on a related kind maps to keys of the watched kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mapping {
+    /// Through the object's controller owner reference to the watched kind.
+    Owner,
+    /// The watched object with the same namespace and name.
+    SameName,
+    /// The watched object in the same namespace named by the value of this label.
+    Label(String),
+    /// The watched object in the same namespace named by the value of this annotation.
+    Annotation(String),
+    /// Every cached watched object in the same namespace (use sparingly).
+    Namespace,
+}
+
+/// Another kind the plugin reads from the host's cache and may be triggered by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Related {
+    /// The kind.
+    pub kind: Gvk,
+    /// Which of its objects the plugin may read.
+    pub selector: Selector,
+    /// Events on it queue the keys this mapping names; `None` means read-only.
+    pub trigger: Option<Mapping>,
+}
+
+/// What a plugin declares about itself; the host derives informers, queues and permissions from
+/// it. Build one with [`Manifest::new`] and its builder methods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// Stable plugin name: the field manager is `wasmctrl/<name>`; metrics and logs carry it.
+    pub name: String,
+    /// The plugin's own version string.
+    pub version: String,
+    /// The kind reconciled.
+    pub watches: Watch,
+    /// Kinds of the children it creates; the host adds a controller owner reference to them and
+    /// maps their events to the owner's key.
+    pub owns: Vec<Gvk>,
+    /// Other kinds it reads from the cache (and maybe is triggered by).
+    pub reads: Vec<Related>,
+    /// Kinds it patches, applies or deletes without owning them.
+    pub writes: Vec<Gvk>,
+    /// Capabilities the operator must grant, such as `sql:students`.
+    pub capabilities: Vec<String>,
+}
+
+impl Manifest {
+    /// A plugin named `name` reconciling every object of `kind`, reacting to every change.
+    pub fn new(name: &str, kind: Gvk) -> Self {
+        Self {
+            name: name.into(),
+            version: "0.0.0".into(),
+            watches: Watch {
+                kind,
+                ..Watch::default()
+            },
+            owns: Vec::new(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            capabilities: Vec::new(),
+        }
+    }
+
+    /// Sets the plugin's version string (usually `env!("CARGO_PKG_VERSION")`).
+    pub fn version(mut self, version: &str) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Restricts the watched objects to these namespaces.
+    pub fn namespaces<S: AsRef<str>>(mut self, namespaces: &[S]) -> Self {
+        self.watches.selector.namespaces = namespaces.iter().map(|n| n.as_ref().into()).collect();
+        self
+    }
+
+    /// Restricts the watched objects to those matching a label selector (`app=nginx`).
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.watches.selector.labels = selector.into();
+        self
+    }
+
+    /// Adds an event filter; with several, any one passing queues the key.
+    pub fn predicate(mut self, predicate: Predicate) -> Self {
+        self.watches.predicates.push(predicate);
+        self
+    }
+
+    /// Declares a kind of child object this plugin creates and owns.
+    pub fn owns(mut self, kind: Gvk) -> Self {
+        self.owns.push(kind);
+        self
+    }
+
+    /// Declares a kind this plugin reads from the cache, optionally triggering on its events.
+    pub fn reads(mut self, kind: Gvk, selector: Selector, trigger: Option<Mapping>) -> Self {
+        self.reads.push(Related {
+            kind,
+            selector,
+            trigger,
+        });
+        self
+    }
+
+    /// Declares a kind this plugin patches, applies or deletes without owning it.
+    pub fn writes(mut self, kind: Gvk) -> Self {
+        self.writes.push(kind);
+        self
+    }
+
+    /// Declares a capability the operator must grant, such as `sql:students`.
+    pub fn capability(mut self, name: &str) -> Self {
+        self.capabilities.push(name.into());
+        self
+    }
+}
+
+/// A log record's level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Very detailed.
+    Trace,
+    /// For debugging.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something is off.
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+/// Settings of a plugin that takes none: an empty object (or none at all). Anything else is
+/// rejected at load, so an operator's misplaced settings do not go unnoticed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoSettings {}
