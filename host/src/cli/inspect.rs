@@ -87,6 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "version": plugin.manifest().version,
         "file": source,
         "digest": format!("sha256:{}", plugin.digest()),
+        "contract": format!("wasmctrl:plugin@{}", plugin.contract()),
         "config": config_path.map(|p| p.display().to_string()),
         "manifest": declaration(plugin.manifest()),
         "namespaces": match plugin.scope().namespaces().names() {
@@ -194,6 +195,7 @@ fn text(report: &Value) -> String {
         ),
         format!("file:         {}", s(&report["file"])),
         format!("digest:       {}", s(&report["digest"])),
+        format!("contract:     {}", s(&report["contract"])),
         format!("config:       {}", s(&report["config"])),
         format!(
             "namespaces:   {}",

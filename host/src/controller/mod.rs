@@ -352,7 +352,7 @@ impl Host {
         self.remove(&name, grace).await;
         let controller = self.start(plugin.clone(), tuning);
         lock(&self.controllers).insert(name.clone(), controller);
-        tracing::info!(plugin.name = %name, plugin.version = %plugin.manifest().version, plugin.digest = %plugin.digest(), "plugin started");
+        tracing::info!(plugin.name = %name, plugin.version = %plugin.manifest().version, plugin.digest = %plugin.digest(), plugin.contract = plugin.contract(), "plugin started");
     }
 
     /// Stops a plugin's controller: no new keys are taken, in-flight reconciles get `grace` to
