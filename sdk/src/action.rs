@@ -239,12 +239,12 @@ pub enum Finalizer {
 ///   the finalizer so the object can go; a failed cleanup keeps it and is retried;
 /// - being deleted without it: nothing (it is not ours to clean up).
 pub fn finalizer(
-    meta: &crate::ObjectMeta,
+    meta: &impl crate::Metadata,
     deleting: bool,
     name: &str,
     reconcile: impl FnOnce(Finalizer) -> Result<Outcome, Error>,
 ) -> Result<Outcome, Error> {
-    let ours = meta.finalizers.iter().any(|f| f == name);
+    let ours = meta.finalizers().iter().any(|f| f == name);
     match (deleting, ours) {
         (true, false) => Ok(Outcome::done()),
         (true, true) => {

@@ -22,6 +22,7 @@ use crate::Timestamp;
 /// A `metav1.Condition`: one aspect of an object's state, as `kubectl wait --for=condition=`
 /// and other controllers read it.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// The condition's type, CamelCase (`Ready`, `Available`).
@@ -37,6 +38,7 @@ pub struct Condition {
     pub message: String,
     /// When `status` last changed; [`set_condition`] sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "kube", schemars(with = "Option<String>", extend("format" = "date-time")))]
     pub last_transition_time: Option<Timestamp>,
     /// The object's `metadata.generation` the condition was computed from.
     #[serde(default, skip_serializing_if = "is_zero")]

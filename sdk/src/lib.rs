@@ -29,6 +29,10 @@
 //! Read an object's `metadata` into [`ObjectMeta`] rather than a struct of your own, and a custom
 //! resource into [`Object<Spec, Status>`](Object) with your own `Spec` and `Status`.
 //!
+//! With the feature `kube`, read and write built-in kinds as [`k8s_openapi`] types and declare
+//! custom resources with kube's `#[derive(CustomResource)]`, their CRD generated from the types
+//! (see the [`kube`](mod@kube) module).
+//!
 //! The SDK implements the plugin contract `wasmctrl:plugin@0.2.0`; its copy of the contract's
 //! WIT is `wit/plugin.wit` in this crate.
 
@@ -38,6 +42,8 @@ extern crate self as wasmctrl_sdk;
 mod action;
 pub mod conditions;
 mod context;
+#[cfg(feature = "kube")]
+pub mod kube;
 mod meta;
 mod request;
 pub mod sql;
@@ -54,10 +60,17 @@ pub use action::{
 pub use conditions::{Condition, find_condition, set_condition};
 pub use context::{Context, Host};
 pub use jiff::{self, Timestamp};
-pub use meta::{Object, ObjectMeta, OwnerReference};
+pub use meta::{Metadata, Object, ObjectMeta, OwnerReference};
 pub use request::{Error, Request};
 pub use serde_json::{Value, json};
 pub use types::{Gvk, Level, Manifest, Mapping, NoSettings, Predicate, Related, Selector, Watch};
+#[cfg(feature = "kube")]
+pub use {
+    k8s_openapi, kube_core,
+    kube_core::{CustomResourceExt, Resource},
+    kube_derive::CustomResource,
+    schemars,
+};
 
 /// A reconciler: declares what it watches and decides, per key, what should happen.
 ///

@@ -108,6 +108,31 @@ impl ObjectMeta {
     }
 }
 
+/// What the SDK's helpers ([`finalizer`](crate::finalizer), owned-child builders) read from an
+/// object's metadata, for [`ObjectMeta`] and (feature `kube`) k8s-openapi's `ObjectMeta` alike.
+pub trait Metadata {
+    /// `metadata.name`.
+    fn name(&self) -> &str;
+    /// `metadata.namespace`; empty for cluster-scoped objects.
+    fn namespace(&self) -> &str;
+    /// `metadata.finalizers`.
+    fn finalizers(&self) -> &[String];
+}
+
+impl Metadata for ObjectMeta {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn finalizers(&self) -> &[String] {
+        &self.finalizers
+    }
+}
+
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }

@@ -384,3 +384,55 @@ fn check_action(
         Action::EmitEvent(_) => on_self(Verb::EmitEvent),
     }
 }
+
+/// Fails unless the file at `path` holds the CRD generated from `K` (feature `kube`), so that a
+/// plugin's CRD under `examples/` never drifts from its types. With `WASMCTRL_UPDATE_CRDS=1` in
+/// the environment it writes the file instead:
+///
+/// ```ignore
+/// #[test]
+/// fn crd_is_generated_from_the_types() {
+///     check_crd::<VirtualMachine>(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/vm/crd.yaml"));
+/// }
+/// ```
+///
+/// # Panics
+///
+/// When the file differs or cannot be read or written: the message says how to regenerate it.
+#[cfg(all(feature = "kube", not(target_arch = "wasm32")))]
+pub fn check_crd<K: kube_core::CustomResourceExt>(path: impl AsRef<std::path::Path>) {
+    let path = path.as_ref();
+    // Cargo sets the package name for the tests it runs; it names the command to regenerate.
+    let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "<plugin crate>".into());
+    let regenerate = format!("WASMCTRL_UPDATE_CRDS=1 cargo test -p {package}");
+    let yaml = match serde_yaml::to_string(&K::crd()) {
+        Ok(yaml) => yaml,
+        Err(e) => panic!("serializing the CRD of {}: {e}", std::any::type_name::<K>()),
+    };
+    let generated = format!(
+        "# Generated from {} by wasmctrl_sdk::testing::check_crd; do not edit.\n\
+         # Regenerate with: {regenerate}\n{yaml}",
+        std::any::type_name::<K>()
+    );
+    if std::env::var_os("WASMCTRL_UPDATE_CRDS").is_some_and(|v| v == "1") {
+        if let Err(e) = std::fs::write(path, &generated) {
+            panic!("writing {}: {e}", path.display());
+        }
+        return;
+    }
+    let current = std::fs::read_to_string(path).unwrap_or_default();
+    if current != generated {
+        let first = current
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| current.lines().count().min(generated.lines().count()));
+        panic!(
+            "{} is not the CRD generated from {} (first difference at line {}).\n\
+             Regenerate it with: {regenerate}",
+            path.display(),
+            std::any::type_name::<K>(),
+            first + 1
+        );
+    }
+}
