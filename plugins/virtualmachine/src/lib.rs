@@ -5,48 +5,63 @@
 //! and `lastUpdateTime` in `.status`. It writes status only when what it reports changes, so its own
 //! status writes never start a reconcile loop. An object that no longer exists is logged and left.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, NoSettings, Object, Outcome, Predicate, Reconciler,
-    Request,
+    Action, Context, CustomResource, Error, Gvk, Manifest, Metadata, NoSettings, Outcome,
+    Predicate, Reconciler, Request,
 };
 
 /// The kind this plugin reconciles.
 pub fn kind() -> Gvk {
-    Gvk::new("cloudnative.tw", "v1alpha1", "VirtualMachine")
+    wasmctrl_sdk::kube::gvk::<VirtualMachine>()
 }
 
-/// A VirtualMachine object (only the fields this controller reads).
-pub type VirtualMachine = Object<Spec, Status>;
-
 /// `spec`: requested resources and power action.
-#[derive(Debug, Default, Deserialize)]
+///
+/// The derive declares the kind, `VirtualMachine`, and its CRD (`examples/virtualmachine/crd.yaml`).
+#[derive(CustomResource, Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "cloudnative.tw",
+    version = "v1alpha1",
+    kind = "VirtualMachine",
+    namespaced,
+    status = "Status",
+    shortname = "vm",
+    doc = "A virtual machine (the controller101 example)",
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"CPU","type":"integer","jsonPath":".spec.resource.cpu"}"#,
+    printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".spec.resource.memory"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::wasmctrl_sdk::kube_core",
+        k8s_openapi = "::wasmctrl_sdk::k8s_openapi"
+    )
+)]
 pub struct Spec {
     /// Requested resources.
-    #[serde(default)]
     pub resource: Resource,
     /// `start` (default) or `stop`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["start", "stop"]))]
     pub action: Option<String>,
 }
 
 /// `spec.resource` / `status.server`: CPU count and memory / root disk quantities.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Resource {
     /// Virtual CPUs.
-    #[serde(default)]
+    #[schemars(range(min = 1))]
     pub cpu: i64,
     /// Memory, a Kubernetes quantity such as `4Gi`.
-    #[serde(default)]
     pub memory: String,
     /// Root disk size, a Kubernetes quantity such as `40Gi`.
-    #[serde(default)]
     pub root_disk: String,
 }
 
 /// `.status` as this controller writes it.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     /// `Active`, `Stopped` or `Failed`.
@@ -61,7 +76,9 @@ pub struct Status {
     #[serde(default)]
     pub observed_generation: i64,
     /// When the status last changed (RFC 3339).
-    #[serde(default)]
+    // Skipped when empty, which also keeps schemars from declaring `default: ''`, not a date-time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(extend("format" = "date-time"))]
     pub last_update_time: String,
 }
 
@@ -113,8 +130,8 @@ impl Reconciler for VirtualMachineController {
         let mut outcome = Outcome::with(vec![Action::update_status(&status)?]);
         if current.phase != status.phase {
             let note = match &status.reason {
-                Some(reason) => format!("{} is {}: {reason}", vm.metadata.name, status.phase),
-                None => format!("{} is {}", vm.metadata.name, status.phase),
+                Some(reason) => format!("{} is {}: {reason}", vm.metadata.name(), status.phase),
+                None => format!("{} is {}", vm.metadata.name(), status.phase),
             };
             outcome = outcome.push(if status.phase == "Failed" {
                 Action::warning("Failed", &note)
@@ -128,7 +145,7 @@ impl Reconciler for VirtualMachineController {
 
 /// The status the spec calls for, without a timestamp.
 pub fn desired_status(vm: &VirtualMachine) -> Status {
-    let generation = vm.metadata.generation;
+    let generation = vm.metadata.generation.unwrap_or_default();
     let failed = |reason: String| Status {
         phase: "Failed".into(),
         reason: Some(reason),
@@ -297,5 +314,14 @@ mod tests {
             .unwrap();
         assert_eq!(m.watches.kind, kind());
         assert_eq!(m.watches.predicates, vec![Predicate::GenerationChanged]);
+    }
+
+    #[test]
+    fn crd_is_generated_from_the_types() {
+        use wasmctrl_sdk::testing::check_crd;
+        check_crd::<VirtualMachine>(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/virtualmachine/crd.yaml"
+        ));
     }
 }
