@@ -4,6 +4,7 @@ mod apiserver;
 mod build;
 mod dev;
 mod inspect;
+mod new;
 mod rbac;
 mod run;
 mod test;
@@ -43,6 +44,8 @@ enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a new plugin crate: a reconciler, its CRD, a sample, tests and a README.
+    New(new::Args),
     /// Build a plugin crate into a WebAssembly component (`target/plugins/<name>.wasm`).
     Build(build::Args),
     /// Run one reconcile of a plugin offline and print its result as JSON.
@@ -69,6 +72,7 @@ pub fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
+        Command::New(args) => new::run(args),
         Command::Build(args) => build::run(args),
         Command::Test(args) => test::run(args),
         Command::Inspect(args) => inspect::run(args),

@@ -1,0 +1,302 @@
+//! `wasmctrl new`: a standalone plugin crate to start from, as `kubebuilder create api` gives a
+//! Go operator one. It builds, tests and runs as written: a reconciler that applies an owned
+//! child and reports a `Ready` condition, native tests, the CRD generated from its types (a test
+//! keeps it current), a sample object and a README with the commands.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+
+/// Arguments of `wasmctrl new`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plugin's name: the crate's and the manifest's (`wasmctrl/<name>` is its field
+    /// manager). Lowercase letters, digits and '-', starting with a letter.
+    name: String,
+    /// API group of the custom resource it reconciles (`apps.example.com`).
+    #[arg(long)]
+    group: String,
+    /// Its API version.
+    #[arg(long, default_value = "v1alpha1")]
+    version: String,
+    /// Its kind, UpperCamelCase (`Website`).
+    #[arg(long)]
+    kind: String,
+    /// Its plural resource name; by default the lowercase kind made plural (`websites`).
+    #[arg(long)]
+    plural: Option<String>,
+    /// A kind of child it owns, as `group/version/Kind` (`apps/v1/Deployment`; `v1/ConfigMap`
+    /// for the core group). Repeatable; the first is the child the reconciler applies.
+    /// Default: `v1/ConfigMap`.
+    #[arg(long = "owns", value_name = "GROUP/VERSION/KIND")]
+    owns: Vec<String>,
+    /// Depend on `wasmctrl-sdk` at this path (a checkout of wasmctrl's `sdk/`) instead of the
+    /// crates.io release.
+    #[arg(long)]
+    sdk_path: Option<PathBuf>,
+    /// Where to write the crate; by default `./<name>`. It must not exist or be empty.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+const CARGO_TOML: &str = include_str!("new/Cargo.toml.tmpl");
+const LIB_RS: &str = include_str!("new/lib.rs.tmpl");
+const CRD_YAML: &str = include_str!("new/crd.yaml.tmpl");
+const SAMPLE_YAML: &str = include_str!("new/sample.yaml.tmpl");
+const README_MD: &str = include_str!("new/README.md.tmpl");
+
+/// A `group/version/Kind` from the command line.
+#[derive(Debug, Clone, PartialEq)]
+struct Kind {
+    group: String,
+    version: String,
+    kind: String,
+}
+
+impl Kind {
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        let parts: Vec<&str> = text.split('/').collect();
+        let (group, version, kind) = match parts[..] {
+            [version, kind] => ("", version, kind),
+            [group, version, kind] => (group, version, kind),
+            _ => bail!("--owns {text:?}: expected group/version/Kind (v1/Kind for the core group)"),
+        };
+        check_group(group).with_context(|| format!("--owns {text:?}"))?;
+        check_version(version).with_context(|| format!("--owns {text:?}"))?;
+        check_kind(kind).with_context(|| format!("--owns {text:?}"))?;
+        Ok(Self {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        })
+    }
+
+    fn rust(&self) -> String {
+        format!(
+            "Gvk::new({:?}, {:?}, {:?})",
+            self.group, self.version, self.kind
+        )
+    }
+}
+
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let ok = name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !ok {
+        bail!(
+            "plugin name {name:?}: use lowercase letters, digits and '-', starting with a letter (at most 63)"
+        );
+    }
+    Ok(())
+}
+
+fn check_group(group: &str) -> anyhow::Result<()> {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    if group.len() > 253 || (!group.is_empty() && !group.split('.').all(label)) {
+        bail!("group {group:?} is not a DNS subdomain (lowercase, dot-separated labels)");
+    }
+    Ok(())
+}
+
+fn check_version(version: &str) -> anyhow::Result<()> {
+    let rest = version.strip_prefix('v').unwrap_or("");
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    let tail = &rest[digits..];
+    let ok = digits > 0
+        && (tail.is_empty()
+            || ["alpha", "beta"].iter().any(|stage| {
+                tail.strip_prefix(stage)
+                    .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            }));
+    if !ok {
+        bail!("version {version:?}: expected v1, v2beta1, v1alpha3, ...");
+    }
+    Ok(())
+}
+
+fn check_kind(kind: &str) -> anyhow::Result<()> {
+    let ok = kind.starts_with(|c: char| c.is_ascii_uppercase())
+        && kind.chars().all(|c| c.is_ascii_alphanumeric())
+        && kind.len() <= 63;
+    if !ok {
+        bail!("kind {kind:?}: expected UpperCamelCase letters and digits (Website)");
+    }
+    Ok(())
+}
+
+/// The usual English plural of a lowercase kind, as Kubernetes' own resources have it.
+fn plural(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if let Some(stem) = lower.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        return format!("{stem}ies");
+    }
+    if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|s| lower.ends_with(s))
+    {
+        return format!("{lower}es");
+    }
+    format!("{lower}s")
+}
+
+/// Writes the crate; prints its directory and the next commands.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    check_name(&args.name)?;
+    check_group(&args.group)?;
+    if args.group.is_empty() {
+        bail!("--group: a custom resource needs an API group (apps.example.com)");
+    }
+    check_version(&args.version)?;
+    check_kind(&args.kind)?;
+    let plural = args.plural.clone().unwrap_or_else(|| plural(&args.kind));
+    let owns = if args.owns.is_empty() {
+        vec![Kind::parse("v1/ConfigMap")?]
+    } else {
+        args.owns
+            .iter()
+            .map(|o| Kind::parse(o))
+            .collect::<anyhow::Result<_>>()?
+    };
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .with_context(|| format!("{} is not a directory", dir.display()))?
+            .next()
+            .is_some()
+    {
+        bail!("{} exists and is not empty", dir.display());
+    }
+    let sdk = match &args.sdk_path {
+        Some(path) => {
+            let path = std::path::absolute(path)
+                .with_context(|| format!("--sdk-path {}", path.display()))?;
+            if !path.join("Cargo.toml").is_file() {
+                bail!("--sdk-path {}: no Cargo.toml there", path.display());
+            }
+            format!("path = {:?}", path.display().to_string())
+        }
+        None => format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
+    };
+    let child = &owns[0];
+    let more_owns: String = owns[1..]
+        .iter()
+        .map(|k| format!("\n            .owns({})", k.rust()))
+        .collect();
+    // A ConfigMap carries the message; other kinds start with what the author fills in.
+    let child_body = if child.group.is_empty() && child.kind == "ConfigMap" {
+        "            \"data\": {\"message\": object.spec.message},\n".to_string()
+    } else {
+        "            // The rest of the desired object (spec, data, ...) goes here.\n".to_string()
+    };
+    let crate_name = args.name.replace('-', "_");
+    let fill = |template: &str| {
+        template
+            .replace("__MORE_OWNS__", &more_owns)
+            .replace("__CHILD_BODY__", &child_body)
+            .replace("__CHILD_GROUP__", &child.group)
+            .replace("__CHILD_VERSION__", &child.version)
+            .replace("__CHILD_KIND__", &child.kind)
+            .replace("__CRATE__", &args.name)
+            .replace("__CRATE_IDENT__", &crate_name)
+            .replace("__NAME__", &args.name)
+            .replace("__GROUP__", &args.group)
+            .replace("__VERSION__", &args.version)
+            .replace("__KIND__", &args.kind)
+            .replace("__PLURAL__", &plural)
+            .replace("__SINGULAR__", &args.kind.to_ascii_lowercase())
+            .replace(
+                "__SAMPLE__",
+                &format!("{}-sample", args.kind.to_ascii_lowercase()),
+            )
+            .replace("__SDK__", &sdk)
+    };
+    let files: [(&str, &str); 5] = [
+        ("Cargo.toml", CARGO_TOML),
+        ("src/lib.rs", LIB_RS),
+        ("crd.yaml", CRD_YAML),
+        ("sample.yaml", SAMPLE_YAML),
+        ("README.md", README_MD),
+    ];
+    for (path, template) in files {
+        write(&dir.join(path), &fill(template))?;
+    }
+    super::say(dir.display());
+    tracing::info!(
+        "next: cd {} && cargo test && wasmctrl build . && wasmctrl test target/plugins/{}.wasm --object sample.yaml",
+        dir.display(),
+        args.name
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plurals_follow_kubernetes_resources() {
+        for (kind, expected) in [
+            ("Website", "websites"),
+            ("Policy", "policies"),
+            ("Gateway", "gateways"),
+            ("Ingress", "ingresses"),
+            ("Box", "boxes"),
+            ("Batch", "batches"),
+        ] {
+            assert_eq!(plural(kind), expected);
+        }
+    }
+
+    #[test]
+    fn names_versions_kinds_and_owned_kinds_are_checked() {
+        assert!(check_name("my-plugin").is_ok());
+        for bad in ["My", "1st", "a_b", "trailing-", ""] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        for good in ["v1", "v2beta1", "v1alpha3"] {
+            assert!(check_version(good).is_ok(), "{good}");
+        }
+        for bad in ["1", "v", "v1beta", "v1gamma1", "V1"] {
+            assert!(check_version(bad).is_err(), "{bad}");
+        }
+        assert!(check_kind("Website").is_ok());
+        assert!(check_kind("website").is_err());
+        assert!(check_group("Apps.example.com").is_err());
+        assert_eq!(
+            Kind::parse("apps/v1/Deployment").unwrap(),
+            Kind {
+                group: "apps".into(),
+                version: "v1".into(),
+                kind: "Deployment".into()
+            }
+        );
+        assert_eq!(Kind::parse("v1/ConfigMap").unwrap().group, "");
+        assert!(Kind::parse("Deployment").is_err());
+        assert!(Kind::parse("apps/v1/deployment").is_err());
+    }
+}

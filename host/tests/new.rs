@@ -1,0 +1,127 @@
+//! `wasmctrl new` as a user runs it: the crate it writes (SDK by path, in a temporary
+//! directory) passes its own `cargo test` (CRD drift included), builds into a component, and
+//! `wasmctrl test` on its sample applies the owned child and reports a Ready condition.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo_root().join("target"))
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().expect("run a command");
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn wasmctrl(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wasmctrl"));
+    command.args(args);
+    command
+}
+
+#[test]
+fn a_new_plugin_crate_tests_builds_and_reconciles_its_sample_as_generated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("website");
+    let sdk = common::repo_root().join("sdk");
+    let dir_arg = dir.to_str().unwrap();
+    let out = run(&mut wasmctrl(&[
+        "new",
+        "website",
+        "--group",
+        "apps.example.com",
+        "--kind",
+        "Website",
+        "--owns",
+        "v1/ConfigMap",
+        "--owns",
+        "apps/v1/Deployment",
+        "--sdk-path",
+        sdk.to_str().unwrap(),
+        "--dir",
+        dir_arg,
+    ]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), dir_arg);
+    for file in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "crd.yaml",
+        "sample.yaml",
+        "README.md",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} written");
+    }
+    // Writing over it again is refused.
+    let again = wasmctrl(&[
+        "new", "website", "--group", "a.b", "--kind", "W", "--dir", dir_arg,
+    ])
+    .output()
+    .unwrap();
+    assert!(!again.status.success());
+
+    // The workspace's lock file pins the same dependency versions the SDK is tested with.
+    std::fs::copy(
+        common::repo_root().join("Cargo.lock"),
+        dir.join("Cargo.lock"),
+    )
+    .unwrap();
+    // Its own target directory: the workspace's is locked while `cargo test` runs this test.
+    let native = target_dir().join("new-plugin-test");
+    run(Command::new(env!("CARGO"))
+        .args(["test", "--quiet"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", &native)
+        .env_remove("WASMCTRL_UPDATE_CRDS"));
+
+    // Built like any plugin, into the workspace's wasm target (its std is already built).
+    let plugins = tmp.path().join("plugins");
+    let out = run(
+        wasmctrl(&["build", dir_arg, "--out-dir", plugins.to_str().unwrap()])
+            .env("CARGO_TARGET_DIR", target_dir()),
+    );
+    let wasm = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert_eq!(wasm, plugins.join("website.wasm"));
+
+    let sample = dir.join("sample.yaml");
+    let report = common::process::wasmctrl_test_report(&[
+        wasm.to_str().unwrap(),
+        "--object",
+        sample.to_str().unwrap(),
+    ]);
+    assert_eq!(report["plugin"], "website", "{report:#}");
+    let actions = report["actions"].as_array().unwrap();
+    let apply = actions
+        .iter()
+        .find(|a| a["action"] == "apply")
+        .expect("an apply");
+    assert_eq!(apply["object"]["kind"], "ConfigMap");
+    assert_eq!(
+        apply["object"]["data"]["message"],
+        "hello from website-sample"
+    );
+    assert_eq!(
+        apply["object"]["metadata"]["ownerReferences"][0]["kind"],
+        "Website"
+    );
+    let status = actions
+        .iter()
+        .find(|a| a["action"] == "updateStatus")
+        .expect("a status update");
+    let ready = &status["status"]["conditions"][0];
+    assert_eq!(
+        (&ready["type"], &ready["status"]),
+        (&"Ready".into(), &"True".into())
+    );
+    assert!(Path::new(&dir.join("README.md")).is_file());
+}
