@@ -5,7 +5,8 @@
 #
 #   - a wasm32 toolchain: the rustup `wasm32-unknown-unknown` target if installed, otherwise
 #     Debian's rustc-web + cargo-web + rust-web-src + lld (`wasmctrl build` uses either; see
-#     host/src/build/toolchain.rs for how it picks)
+#     host/src/build/toolchain.rs for how it picks); likewise `wasm32-wasip1` (test plugins
+#     built for WASI), whose Debian fallback also links Debian's wasi-libc
 #   - PostgreSQL (server and initdb) for the postgres-writer plugin's end-to-end tests
 #   - kubectl, only when none is on PATH (Debian's kubernetes-client is older but enough)
 #   - python3-prometheus-client, the exposition parser the metrics tests use
@@ -19,6 +20,7 @@ log() { echo "install-deps: $*"; }
 declare -A why=()
 packages=()
 want() {
+    [ -n "${why[$1]:-}" ] && return 0   # already wanted
     if [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" != "install ok installed" ]; then
         packages+=("$1")
         why[$1]=$2
@@ -31,16 +33,22 @@ missing_elsewhere=()
 
 # 1. wasm32 toolchain. Same test as `wasmctrl build`: the std of the rustc that applies here.
 sysroot=$(rustc --print sysroot 2>/dev/null || true)
-if [ -z "$sysroot" ] || [ ! -d "$sysroot/lib/rustlib/wasm32-unknown-unknown/lib" ]; then
+#    wasm32-wasip1 is what WASI test plugins (tests/plugins/wasi-probe) are built for; its Debian
+#    fallback also links Debian's wasi-libc.
+for target in wasm32-unknown-unknown wasm32-wasip1; do
+    [ -n "$sysroot" ] && [ -d "$sysroot/lib/rustlib/$target/lib" ] && continue
     if $have_dpkg; then
         want rustc-web "Debian rustc, to build plugins for wasm32 with std from source"
         want cargo-web "Debian cargo matching rustc-web"
         want rust-web-src "std sources for -Zbuild-std"
         want lld "wasm-ld, the wasm32 linker"
+        if [ "$target" = wasm32-wasip1 ]; then
+            want wasi-libc "the C library std links for wasm32-wasip1 (tests/plugins/wasi-probe)"
+        fi
     else
-        missing_elsewhere+=("a wasm32 toolchain: run \`rustup target add wasm32-unknown-unknown\`")
+        missing_elsewhere+=("a $target toolchain: run \`rustup target add $target\`")
     fi
-fi
+done
 
 # 2. PostgreSQL server with initdb (tests run a private cluster).
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then

@@ -2,10 +2,15 @@
 //!
 //! A plugin is an ordinary Rust `cdylib` crate that uses wit-bindgen against `wit/plugin.wit`.
 //! Building one takes four steps, each its own function below: ask `cargo metadata` for the
-//! package name and target directory; pick a toolchain that can compile `wasm32-unknown-unknown`
-//! ([`toolchain`]); run `cargo build` with the `plugin` profile; wrap the resulting core module into
-//! a component with `wit-component` and write it atomically, so that a host watching the output
-//! directory never loads a half-written file. Plugin authors need no tool besides cargo.
+//! package name, target directory and wasm [`Target`]; pick a toolchain that can compile for that
+//! target ([`toolchain`]); run `cargo build` with the `plugin` profile; wrap the resulting core
+//! module into a component with `wit-component` (a `wasm32-wasip1` module through the preview1
+//! adapter of the wasmtime release the host links; a `wasm32-wasip2` build already is one) and
+//! write it atomically, so that a host watching the output directory never loads a half-written
+//! file. Plugin authors need no tool besides cargo.
+//!
+//! The target is `--target`, else `[package.metadata.wasmctrl] target = "..."` in the crate's
+//! `Cargo.toml`, else `wasm32-unknown-unknown`.
 
 pub mod toolchain;
 
@@ -16,7 +21,7 @@ use std::process::{Command, ExitStatus};
 
 use serde::Deserialize;
 
-pub use toolchain::{Missing, PROFILE, Probe, TARGET, Toolchain, detect};
+pub use toolchain::{Missing, PROFILE, Probe, Target, Toolchain, detect};
 
 /// What to build and where to put it.
 #[derive(Debug, Clone)]
@@ -26,6 +31,9 @@ pub struct Options {
     /// Where `<package-name>.wasm` goes; defaults to `<target dir>/plugins` of the crate's
     /// workspace.
     pub out_dir: Option<PathBuf>,
+    /// The wasm target; `None` takes the crate's `package.metadata.wasmctrl.target`, else
+    /// [`Target::Unknown`].
+    pub target: Option<Target>,
 }
 
 /// Why a plugin could not be built. Every message names the crate (or its directory when the
@@ -61,8 +69,16 @@ pub enum Error {
         /// The package name.
         krate: String,
     },
-    /// No toolchain on this machine can compile `wasm32-unknown-unknown`.
-    #[error("plugin crate `{krate}`: cannot compile for wasm32-unknown-unknown: {missing}")]
+    /// `package.metadata.wasmctrl.target` names no known target.
+    #[error("plugin crate `{krate}`: package.metadata.wasmctrl.target: {reason}")]
+    BadTarget {
+        /// The package name.
+        krate: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No toolchain on this machine can compile for the plugin's target.
+    #[error("plugin crate `{krate}`: cannot compile for {}: {missing}", missing.target)]
     NoToolchain {
         /// The package name.
         krate: String,
@@ -152,7 +168,14 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
             krate: krate.clone(),
         })?;
 
-    let toolchain = detect(&Probe::system(dir)).map_err(|missing| Error::NoToolchain {
+    let target = match opts.target {
+        Some(target) => target,
+        None => package.target().map_err(|reason| Error::BadTarget {
+            krate: krate.clone(),
+            reason,
+        })?,
+    };
+    let toolchain = detect(&Probe::system(dir), target).map_err(|missing| Error::NoToolchain {
         krate: krate.clone(),
         missing,
     })?;
@@ -162,7 +185,7 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
     } else {
         default_profile_args()
     };
-    tracing::info!(plugin.name = %krate, toolchain = toolchain.describe(), "building plugin");
+    tracing::info!(plugin.name = %krate, %target, toolchain = toolchain.describe(), "building plugin");
     if matches!(toolchain, Toolchain::Debian { .. }) && !wasm_target_dir.exists() {
         tracing::info!(
             plugin.name = %krate,
@@ -170,11 +193,11 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
             wasm_target_dir.display()
         );
     }
-    let mut cmd = toolchain.cargo_build(dir, &krate, &wasm_target_dir, &extra);
+    let mut cmd = toolchain.cargo_build(target, dir, &krate, &wasm_target_dir, &extra);
     run_cargo(&mut cmd, &krate)?;
 
     let module = wasm_target_dir
-        .join(TARGET)
+        .join(target.triple())
         .join(PROFILE)
         .join(format!("{}.wasm", lib.name.replace('-', "_")));
     let bytes = fs::read(&module).map_err(|source| match source.kind() {
@@ -188,7 +211,7 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
             source,
         },
     })?;
-    let component = componentize(&bytes).map_err(|err| Error::Encode {
+    let component = componentize(&bytes, target).map_err(|err| Error::Encode {
         krate: krate.clone(),
         path: module.clone(),
         detail: format!("{err:#}"),
@@ -209,17 +232,35 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
 
 /// Whether some toolchain on this machine can build plugins in `crate_dir` (tests use this to
 /// decide whether to skip, with the reason).
-pub fn toolchain_for(crate_dir: &Path) -> Result<Toolchain, Missing> {
-    detect(&Probe::system(crate_dir))
+pub fn toolchain_for(crate_dir: &Path, target: Target) -> Result<Toolchain, Missing> {
+    detect(&Probe::system(crate_dir), target)
 }
 
+/// The preview1 component adapter (reactor flavour: no `_start`, plugins export functions) of
+/// the wasmtime release the host links, so what it imports is what the host provides.
+const PREVIEW1_ADAPTER: &[u8] =
+    wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER;
+
 /// Wraps a wit-bindgen core module (which carries its world in a custom section) into a
-/// validated component.
-fn componentize(module: &[u8]) -> anyhow::Result<Vec<u8>> {
-    wit_component::ComponentEncoder::default()
-        .module(module)?
-        .validate(true)
-        .encode()
+/// validated component. A `wasm32-wasip1` module's `wasi_snapshot_preview1` imports are
+/// satisfied by the preview1 adapter, which imports `wasi:*@0.2` instead; what a `wasm32-wasip2`
+/// build produced is already a component and is kept as it is.
+fn componentize(module: &[u8], target: Target) -> anyhow::Result<Vec<u8>> {
+    if is_component(module) {
+        return Ok(module.to_vec());
+    }
+    let mut encoder = wit_component::ComponentEncoder::default();
+    encoder.module(module)?.validate(true);
+    if target != Target::Unknown {
+        encoder.adapter("wasi_snapshot_preview1", PREVIEW1_ADAPTER)?;
+    }
+    encoder.encode()
+}
+
+/// Whether `bytes` is a component rather than a core module: the binary format's "layer" field
+/// (after the magic and the 16-bit version) is 1 for components, 0 for core modules.
+fn is_component(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[6..8] == [1, 0]
 }
 
 /// The parts of `cargo metadata` output used here.
@@ -234,11 +275,32 @@ struct Metadata {
 struct Package {
     name: String,
     manifest_path: PathBuf,
-    targets: Vec<Target>,
+    targets: Vec<CargoTarget>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
 }
 
+impl Package {
+    /// `[package.metadata.wasmctrl] target`, else the default target.
+    fn target(&self) -> Result<Target, String> {
+        let Some(value) = self
+            .metadata
+            .as_ref()
+            .and_then(|m| m.get("wasmctrl"))
+            .and_then(|w| w.get("target"))
+        else {
+            return Ok(Target::default());
+        };
+        value
+            .as_str()
+            .ok_or_else(|| format!("expected a string, found {value}"))?
+            .parse()
+    }
+}
+
+/// A cargo build target (lib, bin, ...) of a package.
 #[derive(Debug, Deserialize)]
-struct Target {
+struct CargoTarget {
     name: String,
     crate_types: Vec<String>,
 }
@@ -384,6 +446,7 @@ mod tests {
         let opts = Options {
             crate_dir: dir.path().join("nope"),
             out_dir: None,
+            target: None,
         };
         let err = build(&opts).unwrap_err();
         assert!(matches!(err, Error::NoManifest { .. }));
@@ -395,6 +458,7 @@ mod tests {
     #[test]
     fn error_messages_name_the_crate() {
         let missing = Missing {
+            target: Target::Unknown,
             rustup_std: None,
             debian: vec!["wasm-ld on PATH".into()],
         };
@@ -461,6 +525,50 @@ mod tests {
     }
 
     #[test]
+    fn target_comes_from_package_metadata() {
+        let package = |metadata: serde_json::Value| Package {
+            name: "p".into(),
+            manifest_path: "/p/Cargo.toml".into(),
+            targets: Vec::new(),
+            metadata: Some(metadata),
+        };
+        assert_eq!(
+            package(serde_json::json!(null)).target(),
+            Ok(Target::Unknown)
+        );
+        assert_eq!(
+            package(serde_json::json!({"wasmctrl": {"target": "wasm32-wasip1"}})).target(),
+            Ok(Target::WasiP1)
+        );
+        let err = package(serde_json::json!({"wasmctrl": {"target": 1}}))
+            .target()
+            .unwrap_err();
+        assert_eq!(err, "expected a string, found 1");
+        let err = package(serde_json::json!({"wasmctrl": {"target": "wasm64"}}))
+            .target()
+            .unwrap_err();
+        assert!(err.starts_with("unknown target `wasm64`"), "{err}");
+    }
+
+    #[test]
+    fn components_are_kept_and_core_modules_encoded() {
+        let component = wat::parse_str("(component)").unwrap();
+        assert!(is_component(&component));
+        assert_eq!(componentize(&component, Target::WasiP2).unwrap(), component);
+        let module = wat::parse_str("(module)").unwrap();
+        assert!(!is_component(&module));
+        // A preview1 module's imports are served by the embedded adapter.
+        let p1 = wat::parse_str(
+            r#"(module (import "wasi_snapshot_preview1" "random_get"
+                (func (param i32 i32) (result i32))) (memory (export "memory") 1))"#,
+        )
+        .unwrap();
+        assert!(componentize(&p1, Target::Unknown).is_err());
+        let encoded = componentize(&p1, Target::WasiP1).unwrap();
+        assert!(is_component(&encoded));
+    }
+
+    #[test]
     fn plugin_profile_detection() {
         let dir = tempfile::tempdir().unwrap();
         let manifest = dir.path().join("Cargo.toml");
@@ -492,6 +600,6 @@ mod tests {
 
     #[test]
     fn componentize_rejects_what_is_not_a_module() {
-        assert!(componentize(b"not wasm").is_err());
+        assert!(componentize(b"not wasm", Target::Unknown).is_err());
     }
 }

@@ -35,7 +35,7 @@ fn builds_a_guest_into_a_component_exporting_the_contract() {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"));
 
-    if let Err(missing) = wasmctrl::build::toolchain_for(&guest) {
+    if let Err(missing) = wasmctrl::build::toolchain_for(&guest, wasmctrl::build::Target::Unknown) {
         if std::env::var_os("WASMCTRL_SKIP_WASM").is_none_or(|v| v != "1") {
             panic!(
                 "no wasm toolchain: {missing}; `make deps` installs one \

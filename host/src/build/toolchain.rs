@@ -1,13 +1,15 @@
-//! Which Rust toolchain can build `wasm32-unknown-unknown` on this machine, and the cargo command
-//! that uses it.
+//! Which Rust toolchain can build a plugin's wasm [`Target`] on this machine, and the cargo
+//! command that uses it.
 //!
 //! Two toolchains qualify, tried in order:
 //!
-//! 1. **rustup** with the `wasm32-unknown-unknown` standard library installed (what plugin authors
-//!    have after `rustup target add wasm32-unknown-unknown`).
+//! 1. **rustup** with the target's standard library installed (what plugin authors have after
+//!    `rustup target add wasm32-unknown-unknown`, or `wasm32-wasip1` / `wasm32-wasip2`).
 //! 2. **Debian's `rustc-web`**: its own cargo and rustc plus the std sources (`rust-web-src`), with
 //!    std built for wasm by `-Zbuild-std` and linked by `wasm-ld` (`lld`). This is for machines
 //!    where the rustup target cannot be downloaded; see `TOOLCHAIN.md` in the shared notes.
+//!    `wasm32-wasip1` also needs Debian's `wasi-libc`, linked instead of a self-contained copy.
+//!    `wasm32-wasip2` has no Debian fallback (it needs `wasm-component-ld` and a preview2 libc).
 //!
 //! Detection only looks at files, so it is unit-tested against a fake filesystem root. Nothing is
 //! ever installed from here: when neither toolchain is complete, [`Missing`] says what to install.
@@ -17,14 +19,66 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The target every plugin is compiled for: no WASI, so a plugin has no ambient authority.
-pub const TARGET: &str = "wasm32-unknown-unknown";
+/// The wasm target a plugin is compiled for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Target {
+    /// `wasm32-unknown-unknown`: no WASI imports at all (the default).
+    #[default]
+    Unknown,
+    /// `wasm32-wasip1`: a core module importing `wasi_snapshot_preview1`, turned into a component
+    /// with the preview1 adapter; the host gives it a deny-all WASI context.
+    WasiP1,
+    /// `wasm32-wasip2`: already a component importing `wasi:*@0.2`, as `cargo component` makes.
+    WasiP2,
+}
+
+impl Target {
+    /// Every target, in the order `--target` lists them.
+    pub const ALL: [Target; 3] = [Target::Unknown, Target::WasiP1, Target::WasiP2];
+
+    /// The rustc target triple.
+    pub fn triple(self) -> &'static str {
+        match self {
+            Target::Unknown => "wasm32-unknown-unknown",
+            Target::WasiP1 => "wasm32-wasip1",
+            Target::WasiP2 => "wasm32-wasip2",
+        }
+    }
+
+    /// Cargo's `CARGO_TARGET_<TRIPLE>_<key>` environment variable for this target.
+    fn cargo_env(self, key: &str) -> String {
+        format!(
+            "CARGO_TARGET_{}_{key}",
+            self.triple().to_uppercase().replace('-', "_")
+        )
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.triple())
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Target::ALL
+            .into_iter()
+            .find(|t| t.triple() == s)
+            .ok_or_else(|| {
+                let all: Vec<&str> = Target::ALL.iter().map(|t| t.triple()).collect();
+                format!("unknown target `{s}` (one of {})", all.join(", "))
+            })
+    }
+}
+
+/// Where Debian's `wasi-libc` puts the wasm32 C library that std for `wasm32-wasip1` links.
+const WASI_LIBC: &str = "usr/lib/wasm32-wasi";
 
 /// The cargo profile plugins are built with (small, `panic = "abort"`).
 pub const PROFILE: &str = "plugin";
-
-/// How to install the rustup target, quoted in errors.
-const RUSTUP_HINT: &str = "rustup target add wasm32-unknown-unknown";
 
 /// How to install the Debian fallback, quoted in errors.
 const DEBIAN_HINT: &str = "apt-get install rustc-web cargo-web rust-web-src lld";
@@ -64,6 +118,9 @@ pub enum Toolchain {
         wasm_ld: PathBuf,
         /// `PATH` for cargo, with `/usr/bin` first so every tool cargo looks up is Debian's.
         path: OsString,
+        /// Debian's `wasi-libc` directory, linked instead of a self-contained libc; `None` for
+        /// `wasm32-unknown-unknown`, which has no libc.
+        wasi_libc: Option<PathBuf>,
     },
 }
 
@@ -80,15 +137,16 @@ impl Toolchain {
     /// A short human description for logs.
     pub fn describe(&self) -> &'static str {
         match self {
-            Toolchain::Rustup { .. } => "rustup wasm32-unknown-unknown target",
+            Toolchain::Rustup { .. } => "rustup's prebuilt wasm32 std",
             Toolchain::Debian { .. } => "Debian rustc-web, std built from source",
         }
     }
 
-    /// The `cargo build` command compiling package `package` (run in `crate_dir`) into
-    /// `target_dir`. `extra` is appended (profile definitions for crates that lack one).
+    /// The `cargo build` command compiling package `package` (run in `crate_dir`) for `target`
+    /// into `target_dir`. `extra` is appended (profile definitions for crates that lack one).
     pub fn cargo_build(
         &self,
+        target: Target,
         crate_dir: &Path,
         package: &str,
         target_dir: &Path,
@@ -105,6 +163,7 @@ impl Toolchain {
                 rustc,
                 wasm_ld,
                 path,
+                wasi_libc,
             } => {
                 let mut cmd = Command::new(cargo);
                 for var in RUSTUP_ENV {
@@ -116,8 +175,16 @@ impl Toolchain {
                     .env("PATH", path)
                     // `-Zbuild-std` is unstable; Debian ships a stable cargo.
                     .env("RUSTC_BOOTSTRAP", "1")
-                    .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER", wasm_ld)
+                    .env(target.cargo_env("LINKER"), wasm_ld)
                     .args(["build", "-Zbuild-std=std,panic_abort"]);
+                if let Some(libc) = wasi_libc {
+                    // Debian's rustc ships no self-contained wasi libc and crt objects: link the
+                    // system's. Target rustflags, so build scripts are unaffected.
+                    cmd.env(
+                        target.cargo_env("RUSTFLAGS"),
+                        format!("-Clink-self-contained=no -Lnative={}", libc.display()),
+                    );
+                }
                 cmd
             }
         };
@@ -125,7 +192,7 @@ impl Toolchain {
             .args([
                 "--lib",
                 "--target",
-                TARGET,
+                target.triple(),
                 "--profile",
                 PROFILE,
                 "-p",
@@ -180,6 +247,8 @@ impl Probe {
 /// Neither toolchain is usable; says what is missing and how to get it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Missing {
+    /// The target asked for.
+    pub target: Target,
     /// The directory where the rustup wasm32 std was expected; `None` when rustc did not run.
     pub rustup_std: Option<PathBuf>,
     /// The absent parts of the Debian fallback.
@@ -188,34 +257,47 @@ pub struct Missing {
 
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let target = self.target;
         match &self.rustup_std {
             Some(dir) => write!(
                 f,
-                "the rustup toolchain has no {TARGET} standard library ({} does not exist; \
-                 run `{RUSTUP_HINT}`)",
+                "the rustup toolchain has no {target} standard library ({} does not exist; \
+                 run `rustup target add {target}`)",
                 dir.display()
             )?,
             None => write!(
                 f,
                 "`rustc --print sysroot` did not run, so there is no rustup toolchain \
-                 (install rustup, then `{RUSTUP_HINT}`)"
+                 (install rustup, then `rustup target add {target}`)"
             )?,
         }
+        if target == Target::WasiP2 {
+            return write!(
+                f,
+                ", and there is no Debian fallback for {target} (it needs wasm-component-ld and \
+                 a preview2 wasi-libc; wasm32-wasip1 builds there and loads the same way)"
+            );
+        }
+        let hint = if target == Target::WasiP1 {
+            format!("{DEBIAN_HINT} wasi-libc")
+        } else {
+            DEBIAN_HINT.to_owned()
+        };
         write!(
             f,
-            ", and the Debian fallback is incomplete (missing {}; on Debian run `{DEBIAN_HINT}`, \
+            ", and the Debian fallback is incomplete (missing {}; on Debian run `{hint}`, \
              or `make deps` in the wasmctrl repository)",
             self.debian.join(", ")
         )
     }
 }
 
-/// Picks the toolchain to build plugins with, preferring rustup's wasm32 target.
-pub fn detect(probe: &Probe) -> Result<Toolchain, Missing> {
+/// Picks the toolchain to build plugins for `target` with, preferring rustup's prebuilt std.
+pub fn detect(probe: &Probe, target: Target) -> Result<Toolchain, Missing> {
     let rustup_std = probe
         .sysroot
         .as_ref()
-        .map(|s| s.join("lib/rustlib").join(TARGET).join("lib"));
+        .map(|s| s.join("lib/rustlib").join(target.triple()).join("lib"));
     if rustup_std.as_ref().is_some_and(|dir| dir.is_dir()) {
         return Ok(Toolchain::Rustup {
             cargo: probe.cargo.clone(),
@@ -232,6 +314,15 @@ pub fn detect(probe: &Probe) -> Result<Toolchain, Missing> {
     let wasm_ld = find_executable("wasm-ld", &path);
 
     let mut missing = Vec::new();
+    if target == Target::WasiP2 {
+        missing.push("a wasm32-wasip2 toolchain (Debian has none)".to_owned());
+    }
+    let wasi_libc = (target == Target::WasiP1).then(|| probe.root.join(WASI_LIBC));
+    if let Some(dir) = &wasi_libc
+        && !dir.join("libc.a").is_file()
+    {
+        missing.push(format!("{}/libc.a (package wasi-libc)", dir.display()));
+    }
     for (file, package) in [
         (&cargo, "cargo-web"),
         (&rustc, "rustc-web"),
@@ -250,8 +341,10 @@ pub fn detect(probe: &Probe) -> Result<Toolchain, Missing> {
             rustc,
             wasm_ld,
             path,
+            wasi_libc,
         }),
         _ => Err(Missing {
+            target,
             rustup_std,
             debian: missing,
         }),
@@ -349,7 +442,7 @@ mod tests {
         fake.rustup_std();
         fake.debian();
         assert_eq!(
-            detect(&fake.probe()),
+            detect(&fake.probe(), Target::Unknown),
             Ok(Toolchain::Rustup {
                 cargo: "cargo".into()
             })
@@ -365,7 +458,8 @@ mod tests {
             rustc,
             wasm_ld,
             path,
-        }) = detect(&fake.probe())
+            wasi_libc: None,
+        }) = detect(&fake.probe(), Target::Unknown)
         else {
             panic!("expected the Debian toolchain");
         };
@@ -385,7 +479,7 @@ mod tests {
         fake.debian();
         std::fs::remove_file(fake.root().join("usr/bin/wasm-ld")).unwrap();
         let elsewhere = fake.touch("home/bin/wasm-ld", 0o755);
-        let toolchain = detect(&fake.probe()).unwrap();
+        let toolchain = detect(&fake.probe(), Target::Unknown).unwrap();
         assert!(matches!(toolchain, Toolchain::Debian { wasm_ld, .. } if wasm_ld == elsewhere));
     }
 
@@ -399,14 +493,14 @@ mod tests {
         std::os::unix::fs::symlink("/nonexistent/lld", fake.root().join("home/wasm-ld")).unwrap();
         let mut probe = fake.probe();
         probe.path = fake.root().join("home").into();
-        let missing = detect(&probe).unwrap_err();
+        let missing = detect(&probe, Target::Unknown).unwrap_err();
         assert_eq!(missing.debian, ["wasm-ld on PATH (package lld)"]);
     }
 
     #[test]
     fn nothing_installed_names_every_missing_piece() {
         let fake = Fake::new();
-        let missing = detect(&fake.probe()).unwrap_err();
+        let missing = detect(&fake.probe(), Target::Unknown).unwrap_err();
         let root = fake.root().display();
         assert_eq!(
             missing.to_string(),
@@ -433,7 +527,7 @@ mod tests {
                 .join("usr/lib/rustlib/src/rust/library/Cargo.toml"),
         )
         .unwrap();
-        let missing = detect(&fake.probe()).unwrap_err();
+        let missing = detect(&fake.probe(), Target::Unknown).unwrap_err();
         assert_eq!(missing.debian.len(), 1);
         assert!(missing.debian[0].ends_with("Cargo.toml (package rust-web-src)"));
     }
@@ -443,7 +537,7 @@ mod tests {
         let fake = Fake::new();
         let mut probe = fake.probe();
         probe.sysroot = None;
-        let message = detect(&probe).unwrap_err().to_string();
+        let message = detect(&probe, Target::Unknown).unwrap_err().to_string();
         assert!(
             message.starts_with("`rustc --print sysroot` did not run"),
             "{message}"
@@ -479,7 +573,13 @@ mod tests {
         let toolchain = Toolchain::Rustup {
             cargo: "/rustup/cargo".into(),
         };
-        let cmd = toolchain.cargo_build(Path::new("/src/p"), "my-plugin", Path::new("/t/w"), &[]);
+        let cmd = toolchain.cargo_build(
+            Target::Unknown,
+            Path::new("/src/p"),
+            "my-plugin",
+            Path::new("/t/w"),
+            &[],
+        );
         assert_eq!(cmd.get_program(), "/rustup/cargo");
         assert_eq!(cmd.get_current_dir(), Some(Path::new("/src/p")));
         assert_eq!(
@@ -508,9 +608,16 @@ mod tests {
             rustc: "/usr/bin/rustc".into(),
             wasm_ld: "/usr/bin/wasm-ld".into(),
             path: "/usr/bin:/bin".into(),
+            wasi_libc: None,
         };
         let extra = ["--config".to_owned(), "x=1".to_owned()];
-        let cmd = toolchain.cargo_build(Path::new("/src/p"), "p", Path::new("/t/w"), &extra);
+        let cmd = toolchain.cargo_build(
+            Target::Unknown,
+            Path::new("/src/p"),
+            "p",
+            Path::new("/t/w"),
+            &extra,
+        );
         assert_eq!(cmd.get_program(), "/usr/bin/cargo");
         assert_eq!(&args(&cmd)[..2], ["build", "-Zbuild-std=std,panic_abort"]);
         assert_eq!(&args(&cmd)[args(&cmd).len() - 2..], ["--config", "x=1"]);
@@ -530,5 +637,84 @@ mod tests {
             );
         }
         assert_eq!(toolchain.target_subdir(), "wasm-debian");
+    }
+
+    #[test]
+    fn targets_parse_from_their_triples() {
+        for target in Target::ALL {
+            assert_eq!(target.triple().parse::<Target>(), Ok(target));
+        }
+        assert_eq!(Target::default(), Target::Unknown);
+        let err = "wasm32-wasi".parse::<Target>().unwrap_err();
+        assert_eq!(
+            err,
+            "unknown target `wasm32-wasi` (one of wasm32-unknown-unknown, wasm32-wasip1, \
+             wasm32-wasip2)"
+        );
+    }
+
+    #[test]
+    fn wasip1_on_debian_links_the_system_wasi_libc() {
+        let fake = Fake::new();
+        fake.debian();
+        let missing = detect(&fake.probe(), Target::WasiP1).unwrap_err();
+        assert_eq!(
+            missing.debian,
+            [format!(
+                "{}/usr/lib/wasm32-wasi/libc.a (package wasi-libc)",
+                fake.root().display()
+            )]
+        );
+        assert!(
+            missing
+                .to_string()
+                .contains("rustup target add wasm32-wasip1")
+        );
+        assert!(missing.to_string().contains("lld wasi-libc`"));
+        fake.touch("usr/lib/wasm32-wasi/libc.a", 0o644);
+        let toolchain = detect(&fake.probe(), Target::WasiP1).unwrap();
+        let libc = fake.root().join("usr/lib/wasm32-wasi");
+        assert!(
+            matches!(&toolchain, Toolchain::Debian { wasi_libc: Some(dir), .. } if *dir == libc)
+        );
+        let cmd = toolchain.cargo_build(Target::WasiP1, Path::new("/p"), "p", Path::new("/t"), &[]);
+        assert!(
+            args(&cmd)
+                .windows(2)
+                .any(|w| w == ["--target", "wasm32-wasip1"])
+        );
+        let envs = envs(&cmd);
+        let flags = format!("-Clink-self-contained=no -Lnative={}", libc.display());
+        assert!(envs.contains(&("CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS".into(), Some(flags))));
+        assert!(envs.contains(&(
+            "CARGO_TARGET_WASM32_WASIP1_LINKER".into(),
+            Some(fake.root().join("usr/bin/wasm-ld").display().to_string())
+        )));
+        // The rustup target, when installed, needs none of that.
+        std::fs::create_dir_all(fake.root().join("rustup/lib/rustlib/wasm32-wasip1/lib")).unwrap();
+        assert!(matches!(
+            detect(&fake.probe(), Target::WasiP1),
+            Ok(Toolchain::Rustup { .. })
+        ));
+    }
+
+    #[test]
+    fn wasip2_needs_the_rustup_target() {
+        let fake = Fake::new();
+        fake.debian();
+        fake.touch("usr/lib/wasm32-wasi/libc.a", 0o644);
+        let message = detect(&fake.probe(), Target::WasiP2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("run `rustup target add wasm32-wasip2`"),
+            "{message}"
+        );
+        assert!(message.contains("no Debian fallback"), "{message}");
+        std::fs::create_dir_all(fake.root().join("rustup/lib/rustlib/wasm32-wasip2/lib")).unwrap();
+        assert!(matches!(
+            detect(&fake.probe(), Target::WasiP2),
+            Ok(Toolchain::Rustup { .. })
+        ));
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::build::{self, Options};
+use crate::build::{self, Options, Target};
 
 /// Arguments of `wasmctrl build`.
 #[derive(Debug, clap::Args)]
@@ -15,6 +15,10 @@ pub struct Args {
     /// workspace).
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
+    /// The wasm target (wasm32-unknown-unknown, wasm32-wasip1 or wasm32-wasip2; default: the
+    /// crate's `[package.metadata.wasmctrl] target`, else wasm32-unknown-unknown).
+    #[arg(long, value_name = "TRIPLE")]
+    pub target: Option<Target>,
 }
 
 /// Builds every crate, printing each written component's path on stdout.
@@ -28,6 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let opts = Options {
             crate_dir,
             out_dir: args.out_dir.clone(),
+            target: args.target,
         };
         match build::build(&opts) {
             Ok(path) => super::say(path.display()),

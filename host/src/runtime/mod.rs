@@ -109,6 +109,9 @@ impl Runtime {
         type Data = wasmtime::component::HasSelf<State>;
         current::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s)?;
         previous::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s)?;
+        // wasm32-wasip1 (adapted) and wasm32-wasip2 plugins import wasi:*@0.2; a deny-all
+        // context (host/wasi.rs) serves them. Others never touch it.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         start_ticker(&engine);
         let artifacts = artifacts::Artifacts::new(&engine, config.cache_dir.clone());
         let permits = Permits::new(config.max_instances as usize);
@@ -482,9 +485,10 @@ impl Plugin {
             },
             started: Instant::now(),
             deadline: self.deadline,
-            log_budget: 100,
+            log_budget: host::LOG_LINES_PER_CALL,
             log_throttle: self.log_throttle.clone(),
             panic: None,
+            wasi: None,
         };
         let mut store = Store::new(&inner.engine, state);
         store.limiter(|s| &mut s.limits);

@@ -69,7 +69,7 @@ impl Throttle {
 }
 
 /// Longest message or field value kept; the rest is cut so one call cannot balloon the logs.
-const MAX_TEXT: usize = 4096;
+pub(super) const MAX_TEXT: usize = 4096;
 
 fn clip(s: &str) -> &str {
     if s.len() <= MAX_TEXT {
@@ -82,24 +82,36 @@ fn clip(s: &str) -> &str {
     &s[..end]
 }
 
+/// Whether one more line of `plugin` may be logged, spending a line of the call's `budget` and
+/// of the plugin's `throttle`; reports dropped lines when due. Shared with WASI's stdout/stderr.
+pub(super) fn admit(budget: &mut u32, throttle: &Throttle, plugin: &str) -> bool {
+    if *budget == 0 {
+        return false;
+    }
+    *budget -= 1;
+    match throttle.admit(Instant::now()) {
+        (true, _) => true,
+        (false, Some(dropped)) => {
+            tracing::warn!(
+                plugin.name = plugin,
+                dropped,
+                rate = LINES_PER_SECOND,
+                "plugin logs faster than its rate; dropping lines"
+            );
+            false
+        }
+        (false, None) => false,
+    }
+}
+
 impl Host for State {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
         // The SDK's panic hook reports the panic message this way before the guest aborts.
         if fields.iter().any(|(k, v)| k == "panic" && v == "true") {
             self.panic = Some(clip(&message).to_string());
         }
-        if self.log_budget == 0 {
+        if !admit(&mut self.log_budget, &self.log_throttle, &self.plugin) {
             return;
-        }
-        self.log_budget -= 1;
-        match self.log_throttle.admit(Instant::now()) {
-            (true, _) => {}
-            (false, Some(dropped)) => {
-                tracing::warn!(plugin.name = %self.plugin, dropped, rate = LINES_PER_SECOND,
-                    "plugin logs faster than its rate; dropping lines");
-                return;
-            }
-            (false, None) => return,
         }
         let fields = fields
             .iter()

@@ -4,6 +4,7 @@
 mod cache;
 mod log;
 mod sql;
+mod wasi;
 
 pub(crate) use log::Throttle;
 
@@ -14,6 +15,9 @@ use wasmctrl_scope::{Refusal, Scope};
 
 use crate::sql::Databases;
 use crate::view::View;
+
+/// Log lines one call may write (the `log` import, and stdout and stderr together).
+pub(crate) const LOG_LINES_PER_CALL: u32 = 100;
 
 /// Everything one sandboxed call can see. A fresh `State` (and store) is made for every call.
 pub(crate) struct State {
@@ -35,6 +39,8 @@ pub(crate) struct State {
     pub(crate) log_throttle: Arc<log::Throttle>,
     /// The message of the guest's panic, if it reported one before trapping.
     pub(crate) panic: Option<String>,
+    /// WASI, built on the call's first WASI import; `None` for plugins that import none.
+    pub(crate) wasi: Option<Box<wasi::Wasi>>,
 }
 
 impl crate::plugin::bindings::current::wasmctrl::plugin::types::Host for State {}
