@@ -28,60 +28,41 @@ pub mod settings;
 
 use std::collections::BTreeSet;
 
-use serde::Deserialize;
+use wasmctrl_sdk::k8s_openapi::api::core::v1::Pod;
+use wasmctrl_sdk::kube::gvk;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectMeta, ObjectRef, Outcome, Reconciler, Request,
+    Action, Context, Error, Gvk, Manifest, Metadata, ObjectRef, Outcome, Reconciler, Request,
     Selector,
 };
 
-use crate::restart::Deployment;
+use crate::restart::{Deployment, Record};
 use crate::settings::Config;
 
 /// The kind this plugin watches: core v1 Pods.
 pub fn pod_kind() -> Gvk {
-    Gvk::new("", "v1", "Pod")
+    gvk::<Pod>()
 }
 
 /// The kind it restarts: apps/v1 Deployments.
 pub fn deployment_kind() -> Gvk {
-    Gvk::new("apps", "v1", "Deployment")
+    gvk::<Deployment>()
 }
 
-/// A Pod (only the fields this controller reads).
-#[derive(Debug, Deserialize)]
-pub struct Pod {
-    /// Standard metadata: the uid makes a Pod new (a name can be reused), and a ReplicaSet of
-    /// the target Deployment among its owners marks the Deployment's own Pods.
-    pub metadata: ObjectMeta,
-    /// Reported state.
-    #[serde(default)]
-    pub status: Option<PodStatus>,
+/// Whether the Pod reports phase `Running`.
+pub fn is_running(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
-/// `status`: only the phase.
-#[derive(Debug, Default, Deserialize)]
-pub struct PodStatus {
-    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
-    #[serde(default)]
-    pub phase: Option<String>,
-}
-
-impl Pod {
-    /// Whether the Pod reports phase `Running`.
-    pub fn is_running(&self) -> bool {
-        self.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-    }
-
-    /// Whether a ReplicaSet of `deployment` (named `<deployment>-<pod-template-hash>`) owns it.
-    pub fn belongs_to(&self, deployment: &str) -> bool {
-        self.metadata.owner_references.iter().any(|o| {
-            o.kind == "ReplicaSet"
-                && o.name
-                    .strip_prefix(deployment)
-                    .and_then(|rest| rest.strip_prefix('-'))
-                    .is_some_and(|hash| !hash.is_empty() && !hash.contains('-'))
-        })
-    }
+/// Whether a ReplicaSet of `deployment` (named `<deployment>-<pod-template-hash>`) owns the Pod:
+/// the target Deployment's own Pods, which must not restart it.
+pub fn belongs_to(pod: &Pod, deployment: &str) -> bool {
+    pod.metadata.owner_references.iter().flatten().any(|o| {
+        o.kind == "ReplicaSet"
+            && o.name
+                .strip_prefix(deployment)
+                .and_then(|rest| rest.strip_prefix('-'))
+                .is_some_and(|hash| !hash.is_empty() && !hash.contains('-'))
+    })
 }
 
 /// The plugin.
@@ -127,21 +108,20 @@ impl Reconciler for PodRestarter {
             ctx.debug("pod no longer exists", &[("key", &key)]);
             return Ok(Outcome::done());
         };
-        if req.deleting || !pod.is_running() {
+        if req.deleting || !is_running(&pod) {
             return Ok(Outcome::done());
         }
         let target = format!("{}/{}", config.namespace, config.deployment);
-        if pod.belongs_to(&config.deployment) {
+        if belongs_to(&pod, &config.deployment) {
             ctx.debug(
                 "pod belongs to the deployment it would restart; ignored",
                 &[("key", &key), ("deployment", &target)],
             );
             return Ok(Outcome::done());
         }
-        let uid = &pod.metadata.uid;
-        if uid.is_empty() {
+        let Some(uid) = pod.metadata.uid.as_ref().filter(|u| !u.is_empty()) else {
             return Err(Error::terminal(format!("pod {key} has no metadata.uid")));
-        }
+        };
 
         let deployment: Deployment = ctx
             .get(&deployment_kind(), &config.namespace, &config.deployment)?
@@ -161,7 +141,7 @@ impl Reconciler for PodRestarter {
         let existing: BTreeSet<String> = ctx
             .list::<Pod>(&pod_kind(), &config.namespace, "")?
             .into_iter()
-            .map(|p| p.metadata.uid)
+            .filter_map(|p| p.metadata.uid)
             .collect();
         handled.retain(|u| existing.contains(u));
         handled.insert(uid.clone());
@@ -180,7 +160,7 @@ impl Reconciler for PodRestarter {
                 "DeploymentRestarted",
                 &format!(
                     "restarted Deployment {target}: new Pod {} is Running",
-                    pod.metadata.name
+                    pod.metadata.name()
                 ),
             ),
         ]))

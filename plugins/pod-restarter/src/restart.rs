@@ -5,10 +5,10 @@
 //! at the same moment, or a stale cache) makes the `test` fail, the API server answers 422, and
 //! the host requeues the Pod to decide again from fresher data.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
+use wasmctrl_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The Deployment annotation holding the UIDs of the Pods already handled, as a sorted JSON array.
 pub const HANDLED: &str = "pod-restarter.wasmctrl.io/handled-pods";
@@ -16,47 +16,22 @@ pub const HANDLED: &str = "pod-restarter.wasmctrl.io/handled-pods";
 /// The Pod template annotation `kubectl rollout restart` sets; changing it rolls the Deployment.
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 
-/// A Deployment, as much of it as the restart needs.
-#[derive(Debug, Deserialize)]
-pub struct Deployment {
-    /// Metadata; its annotations hold the record.
-    #[serde(default)]
-    pub metadata: Meta,
-    /// Spec; only the Pod template's metadata is read.
-    #[serde(default)]
-    pub spec: Option<Spec>,
-}
+/// The record and the restart read and write a Deployment's annotations; k8s-openapi's
+/// metadata tell an absent map (`None`) from an empty one, which [`patch`] needs: a `test` of a
+/// member of a missing map fails.
+pub use wasmctrl_sdk::k8s_openapi::api::apps::v1::Deployment;
 
-/// Object metadata: only the annotations. `None` when the map is absent (or null).
-///
-/// Not [`wasmctrl_sdk::ObjectMeta`], which reads an absent map as an empty one: [`patch`] must
-/// tell the two apart, since a `test` of a member of a missing map fails.
-#[derive(Debug, Default, Deserialize)]
-pub struct Meta {
-    /// `metadata.annotations`.
-    #[serde(default)]
-    pub annotations: Option<BTreeMap<String, String>>,
-}
-
-/// `spec`: only the Pod template.
-#[derive(Debug, Deserialize)]
-pub struct Spec {
-    /// `spec.template`.
-    #[serde(default)]
-    pub template: Option<Template>,
-}
-
-/// `spec.template`: only its metadata.
-#[derive(Debug, Deserialize)]
-pub struct Template {
-    /// `spec.template.metadata`.
-    #[serde(default)]
-    pub metadata: Option<Meta>,
-}
-
-impl Deployment {
+/// What the restart reads of a Deployment.
+pub trait Record {
     /// The raw record annotation, when present.
-    pub fn record(&self) -> Option<&str> {
+    fn record(&self) -> Option<&str>;
+    /// The handled Pod UIDs; a record someone edited into something else is an error, because
+    /// guessing would either restart again for old Pods or never for new ones.
+    fn handled(&self) -> Result<BTreeSet<String>, String>;
+}
+
+impl Record for Deployment {
+    fn record(&self) -> Option<&str> {
         self.metadata
             .annotations
             .as_ref()
@@ -64,9 +39,7 @@ impl Deployment {
             .map(String::as_str)
     }
 
-    /// The handled Pod UIDs; a record someone edited into something else is an error, because
-    /// guessing would either restart again for old Pods or never for new ones.
-    pub fn handled(&self) -> Result<BTreeSet<String>, String> {
+    fn handled(&self) -> Result<BTreeSet<String>, String> {
         match self.record() {
             None => Ok(BTreeSet::new()),
             Some(raw) => serde_json::from_str(raw).map_err(|e| {
@@ -110,11 +83,7 @@ pub fn patch(
             ]);
         }
     }
-    let template = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.as_ref())
-        .ok_or("has no spec.template")?;
+    let template = &deployment.spec.template;
     let restart = |path: &str, value: Value| {
         [
             json!({"op": "test", "path": path, "value": null}),
@@ -126,13 +95,16 @@ pub fn patch(
             "/spec/template/metadata",
             json!({"annotations": {RESTARTED_AT: now}}),
         )),
-        Some(Meta { annotations: None }) => ops.extend(restart(
+        Some(ObjectMeta {
+            annotations: None, ..
+        }) => ops.extend(restart(
             "/spec/template/metadata/annotations",
             json!({RESTARTED_AT: now}),
         )),
         // `add` replaces an existing member: no precondition needed, the newest restart wins.
-        Some(Meta {
+        Some(ObjectMeta {
             annotations: Some(_),
+            ..
         }) => ops.push(json!({
             "op": "add",
             "path": format!("/spec/template/metadata/annotations/{}", escape(RESTARTED_AT)),
@@ -146,7 +118,14 @@ pub fn patch(
 mod tests {
     use super::*;
 
-    fn deployment(value: Value) -> Deployment {
+    fn deployment(mut value: Value) -> Deployment {
+        // k8s-openapi requires what every stored Deployment has.
+        if let Some(spec) = value.get_mut("spec") {
+            spec["selector"] = json!({});
+            if spec.get("template").is_none() {
+                spec["template"] = json!({});
+            }
+        }
         serde_json::from_value(value).unwrap()
     }
 
@@ -217,11 +196,5 @@ mod tests {
         assert!(d.handled().unwrap_err().contains("fix or remove it"));
         let d = deployment(json!({"metadata": {"annotations": {HANDLED: "[\"u1\"]"}}}));
         assert_eq!(d.handled().unwrap(), uids(&["u1"]));
-    }
-
-    #[test]
-    fn a_deployment_without_a_template_is_refused() {
-        let d = deployment(json!({"metadata": {}}));
-        assert!(patch(&d, &uids(&["u1"]), "T").is_err());
     }
 }

@@ -27,7 +27,7 @@ fn tools(handled: Option<&str>) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "tools", "namespace": "default", "annotations": annotations},
-        "spec": {"template": {"metadata": {"labels": {"app": "tools"},
+        "spec": {"selector": {}, "template": {"metadata": {"labels": {"app": "tools"},
             "annotations": {RESTARTED_AT: "2026-01-01T00:00:00Z"}}}},
     })
 }
@@ -218,7 +218,7 @@ fn settings_choose_the_namespace_selector_and_deployment() {
     let backend = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "backend", "namespace": "team-a"},
-        "spec": {"template": {"metadata": {"labels": {"app": "backend"}}}},
+        "spec": {"selector": {}, "template": {"metadata": {"labels": {"app": "backend"}}}},
     });
     let h = Harness::new()
         .settings(

@@ -16,7 +16,7 @@ use wasmctrl_sdk::{
     Predicate, Reconciler, Request,
 };
 
-use crate::pod::Pod;
+use crate::pod::{Cached, Pod};
 use crate::status::{Observed, Status};
 
 /// The kind this plugin reconciles.
@@ -26,7 +26,7 @@ pub fn kind() -> Gvk {
 
 /// The kind it owns: one Pod per Workspace.
 pub fn pod_kind() -> Gvk {
-    Gvk::new("", "v1", "Pod")
+    wasmctrl_sdk::kube::gvk::<Pod>()
 }
 
 /// A Workspace object (only the fields this controller reads).
@@ -189,7 +189,7 @@ mod tests {
     /// Workspace, with `node`, `phase` and `ip` filled in as a scheduler and kubelet would.
     fn cached_pod(ws: &Value, node: Option<&str>, phase: &str, ip: Option<&str>) -> Value {
         let parsed: Workspace = serde_json::from_value(ws.clone()).unwrap();
-        let (mut pod, _) = pod::desired(&parsed);
+        let mut pod = serde_json::to_value(pod::desired(&parsed).0).unwrap();
         pod["metadata"]["uid"] = json!("pod-uid-1");
         pod["metadata"]["ownerReferences"] = json!([{
             "apiVersion": "ide.wasmctrl.io/v1alpha1", "kind": "Workspace", "name": "alice",

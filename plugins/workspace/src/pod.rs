@@ -2,8 +2,15 @@
 //! current one, and the spec validation that keeps a bad Workspace from ever reaching the API
 //! server as a Pod.
 
-use serde::Deserialize;
-use wasmctrl_sdk::{ObjectMeta, Value, json};
+use std::collections::BTreeMap;
+
+use wasmctrl_sdk::Value;
+use wasmctrl_sdk::k8s_openapi::api::core::v1::{
+    Container, ContainerPort, PodSpec, ResourceRequirements,
+};
+use wasmctrl_sdk::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+pub use wasmctrl_sdk::k8s_openapi::api::core::v1::Pod;
 
 use crate::Workspace;
 
@@ -16,64 +23,35 @@ pub const WORKSPACE_LABEL: &str = "ide.wasmctrl.io/workspace";
 /// The name of the IDE container.
 pub const CONTAINER: &str = "ide";
 
-/// A Pod as read from the cache (only the fields this controller looks at).
-#[derive(Debug, Default, Deserialize)]
-pub struct Pod {
-    /// Standard metadata: annotations for [`SPEC_HASH`], owners to tell our Pod from someone
-    /// else's of the same name, and the deletion timestamp.
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    /// The fields of `spec` used.
-    #[serde(default)]
-    pub spec: Spec,
-    /// What the kubelet reports.
-    #[serde(default)]
-    pub status: Status,
-}
-
-/// The Pod spec fields used.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Spec {
-    /// The node the Pod was scheduled to.
-    #[serde(default)]
-    pub node_name: Option<String>,
-}
-
-/// The Pod status fields used.
-#[derive(Debug, Default, Deserialize)]
-pub struct Status {
-    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
-    #[serde(default)]
-    pub phase: Option<String>,
-    /// The Pod's IP once it has one.
-    #[serde(default, rename = "podIP")]
-    pub pod_ip: Option<String>,
-    /// Why the Pod is in its phase (e.g. `Evicted`).
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// A human-readable explanation of the phase.
-    #[serde(default)]
-    pub message: Option<String>,
-}
-
-impl Pod {
+/// What the controller reads of a cached Pod.
+pub trait Cached {
     /// The spec hash the Pod was created with, if it carries one.
-    pub fn spec_hash(&self) -> Option<&str> {
-        self.metadata.annotations.get(SPEC_HASH).map(String::as_str)
+    fn spec_hash(&self) -> Option<&str>;
+    /// The uid of the Pod's controller owner.
+    fn controller_uid(&self) -> Option<&str>;
+    /// Whether the Pod is being deleted.
+    fn deleting(&self) -> bool;
+}
+
+impl Cached for Pod {
+    fn spec_hash(&self) -> Option<&str> {
+        self.metadata
+            .annotations
+            .as_ref()?
+            .get(SPEC_HASH)
+            .map(String::as_str)
     }
 
-    /// The uid of the Pod's controller owner.
-    pub fn controller_uid(&self) -> Option<&str> {
+    fn controller_uid(&self) -> Option<&str> {
         self.metadata
             .owner_references
             .iter()
+            .flatten()
             .find(|r| r.controller == Some(true))
             .map(|r| r.uid.as_str())
     }
 
-    /// Whether the Pod is being deleted.
-    pub fn deleting(&self) -> bool {
+    fn deleting(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
     }
 }
@@ -115,38 +93,57 @@ pub fn validate(ws: &Workspace) -> Result<(), String> {
 
 /// The Pod `ws` should run in, annotated with its spec hash, and that hash. Assumes [`validate`]
 /// passed.
-pub fn desired(ws: &Workspace) -> (Value, String) {
-    let mut limits = serde_json::Map::new();
-    for (field, value) in ws.spec.resources.fields() {
-        if let Some(value) = value {
+pub fn desired(ws: &Workspace) -> (Pod, String) {
+    let limits: BTreeMap<String, Quantity> = ws
+        .spec
+        .resources
+        .fields()
+        .into_iter()
+        .filter_map(|(field, value)| {
             let key = if field == "storage" {
                 "ephemeral-storage"
             } else {
                 field
             };
-            limits.insert(key.into(), json!(value));
-        }
-    }
-    let mut container = json!({
-        "name": CONTAINER,
-        "image": ws.spec.image.trim(),
-        "imagePullPolicy": "IfNotPresent",
+            Some((key.to_owned(), Quantity(value?.to_owned())))
+        })
+        .collect();
+    let container = Container {
+        name: CONTAINER.into(),
+        image: Some(ws.spec.image.trim().into()),
+        image_pull_policy: Some("IfNotPresent".into()),
         // Protocol is part of the ports list's merge key, so server-side apply needs it spelled out.
-        "ports": [{"name": "http", "containerPort": ws.spec.port, "protocol": "TCP"}],
-    });
-    if !limits.is_empty() {
-        container["resources"] = json!({"limits": limits});
-    }
-    let spec = json!({"containers": [container]});
-    let hash = spec_hash(&spec);
-    let mut pod = ws.metadata.child(&crate::pod_kind(), &ws.metadata.name);
-    pod["metadata"]["labels"] = json!({
-        "app.kubernetes.io/name": "workspace",
-        "app.kubernetes.io/managed-by": "wasmctrl",
-        WORKSPACE_LABEL: ws.metadata.name,
-    });
-    pod["metadata"]["annotations"] = json!({SPEC_HASH: hash});
-    pod["spec"] = spec;
+        ports: Some(vec![ContainerPort {
+            name: Some("http".into()),
+            // validate() keeps the port within 1..=65535.
+            container_port: i32::try_from(ws.spec.port).unwrap_or_default(),
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        resources: (!limits.is_empty()).then(|| ResourceRequirements {
+            limits: Some(limits),
+            ..ResourceRequirements::default()
+        }),
+        ..Container::default()
+    };
+    let spec = PodSpec {
+        containers: vec![container],
+        ..PodSpec::default()
+    };
+    // Hashed as JSON, as the Pod was hashed when it was built as JSON: the same Pods keep their hash.
+    let hash = spec_hash(&serde_json::to_value(&spec).unwrap_or_default());
+    let mut metadata = wasmctrl_sdk::kube::child_meta(&ws.metadata, &ws.metadata.name);
+    metadata.labels = Some(BTreeMap::from([
+        ("app.kubernetes.io/name".into(), "workspace".into()),
+        ("app.kubernetes.io/managed-by".into(), "wasmctrl".into()),
+        (WORKSPACE_LABEL.into(), ws.metadata.name.clone()),
+    ]));
+    metadata.annotations = Some(BTreeMap::from([(SPEC_HASH.into(), hash.clone())]));
+    let pod = Pod {
+        metadata,
+        spec: Some(spec),
+        ..Pod::default()
+    };
     (pod, hash)
 }
 

@@ -56,11 +56,14 @@ pub fn desired(ws: &Workspace, observed: Observed<'_>, now: Timestamp) -> Status
     let name = &ws.metadata.name;
     let generation = ws.metadata.generation;
     let (phase, pod_ip, node_name) = match observed {
-        Observed::Current(pod) => (
-            pod.status.phase.clone().unwrap_or_else(|| "Pending".into()),
-            pod.status.pod_ip.clone(),
-            pod.spec.node_name.clone(),
-        ),
+        Observed::Current(pod) => {
+            let status = pod.status.clone().unwrap_or_default();
+            (
+                status.phase.unwrap_or_else(|| "Pending".into()),
+                status.pod_ip,
+                pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            )
+        }
         _ => ("Pending".into(), None, None),
     };
     let (ready, reason, message) = match observed {
@@ -116,7 +119,8 @@ pub fn desired(ws: &Workspace, observed: Observed<'_>, now: Timestamp) -> Status
 }
 
 fn failure(name: &str, what: &str, pod: &Pod) -> String {
-    let details: Vec<&str> = [&pod.status.reason, &pod.status.message]
+    let status = pod.status.clone().unwrap_or_default();
+    let details: Vec<&str> = [&status.reason, &status.message]
         .into_iter()
         .flatten()
         .map(String::as_str)
