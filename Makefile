@@ -84,6 +84,9 @@ test: IMAGE_PROFILE = dev
 test: deps fmt-check clippy plugins test-plugins image sdk-package ## Everything CI runs: format, lints, plugins, all tests
 	$(PLUGIN_DIRS) $(CARGO) test --workspace
 
+# Whole-controller benchmarks take knobs from the environment for quicker runs:
+# WASMCTRL_BENCH_OBJECTS (convergence, 10000), WASMCTRL_BENCH_CACHE_OBJECTS (memory, 100000),
+# WASMCTRL_BENCH_RELOADS (lifecycle, 20), WASMCTRL_BENCH_ROUNDS (5).
 bench: plugins test-plugins ## Build the plugins, then run the benchmarks
 	$(PLUGIN_DIRS) $(CARGO) bench --workspace
 

@@ -3,7 +3,11 @@
 //! finalizers through JSON Patch with `test` preconditions, and events.k8s.io/v1 Events.
 //!
 //! Writes whose intent is unchanged since the last successful write (and whose target has not
-//! changed since) are skipped, so a controller that reconciles often does not write often.
+//! changed since) are skipped, so a controller that reconciles often does not write often. A
+//! cache that has not caught up with our own write yet (the target still at the version we
+//! wrote over) is no reason to write again: a change to it would come as an event and queue
+//! the key anyway. Without that, a reconcile triggered by one event (a child created) re-sent
+//! what the previous one wrote whenever the other event (its own status write) had not arrived.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -137,16 +141,35 @@ pub struct Applier {
     client: kube::Client,
     informers: Arc<Informers>,
     resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
-    /// target -> plugin -> (intent hash, resourceVersion our write produced). Keyed by target
-    /// first so that an object's deletion forgets it at once ([`Applier::forget_object`]).
+    /// target -> plugin -> what it last wrote there. Keyed by target first so that an object's
+    /// deletion forgets it at once ([`Applier::forget_object`]).
     last: Mutex<HashMap<String, Written>>,
     instance: String,
     /// Checked before every request for a plugin: a replica that does not lead sends nothing.
     fence: Fence,
 }
 
-/// What each plugin last wrote to one object: plugin -> (intent hash, resourceVersion).
-type Written = HashMap<String, (u64, String)>;
+/// What each plugin last wrote to one object: plugin -> its last write.
+type Written = HashMap<String, Write>;
+
+/// One remembered write.
+#[derive(Debug, Clone, Default)]
+struct Write {
+    /// Hash of the intent.
+    hash: u64,
+    /// The target's resourceVersion in the cache when we wrote (empty: not there).
+    before: String,
+    /// The resourceVersion our write produced.
+    after: String,
+}
+
+impl Write {
+    /// Whether the target, at `cached` in the cache now, is as this write left it: the cache
+    /// shows our write, or has not caught up with it yet.
+    fn holds(&self, hash: u64, cached: &str) -> bool {
+        self.hash == hash && (cached == self.after || cached == self.before)
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Caches only: a panic mid-update leaves at worst a stale entry, which costs one write.
@@ -161,6 +184,10 @@ fn hash_of(value: &impl Hash) -> u64 {
 
 fn event_label(target: &str) -> String {
     format!("event for {target}")
+}
+
+fn status_label(target: &str) -> String {
+    format!("status of {target}")
 }
 
 fn target_label(gvk: &GroupVersionKind, namespace: &str, name: &str) -> String {
@@ -335,6 +362,7 @@ impl Applier {
         let label = target_label(gvk, &key.namespace, &key.name);
         let mut last = lock(&self.last);
         last.remove(&event_label(&label));
+        last.remove(&status_label(&label));
         last.remove(&label);
     }
 
@@ -343,15 +371,32 @@ impl Applier {
         lock(&self.last).len()
     }
 
-    fn last_hash(&self, plugin: &str, label: &str) -> Option<(u64, String)> {
+    fn last(&self, plugin: &str, label: &str) -> Option<Write> {
         lock(&self.last).get(label)?.get(plugin).cloned()
     }
 
-    fn record(&self, plugin: &str, label: String, hash: u64, rv: String) {
+    fn record(&self, plugin: &str, label: String, write: Write) {
         lock(&self.last)
             .entry(label)
             .or_default()
-            .insert(plugin.to_string(), (hash, rv));
+            .insert(plugin.to_string(), write);
+    }
+
+    /// The resourceVersion of a target in the cache covering it (empty when absent); `None`
+    /// when no cache covers it.
+    fn cached_version(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: &str,
+        name: &str,
+    ) -> Option<String> {
+        let informer = self.informers.covering(gvk, namespace)?;
+        let entry = informer.get(&ObjectKey::new(namespace, name));
+        Some(
+            entry
+                .map(|e| e.resource_version.clone())
+                .unwrap_or_default(),
+        )
     }
 
     /// Returns whether a request was sent.
@@ -372,7 +417,8 @@ impl Applier {
                 }
                 let label = target_label(&gvk, &namespace, &target.name);
                 let intent_hash = hash_of(&object.to_string());
-                if self.unchanged(plugin, &label, intent_hash, &gvk, &namespace, &target.name) {
+                let before = self.cached_version(&gvk, &namespace, &target.name);
+                if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
                     return Ok(false);
                 }
                 let params = PatchParams::apply(&subject.manifest.field_manager()).force();
@@ -380,7 +426,7 @@ impl Applier {
                     .patch(&target.name, &params, &Patch::Apply(&object))
                     .await;
                 let written = self.map(result, &label, "apply")?;
-                self.remember(plugin, label, intent_hash, &written);
+                self.remember(plugin, label, intent_hash, before, &written);
                 Ok(true)
             }
             Intent::MergePatch { target, patch } | Intent::JsonPatch { target, patch } => {
@@ -390,7 +436,8 @@ impl Applier {
                     matches!(intent, Intent::JsonPatch { .. }),
                     patch.to_string(),
                 ));
-                if self.unchanged(plugin, &label, intent_hash, &gvk, &namespace, &target.name) {
+                let before = self.cached_version(&gvk, &namespace, &target.name);
+                if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
                     return Ok(false);
                 }
                 let params = PatchParams {
@@ -414,7 +461,7 @@ impl Applier {
                 };
                 let written =
                     result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
-                self.remember(plugin, label, intent_hash, &written);
+                self.remember(plugin, label, intent_hash, before, &written);
                 Ok(true)
             }
             Intent::Delete { target } => {
@@ -440,6 +487,16 @@ impl Applier {
                 if object.value().get("status") == Some(status) {
                     return Ok(false);
                 }
+                let status_hash = hash_of(&status.to_string());
+                let kind = &subject.manifest.kind;
+                let written_label =
+                    status_label(&target_label(kind, &object.key.namespace, &object.key.name));
+                if self
+                    .last(plugin, &written_label)
+                    .is_some_and(|w| w.holds(status_hash, &object.resource_version))
+                {
+                    return Ok(false);
+                }
                 let (api, label) = self.subject_api(subject).await?;
                 let ops: json_patch::Patch = serde_json::from_value(
                     json!([{"op": "add", "path": "/status", "value": status}]),
@@ -455,7 +512,10 @@ impl Applier {
                 let result = api
                     .patch_status(&object.key.name, &params, &Patch::<()>::Json(ops))
                     .await;
-                self.map(result, &label, "update status").map(|_| true)
+                let written = self.map(result, &label, "update status")?;
+                let before = Some(object.resource_version.clone());
+                self.remember(plugin, written_label, status_hash, before, &written);
+                Ok(true)
             }
             Intent::AddFinalizer { finalizer } | Intent::RemoveFinalizer { finalizer } => {
                 let Some(object) = subject.object else {
@@ -531,8 +591,8 @@ impl Applier {
         // into a series, we simply do not repeat it.
         let event_hash = hash_of(&(type_, reason, note));
         if self
-            .last_hash(plugin, &label)
-            .is_some_and(|(h, _)| h == event_hash)
+            .last(plugin, &label)
+            .is_some_and(|w| w.hash == event_hash)
         {
             return Ok(false);
         }
@@ -554,7 +614,11 @@ impl Applier {
             controller: &format!("wasmctrl/{plugin}"),
         };
         self.create_event(&about, &label).await?;
-        self.record(plugin, label, event_hash, String::new());
+        let write = Write {
+            hash: event_hash,
+            ..Write::default()
+        };
+        self.record(plugin, label, write);
         Ok(true)
     }
 
@@ -614,38 +678,38 @@ impl Applier {
         self.map(result, label, "create event").map(|_| ())
     }
 
-    fn unchanged(
-        &self,
-        plugin: &str,
-        label: &str,
-        intent_hash: u64,
-        gvk: &GroupVersionKind,
-        namespace: &str,
-        name: &str,
-    ) -> bool {
-        let Some((hash, rv)) = self.last_hash(plugin, label) else {
+    /// Whether the same intent was written last and the target (at `cached` in the cache
+    /// covering it, `None` when no cache does) has not changed since. Without a cache we cannot
+    /// see drift and trust the intent hash alone.
+    fn unchanged(&self, plugin: &str, label: &str, intent_hash: u64, cached: Option<&str>) -> bool {
+        let Some(last) = self.last(plugin, label) else {
             return false;
         };
-        if hash != intent_hash {
-            return false;
-        }
-        // Same intent: skip unless the target changed since our write (drift to correct). When
-        // the kind is not cached we cannot see drift and trust the intent hash alone.
-        match self.informers.covering(gvk, namespace) {
-            Some(informer) => informer
-                .get(&ObjectKey::new(namespace, name))
-                .is_some_and(|e| e.resource_version == rv),
-            None => true,
+        match cached {
+            Some(cached) => last.holds(intent_hash, cached),
+            None => last.hash == intent_hash,
         }
     }
 
-    fn remember(&self, plugin: &str, label: String, intent_hash: u64, written: &DynamicObject) {
-        let rv = written
+    fn remember(
+        &self,
+        plugin: &str,
+        label: String,
+        hash: u64,
+        before: Option<String>,
+        written: &DynamicObject,
+    ) {
+        let after = written
             .metadata
             .resource_version
             .clone()
             .unwrap_or_default();
-        self.record(plugin, label, intent_hash, rv);
+        let write = Write {
+            hash,
+            before: before.unwrap_or_default(),
+            after,
+        };
+        self.record(plugin, label, write);
     }
 
     fn map<T>(

@@ -265,6 +265,7 @@ fn a_plugins_own_deadline_and_namespaces_come_from_its_overrides() {
         settings: json!({ "mode": mode }).to_string(),
         namespaces: Some(vec!["team-a".into()]),
         deadline: Some(std::time::Duration::from_millis(deadline_ms)),
+        name: None,
     };
     let bytes = common::plugin_bytes("hostile");
     let looping = rt
@@ -289,4 +290,23 @@ fn a_plugins_own_deadline_and_namespaces_come_from_its_overrides() {
     // `request()` is in namespace default: outside the operator's narrowing.
     let err = narrowed.reconcile(request(), view()).unwrap_err();
     assert_eq!(err.kind.label(), "undeclared", "{err}");
+}
+
+#[test]
+fn the_operator_can_serve_one_plugin_under_several_names() {
+    let rt = runtime();
+    let bytes = common::plugin_bytes("trivial");
+    let named = |name: &str| Overrides {
+        name: Some(name.into()),
+        ..Overrides::default()
+    };
+    let a = rt.load_with("a.wasm", &bytes, &named("trivial-a")).unwrap();
+    let b = rt.load_with("b.wasm", &bytes, &named("trivial-b")).unwrap();
+    assert_eq!(a.manifest().name, "trivial-a");
+    assert_eq!(b.manifest().field_manager(), "wasmctrl/trivial-b");
+    assert_eq!(a.manifest().kind, b.manifest().kind);
+    let err = rt
+        .load_with("c.wasm", &bytes, &named("Not_A_Label"))
+        .unwrap_err();
+    assert!(err.to_string().contains("Not_A_Label"), "{err}");
 }

@@ -20,6 +20,7 @@ pub const EXTENSIONS: [&str; 4] = ["toml", "yaml", "yml", "json"];
 /// concurrency = 4
 /// namespaces = ["prod"]
 /// deadline_ms = 500
+/// name = "vm-team-a"   # serve it under this name instead of its manifest's
 ///
 /// [settings]
 /// mode = "strict"
@@ -41,6 +42,10 @@ pub struct PluginConfig {
     /// what the version it replaces had. A new version asking for anything else is refused.
     #[serde(default)]
     pub approve: Vec<String>,
+    /// Serve the plugin under this name (a DNS-1123 label) instead of the one its manifest
+    /// declares, so that one plugin file can be loaded several times (copies with different
+    /// settings or namespaces). The name is its identity: queue, metrics, field manager, RBAC.
+    pub name: Option<String>,
 }
 
 /// A config file that could not be read or does not describe a valid config.
@@ -91,6 +96,7 @@ impl PluginConfig {
             settings: self.settings_json(),
             namespaces: self.namespaces.clone(),
             deadline: self.deadline(),
+            name: self.name.clone(),
         }
     }
 
@@ -182,6 +188,7 @@ mod tests {
             namespaces: Some(vec!["a".into()]),
             deadline_ms: Some(50),
             approve: Vec::new(),
+            name: None,
         };
         for (file, text) in [("p.toml", toml), ("p.yaml", yaml), ("p.json", json)] {
             assert_eq!(

@@ -114,6 +114,15 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 impl Manifest {
+    /// The same declaration under another name (the operator's `name` override).
+    pub fn renamed(mut self, name: &str) -> Result<Self, ManifestError> {
+        if !is_dns_label(name) {
+            return Err(ManifestError::Name(name.to_string()));
+        }
+        self.name = name.to_string();
+        Ok(self)
+    }
+
     /// Validates what the plugin's `manifest()` returned.
     pub fn from_wit(m: &wit::Manifest) -> Result<Self, ManifestError> {
         if !is_dns_label(&m.name) {

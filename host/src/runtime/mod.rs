@@ -77,6 +77,9 @@ pub struct Overrides {
     pub namespaces: Option<Vec<String>>,
     /// This plugin's per-call deadline instead of [`Config::deadline`].
     pub deadline: Option<Duration>,
+    /// Serve it under this name instead of its manifest's (one plugin loaded twice, each with
+    /// its own settings, queue, field manager and RBAC).
+    pub name: Option<String>,
 }
 
 /// The engine, linker and limits shared by every plugin. Cheap to clone.
@@ -202,8 +205,12 @@ impl Runtime {
                 source_name: source_name.clone(),
                 reason,
             })?;
-        let manifest =
-            Manifest::from_wit(&wit_manifest).map_err(|source| LoadError::InvalidManifest {
+        let manifest = Manifest::from_wit(&wit_manifest)
+            .and_then(|m| match &overrides.name {
+                Some(name) => m.renamed(name),
+                None => Ok(m),
+            })
+            .map_err(|source| LoadError::InvalidManifest {
                 source_name,
                 source,
             })?;

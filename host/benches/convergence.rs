@@ -1,0 +1,510 @@
+//! Whole-controller convergence, wasmctrl against the controller one would otherwise write with
+//! kube-runtime. N `Thing`s (default 10,000; `WASMCTRL_BENCH_OBJECTS`) are created, then a
+//! controller is started that gives each one owned ConfigMap (server-side apply, field manager
+//! `<side>/converge`, a controller owner reference) and a status (`phase`, `observedGeneration`,
+//! a JSON Patch on the status subresource): (a) the host with the `converge` test plugin, (b) a
+//! native kube-runtime `Controller` sending the same requests. Each runs against its own fresh
+//! embedded API server in this process, 4 workers each, rounds interleaved
+//! (`WASMCTRL_BENCH_ROUNDS`, default 5). Timed: controller start to every object converged, then
+//! an update storm (10 spec changes per object) to every object converged again.
+//!
+//! Every request each controller sends is counted on its client (method, path shape, query
+//! keys, patch type, body bytes) and the two are printed side by side.
+//!
+//! The native controller is written as kube-rs users write one: it applies its child on every
+//! reconcile (server-side apply is idempotent) and patches its status only when it differs from
+//! what it read, as the host does.
+
+// Bench helpers may unwrap (clippy.toml covers only tests).
+#![allow(clippy::unwrap_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use hyper::body::Body as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::json;
+use wasmctrl::apiserver::ApiServer;
+use wasmctrl::controller::{Host, Tuning};
+use wasmctrl::runtime::{Config, Plugin, Runtime};
+
+use support::{env_or, spread};
+
+const WORKERS: u16 = 4;
+/// Spec changes per object in the update storm.
+const STORM: i64 = 10;
+
+// ---------------------------------------------------------------------------------------------
+// Counting what a client sends.
+
+/// Requests of one kind: how many, request and response body bytes.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    count: u64,
+    sent: u64,
+    received: u64,
+}
+
+/// Requests by (verb, path shape with query keys).
+#[derive(Debug, Default)]
+struct Requests(Mutex<BTreeMap<(String, String), Tally>>);
+
+impl Requests {
+    fn record(&self, key: (String, String), sent: u64, received: u64) {
+        let mut map = self.0.lock().unwrap();
+        let t = map.entry(key).or_default();
+        t.count += 1;
+        t.sent += sent;
+        t.received += received;
+    }
+
+    fn snapshot(&self) -> BTreeMap<(String, String), Tally> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// `/api/v1/namespaces/default/configmaps/x-child?fieldManager=..&force=true` ->
+/// `/api/v1/namespaces/{ns}/configmaps/{name}?fieldManager&force`.
+fn shape(uri: &http::Uri) -> String {
+    let segs: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let prefix = match segs.first() {
+        Some(&"api") => 2,
+        Some(&"apis") => 3,
+        _ => segs.len(),
+    };
+    let (head, rest) = segs.split_at(prefix.min(segs.len()));
+    let mut out: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+    let rest = match rest {
+        ["namespaces", _, more @ ..] if !more.is_empty() => {
+            out.extend(["namespaces".into(), "{ns}".into()]);
+            more
+        }
+        r => r,
+    };
+    for (i, s) in rest.iter().enumerate() {
+        out.push(if i == 1 {
+            "{name}".into()
+        } else {
+            s.to_string()
+        });
+    }
+    let mut keys: Vec<&str> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split('=').next().unwrap_or(p))
+        .collect();
+    keys.sort_unstable();
+    let query = if keys.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", keys.join("&"))
+    };
+    format!("/{}{query}", out.join("/"))
+}
+
+fn verb(req: &http::Request<kube::client::Body>) -> String {
+    let watch = req.uri().query().is_some_and(|q| q.contains("watch=true"));
+    let patch = |ct: &str| match ct {
+        "application/apply-patch+yaml" => "APPLY",
+        "application/json-patch+json" => "PATCH(json)",
+        "application/merge-patch+json" => "PATCH(merge)",
+        _ => "PATCH",
+    };
+    match req.method().as_str() {
+        "GET" if watch => "WATCH".into(),
+        "PATCH" => patch(
+            req.headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
+        )
+        .into(),
+        m => m.into(),
+    }
+}
+
+/// An in-process admin client of `server` that counts every request into `requests`.
+fn counting_client(server: &ApiServer, requests: Arc<Requests>) -> kube::Client {
+    let inner = server.service_with_token(server.admin_token());
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        let requests = requests.clone();
+        let key = (verb(&req), shape(req.uri()));
+        let sent = req.body().size_hint().exact().unwrap_or(0);
+        async move {
+            let resp = tower::ServiceExt::oneshot(inner, req).await?;
+            let received = resp.body().size_hint().exact().unwrap_or(0);
+            requests.record(key, sent, received);
+            Ok::<_, std::convert::Infallible>(resp)
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The objects and the convergence check.
+
+fn thing_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Thing"),
+        "things",
+    )
+}
+
+/// Every Thing has the status of its generation and a child with its value; `false` until the
+/// stores hold `n` Things.
+fn converged(
+    things: &reflector::Store<DynamicObject>,
+    children: &reflector::Store<ConfigMap>,
+    n: usize,
+) -> bool {
+    let all = things.state();
+    all.len() == n
+        && all.iter().all(|t| {
+            let generation = t.metadata.generation.unwrap_or(0);
+            if t.data["status"]["observedGeneration"] != generation {
+                return false;
+            }
+            let value = t.data["spec"]["value"].as_i64().unwrap_or(0).to_string();
+            let key = reflector::ObjectRef::new(&format!(
+                "{}-child",
+                t.metadata.name.as_deref().unwrap_or("")
+            ))
+            .within("default");
+            children
+                .get(&key)
+                .is_some_and(|c| c.data.as_ref().and_then(|d| d.get("value")) == Some(&value))
+        })
+}
+
+/// Watches Things and ConfigMaps from the bench's own client (the same cost for both sides)
+/// and returns once everything has converged.
+struct Observer {
+    things: reflector::Store<DynamicObject>,
+    children: reflector::Store<ConfigMap>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Observer {
+    fn start(client: &kube::Client) -> Self {
+        let ar = thing_resource();
+        let writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+        let things = writer.as_reader();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+        let stream =
+            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
+        let t1 = tokio::spawn(stream.default_backoff().for_each(|_| async {}));
+        let (children, writer) = reflector::store();
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let stream =
+            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()));
+        let t2 = tokio::spawn(stream.default_backoff().for_each(|_| async {}));
+        Self {
+            things,
+            children,
+            tasks: vec![t1, t2],
+        }
+    }
+
+    async fn converged(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(1800);
+        while !converged(&self.things, &self.children, n) {
+            assert!(Instant::now() < deadline, "not converged after 30 min");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn create_things(client: &kube::Client, n: usize) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &thing_resource());
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let api = api.clone();
+            async move {
+                let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+                    "metadata": {"name": format!("thing-{i}"), "namespace": "default"},
+                    "spec": {"value": 0}});
+                api.create(&Default::default(), &serde_json::from_value(thing).unwrap())
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+}
+
+/// `STORM` spec changes per object, each a merge patch, 32 in flight.
+async fn storm(client: &kube::Client, n: usize) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &thing_resource());
+    let patches = (1..=STORM).flat_map(|v| (0..n).map(move |i| (i, v)));
+    futures::stream::iter(patches)
+        .for_each_concurrent(32, |(i, v)| {
+            let api = api.clone();
+            async move {
+                let patch = json!({"spec": {"value": v}});
+                api.patch(
+                    &format!("thing-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The native controller.
+
+struct Native {
+    things: Api<DynamicObject>,
+    children: Api<ConfigMap>,
+    reconciles: AtomicU64,
+}
+
+const NATIVE_MANAGER: &str = "native/converge";
+
+async fn native_reconcile(
+    thing: Arc<DynamicObject>,
+    ctx: Arc<Native>,
+) -> Result<Action, kube::Error> {
+    ctx.reconciles.fetch_add(1, Ordering::Relaxed);
+    let name = thing.metadata.name.clone().unwrap_or_default();
+    let namespace = thing.metadata.namespace.clone().unwrap_or_default();
+    let generation = thing.metadata.generation.unwrap_or(0);
+    let value = thing.data["spec"]["value"].as_i64().unwrap_or(0);
+    let owner = json!({"apiVersion": "example.com/v1", "kind": "Thing", "name": name,
+        "uid": thing.metadata.uid, "controller": true, "blockOwnerDeletion": true});
+    let child_name = format!("{name}-child");
+    let child = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": child_name, "namespace": namespace, "ownerReferences": [owner]},
+        "data": {"owner": name, "value": value.to_string()}});
+    let apply = PatchParams::apply(NATIVE_MANAGER).force();
+    ctx.children
+        .patch(&child_name, &apply, &Patch::Apply(&child))
+        .await?;
+    let status = json!({"phase": "Ready", "observedGeneration": generation});
+    if thing.data.get("status") != Some(&status) {
+        let ops: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
+                .unwrap();
+        let params = PatchParams {
+            field_manager: Some(NATIVE_MANAGER.into()),
+            ..Default::default()
+        };
+        ctx.things
+            .patch_status(&name, &params, &Patch::<()>::Json(ops))
+            .await?;
+    }
+    Ok(Action::await_change())
+}
+
+fn native_error(_: Arc<DynamicObject>, _: &kube::Error, _: Arc<Native>) -> Action {
+    Action::requeue(Duration::from_millis(100))
+}
+
+/// A running native controller; stops when dropped.
+struct NativeRun {
+    task: tokio::task::JoinHandle<()>,
+    ctx: Arc<Native>,
+}
+
+fn start_native(client: kube::Client) -> NativeRun {
+    let ar = thing_resource();
+    let things: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let ctx = Arc::new(Native {
+        things: Api::namespaced_with(client.clone(), "default", &ar),
+        children: Api::namespaced(client.clone(), "default"),
+        reconciles: AtomicU64::new(0),
+    });
+    let config = watcher::Config::default().any_semantic();
+    let run = Controller::new_with(things, config.clone(), ar)
+        .owns(Api::<ConfigMap>::all(client), config)
+        .with_config(controller::Config::default().concurrency(WORKERS))
+        .run(native_reconcile, native_error, ctx.clone())
+        .for_each(|_| async {});
+    NativeRun {
+        task: tokio::spawn(run),
+        ctx,
+    }
+}
+
+impl Drop for NativeRun {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One round of one side.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    Wasmctrl,
+    Native,
+}
+
+struct Round {
+    converge: f64,
+    storm: f64,
+    reconciles: u64,
+    requests: BTreeMap<(String, String), Tally>,
+}
+
+async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
+    let server = ApiServer::builder().history(100_000).build().unwrap();
+    let driver = server.client();
+    common::things::install(&driver).await;
+    create_things(&driver, n).await;
+    let observer = Observer::start(&driver);
+    let requests = Arc::new(Requests::default());
+    let client = counting_client(&server, requests.clone());
+
+    let started = Instant::now();
+    let (host, native) = match side {
+        Side::Wasmctrl => {
+            let host = Host::new(client);
+            let tuning = Tuning {
+                concurrency: Some(WORKERS as usize),
+            };
+            host.upsert(plugin.clone(), tuning).await;
+            (Some(host), None)
+        }
+        Side::Native => (None, Some(start_native(client))),
+    };
+    observer.converged(n).await;
+    let converge = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    storm(&driver, n).await;
+    observer.converged(n).await;
+    let storm = started.elapsed().as_secs_f64();
+
+    let reconciles = match (&host, &native) {
+        (Some(host), _) => host.counts("converge").unwrap().total(),
+        (_, Some(native)) => native.ctx.reconciles.load(Ordering::Relaxed),
+        _ => unreachable!(),
+    };
+    if let Some(host) = host {
+        host.shutdown(Duration::from_secs(5)).await;
+    }
+    drop(native);
+    drop(observer);
+    Round {
+        converge,
+        storm,
+        reconciles,
+        requests: requests.snapshot(),
+    }
+}
+
+fn print_requests(label: &str, rounds: &[Round]) {
+    let last = &rounds[rounds.len() - 1].requests;
+    let (count, sent, received) = last.values().fold((0, 0, 0), |(c, s, r), t| {
+        (c + t.count, s + t.sent, r + t.received)
+    });
+    println!(
+        "  {label}: {count} requests, {sent} bytes sent, {received} bytes received (last round)"
+    );
+    for ((verb, shape), t) in last {
+        println!(
+            "    {:>7} {:>9} B {:>11} B  {verb:<12} {shape}",
+            t.count, t.sent, t.received
+        );
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n = env_or("WASMCTRL_BENCH_OBJECTS", 10_000);
+    let rounds = env_or("WASMCTRL_BENCH_ROUNDS", 5).max(1);
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let plugin = Arc::new(
+        runtime
+            .load("converge.wasm", &common::plugin_bytes("converge"), "{}")
+            .unwrap(),
+    );
+    println!(
+        "convergence: {n} Things, each one owned ConfigMap (SSA) + status, {WORKERS} workers, \
+         {rounds} rounds interleaved, then {STORM} spec changes per object"
+    );
+    let mut results: BTreeMap<&str, Vec<Round>> = BTreeMap::new();
+    for r in 0..rounds {
+        // Alternate which side goes first, so drift in the machine's speed hits both alike.
+        let order = if r % 2 == 0 {
+            [Side::Wasmctrl, Side::Native]
+        } else {
+            [Side::Native, Side::Wasmctrl]
+        };
+        for side in order {
+            let result = round(side, &plugin, n).await;
+            println!(
+                "  round {}: {side:?}: converged in {:.2} s, storm {:.2} s, {} reconciles in all",
+                r + 1,
+                result.converge,
+                result.storm,
+                result.reconciles
+            );
+            let label = if side == Side::Wasmctrl {
+                "wasmctrl"
+            } else {
+                "native"
+            };
+            results.entry(label).or_default().push(result);
+        }
+    }
+    let stat = |label: &str, f: fn(&Round) -> f64| spread(results[label].iter().map(f).collect());
+    println!("  figures: median (min..max) over {rounds} rounds");
+    for (what, f) in [
+        (
+            "initial convergence s",
+            (|r: &Round| r.converge) as fn(&Round) -> f64,
+        ),
+        ("update storm s", |r: &Round| r.storm),
+        ("reconciles", |r: &Round| r.reconciles as f64),
+        ("requests", |r: &Round| {
+            r.requests.values().map(|t| t.count).sum::<u64>() as f64
+        }),
+        ("request bytes sent", |r: &Round| {
+            r.requests.values().map(|t| t.sent).sum::<u64>() as f64
+        }),
+    ] {
+        let (wmin, wmed, wmax) = stat("wasmctrl", f);
+        let (nmin, nmed, nmax) = stat("native", f);
+        println!(
+            "  {what:<22} wasmctrl {wmed:>10.2} ({wmin:.2}..{wmax:.2})   native {nmed:>10.2} ({nmin:.2}..{nmax:.2})   ratio {:.2}",
+            wmed / nmed
+        );
+    }
+    print_requests("wasmctrl", &results["wasmctrl"]);
+    print_requests("native", &results["native"]);
+    let (_, w, _) = stat("wasmctrl", |r| r.converge);
+    let (_, nat, _) = stat("native", |r| r.converge);
+    println!(
+        "convergence: wasmctrl {w:.2} s, native {nat:.2} s, ratio {:.2}",
+        w / nat
+    );
+}

@@ -1,0 +1,82 @@
+//! What the whole-controller benchmarks share: knobs from the environment, statistics, the
+//! resident size of a process, and the real host against an API server over HTTPS.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use wasmctrl::apiserver::{ApiServer, HttpServer};
+
+use super::common::process::Process;
+
+/// `name` from the environment as a number, else `default`.
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The samples in ascending order.
+pub fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v
+}
+
+/// min, median, max.
+pub fn spread(v: Vec<f64>) -> (f64, f64, f64) {
+    let v = sorted(v);
+    (v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+/// The value at fraction `p` of sorted samples (nearest rank).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Resident bytes of process `pid` (`"self"` for this one), from /proc.
+pub fn rss(pid: &str) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+/// Bytes in MiB.
+pub fn mib(bytes: f64) -> f64 {
+    bytes / (1024.0 * 1024.0)
+}
+
+/// A fresh API server in this process, listening over HTTPS, and a kubeconfig file for it in
+/// `dir`.
+pub async fn serve(dir: &Path) -> (ApiServer, HttpServer, PathBuf) {
+    let server = ApiServer::builder().history(100_000).build().unwrap();
+    let http = server.serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, http.kubeconfig()).unwrap();
+    (server, http, kubeconfig)
+}
+
+/// `wasmctrl run` (the bench-profile binary) over `plugins`, probes and metrics on free ports,
+/// with the artifact cache in `cache` when given, logging to `log`.
+pub fn run_host(kubeconfig: &Path, plugins: &Path, cache: Option<&Path>, log: PathBuf) -> Process {
+    let mut args = vec![
+        "run",
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--health-probe-bind-address",
+        "127.0.0.1:0",
+        "--metrics-bind-address",
+        "127.0.0.1:0",
+    ];
+    if let Some(cache) = cache {
+        args.extend(["--cache-dir", cache.to_str().unwrap()]);
+    }
+    Process::wasmctrl(&args, log, &[])
+}

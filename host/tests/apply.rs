@@ -1,0 +1,156 @@
+//! What the applier sends to the API server, and what it skips, counted in the embedded API
+//! server's request log: a reconcile never re-sends what the previous one wrote just because a
+//! cache has not caught up with that write yet, while drift is still corrected.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use serde_json::json;
+use wasmctrl::apiserver::ApiServer;
+use wasmctrl::apply::{Applied, Applier, Subject};
+use wasmctrl::informer::{Entry, Informer, Informers, ObjectKey, Watch};
+use wasmctrl::plugin::{Intent, wit};
+use wasmctrl::runtime::{Config, Plugin, Runtime};
+use wasmctrl::view::EmptyView;
+
+fn watch(kind: GroupVersionKind) -> Watch {
+    Watch {
+        kind,
+        namespace: None,
+        labels: Default::default(),
+    }
+}
+
+/// The `converge` plugin's intents for the cached version of a Thing.
+fn reconcile(plugin: &Plugin, entry: &Entry) -> Vec<Intent> {
+    let request = wit::Request {
+        namespace: entry.key.namespace.clone(),
+        name: entry.key.name.clone(),
+        object: Some(entry.json.to_string()),
+        deleting: false,
+        settings: String::new(),
+        now: "2026-11-23T00:00:00Z".into(),
+    };
+    plugin
+        .reconcile(request, Arc::new(EmptyView))
+        .unwrap()
+        .intents
+}
+
+/// Writes (create, update, patch) the server has answered so far.
+fn writes(server: &ApiServer) -> Vec<String> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))
+        .map(|r| format!("{} {} {} {}", r.verb, r.resource, r.subresource, r.name))
+        .collect()
+}
+
+/// Waits until `informer` holds `key` in a version `ready` accepts.
+async fn cached(
+    informer: &Informer,
+    key: &ObjectKey,
+    ready: impl Fn(&Entry) -> bool,
+) -> Arc<Entry> {
+    common::eventually(20, &format!("{key} in the cache"), || async {
+        informer.get(key).filter(|e| ready(e))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
+    let server = ApiServer::new().unwrap();
+    let client = server.client();
+    common::things::install(&client).await;
+    common::things::create(&common::things::api(&client), "t", json!({})).await;
+    let informers = Arc::new(Informers::new(client.clone()));
+    let things = informers.get(&watch(GroupVersionKind::gvk("example.com", "v1", "Thing")));
+    let children = informers.get(&watch(GroupVersionKind::gvk("", "v1", "ConfigMap")));
+    things.synced().await;
+    children.synced().await;
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let plugin = runtime
+        .load("converge.wasm", &common::plugin_bytes("converge"), "")
+        .unwrap();
+    let applier = Applier::new(client.clone(), informers.clone());
+    let key = ObjectKey::new("default", "t");
+    let child_key = ObjectKey::new("default", "t-child");
+    let stale = things.get(&key).unwrap();
+    let intents = reconcile(&plugin, &stale);
+    let subject = |object| Subject {
+        manifest: plugin.manifest(),
+        key: &key,
+        object,
+    };
+
+    let before = writes(&server).len();
+    let first = applier
+        .apply(&subject(Some(&stale)), &intents)
+        .await
+        .unwrap();
+    assert_eq!(first.writes, 2, "the child and the status");
+    // The controller reconciles the key again at once (the child's creation queued its owner)
+    // while the Thing's cache still holds the version without status: nothing is re-sent.
+    let again = applier
+        .apply(&subject(Some(&stale)), &intents)
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        Applied {
+            writes: 0,
+            skipped: 2
+        }
+    );
+    // Nor once the caches show both writes.
+    let current = cached(&things, &key, |e| {
+        e.resource_version != stale.resource_version
+    })
+    .await;
+    cached(&children, &child_key, |_| true).await;
+    let settled = applier
+        .apply(&subject(Some(&current)), &intents)
+        .await
+        .unwrap();
+    assert_eq!(settled.writes, 0);
+    assert_eq!(
+        writes(&server)[before..],
+        [
+            "patch configmaps  t-child".to_string(),
+            "patch things status t".to_string()
+        ]
+    );
+
+    // Drift is still corrected: someone else changes the child, and once the cache shows it the
+    // same intent is applied again.
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "default");
+    let drifted = configmaps
+        .patch(
+            "t-child",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"value": "other"}})),
+        )
+        .await
+        .unwrap();
+    let drifted_rv = drifted.metadata.resource_version.unwrap();
+    cached(&children, &child_key, |e| e.resource_version == drifted_rv).await;
+    let corrected = applier
+        .apply(&subject(Some(&current)), &intents)
+        .await
+        .unwrap();
+    assert_eq!(
+        corrected.writes, 1,
+        "the child applied again, the status unchanged"
+    );
+    let child = configmaps.get("t-child").await.unwrap();
+    assert_eq!(child.data.unwrap()["value"], "0");
+}
