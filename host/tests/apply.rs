@@ -35,7 +35,7 @@ fn reconcile(plugin: &Plugin, entry: &Entry) -> Vec<Intent> {
         object: Some(entry.json.to_string()),
         deleting: false,
         settings: String::new(),
-        now: "2026-11-23T00:00:00Z".into(),
+        now: wit::Timestamp::parse("2026-11-23T00:00:00Z").expect("RFC 3339"),
     };
     plugin
         .reconcile(request, Arc::new(EmptyView))

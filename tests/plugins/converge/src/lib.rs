@@ -5,7 +5,8 @@
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectMeta, Outcome, Reconciler, Request, Settings, json,
+    Action, Context, Error, Gvk, Manifest, NoSettings, ObjectMeta, Outcome, Reconciler, Request,
+    json,
 };
 
 /// The plugin.
@@ -25,7 +26,9 @@ struct Spec {
 }
 
 impl Reconciler for Converge {
-    fn manifest(_settings: &Settings) -> Result<Manifest, String> {
+    type Settings = NoSettings;
+
+    fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
         Ok(
             Manifest::new("converge", Gvk::new("example.com", "v1", "Thing")).owns(Gvk::new(
                 "",
