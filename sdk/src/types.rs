@@ -178,8 +178,8 @@ pub enum Level {
     Error,
 }
 
-/// Settings of a plugin that takes none: an empty object (or none at all). Anything else is
-/// rejected at load, so an operator's misplaced settings do not go unnoticed.
+/// Settings of a plugin that takes none: any object's fields are ignored (an operator may
+/// configure settings a later version of the plugin reads); a value that is not an object is
+/// rejected at load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NoSettings {}
