@@ -13,16 +13,7 @@ use wasmctrl::runtime::{CONTRACT, Config, LoadError, PREVIOUS_CONTRACT, Runtime}
 use wasmctrl::view::{StaticView, View};
 
 fn request(now: &str) -> wit::Request {
-    let object = json!({"apiVersion": "example.com/v1", "kind": "Thing",
-        "metadata": {"namespace": "default", "name": "t1", "uid": "u1", "generation": 3}});
-    wit::Request {
-        namespace: "default".into(),
-        name: "t1".into(),
-        object: Some(object.to_string()),
-        deleting: false,
-        settings: String::new(),
-        now: wit::Timestamp::parse(now).expect("RFC 3339"),
-    }
+    common::things::request(3, now)
 }
 
 #[test]

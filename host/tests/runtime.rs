@@ -25,16 +25,7 @@ fn hostile(rt: &Runtime, mode: &str) -> Plugin {
 }
 
 fn request() -> wit::Request {
-    let object = json!({"apiVersion": "example.com/v1", "kind": "Thing",
-        "metadata": {"namespace": "default", "name": "t1", "uid": "u1", "generation": 1}});
-    wit::Request {
-        namespace: "default".into(),
-        name: "t1".into(),
-        object: Some(object.to_string()),
-        deleting: false,
-        settings: String::new(),
-        now: wit::Timestamp::parse("2026-11-22T00:00:00Z").expect("RFC 3339"),
-    }
+    common::things::request(1, "2026-11-22T00:00:00Z")
 }
 
 fn view() -> Arc<dyn View> {
@@ -255,7 +246,16 @@ fn compiled_artifacts_are_cached_on_disk() {
     assert_eq!((stats.compiled, stats.from_disk), (0, 1), "{stats:?}");
     assert_eq!(first.digest(), second.digest());
     assert_eq!(second.manifest().name, "virtualmachine");
-    assert!(second.reconcile(request(), view()).is_ok());
+    // The virtualmachine plugin reads a VirtualMachine (its spec is required).
+    let vm = json!({"apiVersion": "cloudnative.tw/v1alpha1", "kind": "VirtualMachine",
+        "metadata": {"namespace": "default", "name": "t1", "uid": "u1", "generation": 1},
+        "spec": {"resource": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}}});
+    let request = wit::Request {
+        object: Some(vm.to_string()),
+        ..request()
+    };
+    let done = second.reconcile(request, view());
+    assert!(done.is_ok(), "{done:?}");
 }
 
 #[test]

@@ -21,16 +21,7 @@ use wasmctrl::runtime::{Config, Plugin, Runtime};
 use wasmctrl::view::{EmptyView, View};
 
 fn request() -> wit::Request {
-    let object = json!({"apiVersion": "example.com/v1", "kind": "Thing",
-        "metadata": {"namespace": "default", "name": "t1", "uid": "u1", "generation": 1}});
-    wit::Request {
-        namespace: "default".into(),
-        name: "t1".into(),
-        object: Some(object.to_string()),
-        deleting: false,
-        settings: String::new(),
-        now: wit::Timestamp::parse("2026-11-22T00:00:00Z").expect("RFC 3339"),
-    }
+    common::things::request(1, "2026-11-22T00:00:00Z")
 }
 
 fn view() -> Arc<dyn View> {

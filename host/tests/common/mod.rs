@@ -124,6 +124,20 @@ pub mod things {
         )
     }
 
+    /// The request the host sends for Thing `default/t1` at `generation`, at time `now`.
+    pub fn request(generation: i64, now: &str) -> wasmctrl::plugin::wit::Request {
+        let object = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"namespace": "default", "name": "t1", "uid": "u1", "generation": generation}});
+        wasmctrl::plugin::wit::Request {
+            namespace: "default".into(),
+            name: "t1".into(),
+            object: Some(object.to_string()),
+            deleting: false,
+            settings: String::new(),
+            now: wasmctrl::plugin::wit::Timestamp::parse(now).expect("RFC 3339"),
+        }
+    }
+
     /// Creates a Thing in `default`.
     pub async fn create(api: &Api<DynamicObject>, name: &str, labels: serde_json::Value) {
         let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
