@@ -7,7 +7,7 @@
 
 #![allow(missing_docs, clippy::all)]
 
-pub use current::wasmctrl::plugin::types as wit;
+pub use self::current::wasmctrl::plugin::types as wit;
 
 /// `wasmctrl:plugin@0.2.0`: the reconciler exported as the interface `reconciler`.
 pub mod current {
@@ -29,8 +29,8 @@ pub mod previous {
     use serde::Serialize;
     use serde::de::DeserializeOwned;
 
+    pub use self::wasmctrl::plugin::types as old;
     use super::wit;
-    pub use wasmctrl::plugin::types as old;
 
     /// A value of a type both contracts define alike (same names, same shape, so the same serde
     /// form), in the other contract's type. 0.2.0 only added to the types 0.1.1 has, so every
