@@ -45,7 +45,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::Resource;
 
-use crate::{Gvk, Metadata};
+use crate::{Condition, Gvk, Metadata};
 
 /// The kind of `K`, a k8s-openapi type or a derived custom resource, as the manifest and
 /// [`Context::get`](crate::Context::get) name it: `gvk::<Pod>()`.
@@ -64,6 +64,19 @@ pub fn child_meta(owner: &impl Metadata, name: &str) -> ObjectMeta {
     }
 }
 
+/// The schema of a status's `conditions`, for `#[schemars(schema_with = "wasmctrl_sdk::kube::conditions")]`
+/// on a `Vec<Condition>`: a list map keyed by `type`, as `metav1.Condition` lists are, so that
+/// server-side apply merges conditions by type and the API server refuses two of one type.
+pub fn conditions(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<Vec<Condition>>();
+    schema.insert("x-kubernetes-list-type".into(), "map".into());
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
+    schema
+}
+
 impl Metadata for ObjectMeta {
     fn name(&self) -> &str {
         self.name.as_deref().unwrap_or_default()
@@ -75,6 +88,14 @@ impl Metadata for ObjectMeta {
 
     fn finalizers(&self) -> &[String] {
         self.finalizers.as_deref().unwrap_or_default()
+    }
+
+    fn uid(&self) -> &str {
+        self.uid.as_deref().unwrap_or_default()
+    }
+
+    fn generation(&self) -> i64 {
+        self.generation.unwrap_or_default()
     }
 }
 

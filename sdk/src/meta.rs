@@ -117,6 +117,10 @@ pub trait Metadata {
     fn namespace(&self) -> &str;
     /// `metadata.finalizers`.
     fn finalizers(&self) -> &[String];
+    /// `metadata.uid`; empty until the server assigns one.
+    fn uid(&self) -> &str;
+    /// `metadata.generation`, what `observedGeneration` reports; 0 until the server sets it.
+    fn generation(&self) -> i64;
 }
 
 impl Metadata for ObjectMeta {
@@ -130,6 +134,14 @@ impl Metadata for ObjectMeta {
 
     fn finalizers(&self) -> &[String] {
         &self.finalizers
+    }
+
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    fn generation(&self) -> i64 {
+        self.generation
     }
 }
 

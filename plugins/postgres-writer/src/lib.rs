@@ -16,11 +16,12 @@
 //! Settings: `database` (default `students`), the name of the database the operator granted with
 //! `--sql <database>=<connection>`; the manifest declares the capability `sql:<database>`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::sql::{Database, SqlError, Statement};
 use wasmctrl_sdk::{
-    Action, Context, Error, Finalizer, Gvk, Manifest, Object, Outcome, Predicate, Reconciler,
-    Request, finalizer,
+    Action, Context, CustomResource, Error, Finalizer, Gvk, Manifest, Outcome, Predicate,
+    Reconciler, Request, finalizer,
 };
 
 /// The finalizer that keeps an object until its row is gone.
@@ -31,7 +32,7 @@ const UNDEFINED_TABLE: &str = "42P01";
 
 /// The kind this plugin reconciles.
 pub fn kind() -> Gvk {
-    Gvk::new("demo.yash.com", "v1", "PostgresWriter")
+    wasmctrl_sdk::kube::gvk::<PostgresWriter>()
 }
 
 /// Operator settings.
@@ -50,39 +51,65 @@ impl Default for Config {
     }
 }
 
-/// A PostgresWriter (the fields this plugin reads).
-pub type PostgresWriter = Object<Spec, Status>;
-
-/// `spec`: the table and the row's values.
-#[derive(Debug, Default, Deserialize)]
+/// The row: the table that holds it and its values.
+//
+// The derive declares the kind, `PostgresWriter`, and its CRD (`examples/postgres-writer/crd.yaml`).
+// Every field is required by the CRD's schema, yet parses when missing: `Spec::invalid` reports it
+// in status on a server that does not enforce the schema, instead of failing the reconcile. (Empty
+// strings are not serialized, which also keeps schemars from declaring a `default: ''` that the
+// `minLength` would then refuse.)
+#[derive(CustomResource, Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "demo.yash.com",
+    version = "v1",
+    kind = "PostgresWriter",
+    namespaced,
+    status = "Status",
+    shortname = "pgw",
+    doc = "A PostgresWriter: one database row per object",
+    printcolumn = r#"{"name":"Table","type":"string","jsonPath":".spec.table"}"#,
+    printcolumn = r#"{"name":"Name","type":"string","jsonPath":".spec.name"}"#,
+    printcolumn = r#"{"name":"Age","type":"integer","jsonPath":".spec.age"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    crates(
+        kube_core = "::wasmctrl_sdk::kube_core",
+        k8s_openapi = "::wasmctrl_sdk::k8s_openapi"
+    )
+)]
+#[schemars(extend("required" = ["table", "name", "age", "country"]))]
 pub struct Spec {
     /// Table holding the row.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1, max = 63))]
     pub table: String,
     /// The student's name.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1))]
     pub name: String,
     /// The student's age (at least 0).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "i64", range(min = 0, max = 2147483647))]
     pub age: Option<i64>,
     /// The student's country.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1))]
     pub country: String,
 }
 
-/// `.status` as this plugin writes it.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+/// Where the row is, or why there is none.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
-    /// `Synced` or `Invalid`.
+    /// Synced, or Invalid when the spec cannot be written.
+    #[serde(default)]
     pub phase: String,
     /// The table holding the row (empty while none does).
     #[serde(default)]
     pub table: String,
-    /// The row's primary key.
+    /// The row's primary key, namespace/name.
     #[serde(default)]
     pub id: String,
-    /// Why the phase is `Invalid`.
+    /// Why the phase is Invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The generation the status describes.
@@ -206,7 +233,7 @@ fn sync(
         let invalid = Status {
             phase: "Invalid".into(),
             message: Some(problem.clone()),
-            observed_generation: writer.metadata.generation,
+            observed_generation: writer.metadata.generation.unwrap_or_default(),
             ..status.clone()
         };
         let mut actions = vec![Action::warning("InvalidSpec", &problem)];
@@ -228,7 +255,7 @@ fn sync(
         table: spec.table.clone(),
         id: key.to_string(),
         message: None,
-        observed_generation: writer.metadata.generation,
+        observed_generation: writer.metadata.generation.unwrap_or_default(),
     };
     let mut actions = Vec::new();
     if synced != *status {

@@ -248,3 +248,11 @@ fn a_gone_object_needs_nothing() {
     assert!(out.actions.is_empty());
     assert!(h.statements().is_empty());
 }
+
+#[test]
+fn crd_is_generated_from_the_types() {
+    wasmctrl_sdk::testing::check_crd::<PostgresWriter>(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/postgres-writer/crd.yaml"
+    ));
+}

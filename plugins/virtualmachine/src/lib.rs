@@ -17,9 +17,9 @@ pub fn kind() -> Gvk {
     wasmctrl_sdk::kube::gvk::<VirtualMachine>()
 }
 
-/// `spec`: requested resources and power action.
-///
-/// The derive declares the kind, `VirtualMachine`, and its CRD (`examples/virtualmachine/crd.yaml`).
+/// The requested resources and power action.
+//
+// The derive declares the kind, `VirtualMachine`, and its CRD (`examples/virtualmachine/crd.yaml`).
 #[derive(CustomResource, Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "cloudnative.tw",
@@ -41,7 +41,7 @@ pub fn kind() -> Gvk {
 pub struct Spec {
     /// Requested resources.
     pub resource: Resource,
-    /// `start` (default) or `stop`.
+    /// start (the default) or stop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["start", "stop"]))]
     pub action: Option<String>,
@@ -60,7 +60,7 @@ pub struct Resource {
     pub root_disk: String,
 }
 
-/// `.status` as this controller writes it.
+/// The machine's phase and the resources its server runs with.
 #[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {

@@ -10,10 +10,11 @@
 pub mod pod;
 pub mod status;
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::{
-    Action, Condition, Context, Error, Gvk, Manifest, NoSettings, Object, ObjectRef, Outcome,
-    Predicate, Reconciler, Request,
+    Action, Condition, Context, CustomResource, Error, Gvk, Manifest, Metadata, NoSettings,
+    ObjectRef, Outcome, Predicate, Reconciler, Request,
 };
 
 use crate::pod::{Cached, Pod};
@@ -21,7 +22,7 @@ use crate::status::{Observed, Status};
 
 /// The kind this plugin reconciles.
 pub fn kind() -> Gvk {
-    Gvk::new("ide.wasmctrl.io", "v1alpha1", "Workspace")
+    wasmctrl_sdk::kube::gvk::<Workspace>()
 }
 
 /// The kind it owns: one Pod per Workspace.
@@ -29,38 +30,74 @@ pub fn pod_kind() -> Gvk {
     wasmctrl_sdk::kube::gvk::<Pod>()
 }
 
-/// A Workspace object (only the fields this controller reads).
-pub type Workspace = Object<Spec, Status>;
-
-/// `spec`: what the IDE Pod runs.
-#[derive(Debug, Default, Deserialize)]
+/// What the IDE Pod runs.
+//
+// The derive declares the kind, `Workspace`, and its CRD (`examples/workspace/crd.yaml`). The
+// fields parse when missing or invalid so that `pod::validate` can name the field in its error
+// (a server that does not enforce the schema); empty ones are not serialized, which also keeps
+// schemars from declaring `default`s the schema would then refuse.
+#[derive(CustomResource, Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "ide.wasmctrl.io",
+    version = "v1alpha1",
+    kind = "Workspace",
+    namespaced,
+    status = "Status",
+    shortname = "ws",
+    doc = "A cloud IDE workspace: one Pod running its IDE image",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Pod IP","type":"string","jsonPath":".status.podIP"}"#,
+    printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.nodeName"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::wasmctrl_sdk::kube_core",
+        k8s_openapi = "::wasmctrl_sdk::k8s_openapi"
+    )
+)]
+#[schemars(extend("required" = ["image", "port"]))]
 pub struct Spec {
     /// The IDE container image.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1))]
     pub image: String,
-    /// The port the IDE listens on.
-    #[serde(default)]
+    /// The port the IDE listens on (the container port named http).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 1, max = 65535))]
     pub port: i64,
-    /// Resource limits of the IDE container.
-    #[serde(default)]
+    /// Limits of the IDE container; absent ones are not limited.
+    #[serde(default, skip_serializing_if = "Resources::is_empty")]
     pub resources: Resources,
 }
 
-/// `spec.resources`: limits, each a Kubernetes quantity; absent ones are not limited.
-#[derive(Debug, Default, Deserialize)]
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// A Kubernetes quantity, as the API server's own schema for one checks it.
+const QUANTITY: &str = r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// Limits of the IDE container, each a Kubernetes quantity; absent ones are not limited.
+#[derive(Debug, Default, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct Resources {
-    /// CPU limit, e.g. `500m`.
-    #[serde(default)]
+    /// CPU limit, a Kubernetes quantity such as 500m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = QUANTITY))]
     pub cpu: Option<String>,
-    /// Memory limit, e.g. `1Gi`.
-    #[serde(default)]
+    /// Memory limit, a Kubernetes quantity such as 1Gi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = QUANTITY))]
     pub memory: Option<String>,
-    /// Ephemeral storage limit, e.g. `2Gi`.
-    #[serde(default)]
+    /// Ephemeral storage limit, a Kubernetes quantity such as 2Gi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = QUANTITY))]
     pub storage: Option<String>,
 }
 
 impl Resources {
+    fn is_empty(&self) -> bool {
+        self.fields().iter().all(|(_, value)| value.is_none())
+    }
+
     /// The fields by their `spec.resources` names.
     pub fn fields(&self) -> [(&'static str, Option<&str>); 3] {
         [
@@ -99,7 +136,7 @@ impl Reconciler for WorkspaceController {
         pod::validate(&ws).map_err(|e| Error::terminal(format!("Workspace {key}: {e}")))?;
 
         let (desired, hash) = pod::desired(&ws);
-        let (namespace, name) = (&ws.metadata.namespace, &ws.metadata.name);
+        let (namespace, name) = (ws.metadata.namespace(), ws.metadata.name());
         let cached: Option<Pod> = ctx.get(&pod_kind(), namespace, name)?;
         let mut actions = Vec::new();
         let observed = match &cached {
@@ -108,7 +145,8 @@ impl Reconciler for WorkspaceController {
                 Observed::Missing
             }
             Some(p)
-                if !ws.metadata.uid.is_empty() && p.controller_uid() != Some(&ws.metadata.uid) =>
+                if !ws.metadata.uid().is_empty()
+                    && p.controller_uid() != Some(ws.metadata.uid()) =>
             {
                 // Retried with backoff rather than terminal: the other Pod's removal (or garbage
                 // collection of a previous Workspace's Pod) need not come back to us as an event.
@@ -232,6 +270,14 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn crd_is_generated_from_the_types() {
+        wasmctrl_sdk::testing::check_crd::<Workspace>(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/workspace/crd.yaml"
+        ));
     }
 
     #[test]

@@ -12,6 +12,8 @@ use wasmctrl_sdk::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub use wasmctrl_sdk::k8s_openapi::api::core::v1::Pod;
 
+use wasmctrl_sdk::Metadata;
+
 use crate::Workspace;
 
 /// Annotation carrying the hash of the Pod spec the Pod was created from.
@@ -82,10 +84,10 @@ pub fn validate(ws: &Workspace) -> Result<(), String> {
         }
     }
     // The name is also a label value (WORKSPACE_LABEL), and those are limited to 63 characters.
-    if ws.metadata.name.len() > 63 {
+    if ws.metadata.name().len() > 63 {
         return Err(format!(
             "metadata.name must be at most 63 characters to label its Pod, got {}",
-            ws.metadata.name.len()
+            ws.metadata.name().len()
         ));
     }
     Ok(())
@@ -132,11 +134,11 @@ pub fn desired(ws: &Workspace) -> (Pod, String) {
     };
     // Hashed as JSON, as the Pod was hashed when it was built as JSON: the same Pods keep their hash.
     let hash = spec_hash(&serde_json::to_value(&spec).unwrap_or_default());
-    let mut metadata = wasmctrl_sdk::kube::child_meta(&ws.metadata, &ws.metadata.name);
+    let mut metadata = wasmctrl_sdk::kube::child_meta(&ws.metadata, ws.metadata.name());
     metadata.labels = Some(BTreeMap::from([
         ("app.kubernetes.io/name".into(), "workspace".into()),
         ("app.kubernetes.io/managed-by".into(), "wasmctrl".into()),
-        (WORKSPACE_LABEL.into(), ws.metadata.name.clone()),
+        (WORKSPACE_LABEL.into(), ws.metadata.name().to_owned()),
     ]));
     metadata.annotations = Some(BTreeMap::from([(SPEC_HASH.into(), hash.clone())]));
     let pod = Pod {

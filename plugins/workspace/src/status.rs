@@ -1,8 +1,9 @@
 //! What a Workspace reports in `.status`: the phase, IP and node of its Pod and a `Ready`
 //! condition whose `lastTransitionTime` moves only when its status does.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wasmctrl_sdk::{Condition, Timestamp, find_condition, set_condition};
+use wasmctrl_sdk::{Condition, Metadata, Timestamp, find_condition, set_condition};
 
 use crate::Workspace;
 use crate::pod::Pod;
@@ -10,8 +11,8 @@ use crate::pod::Pod;
 /// The type of the condition this controller maintains.
 pub const READY: &str = "Ready";
 
-/// `.status` as this controller writes it.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize)]
+/// The workspace's Pod and whether it is ready.
+#[derive(Debug, Default, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
     /// The phase of the workspace's current Pod; `Pending` while there is none.
@@ -26,8 +27,9 @@ pub struct Status {
     /// The Workspace generation this status describes.
     #[serde(default)]
     pub observed_generation: i64,
-    /// `Ready`, plus any conditions others maintain (kept as they are).
+    /// Ready, plus any conditions others maintain (kept as they are).
     #[serde(default)]
+    #[schemars(schema_with = "wasmctrl_sdk::kube::conditions")]
     pub conditions: Vec<Condition>,
 }
 
@@ -53,8 +55,8 @@ impl Status {
 
 /// The status to report for `ws` given its Pod; `now` stamps a `Ready` condition that changed.
 pub fn desired(ws: &Workspace, observed: Observed<'_>, now: Timestamp) -> Status {
-    let name = &ws.metadata.name;
-    let generation = ws.metadata.generation;
+    let name = ws.metadata.name();
+    let generation = ws.metadata.generation();
     let (phase, pod_ip, node_name) = match observed {
         Observed::Current(pod) => {
             let status = pod.status.clone().unwrap_or_default();
