@@ -108,6 +108,9 @@ impl Runtime {
                 (Engine::new(&engine_config(&config, false))?, false)
             }
         };
+        // The same code generation and memory settings, without reserving an instance pool.
+        let mut compile_config = engine_config(&config, pooling);
+        compile_config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
         let mut linker = Linker::new(&engine);
         type Data = wasmtime::component::HasSelf<State>;
         current::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s)?;
@@ -116,7 +119,8 @@ impl Runtime {
         // context (host/wasi.rs) serves them. Others never touch it.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         start_ticker(&engine);
-        let artifacts = artifacts::Artifacts::new(&engine, config.cache_dir.clone());
+        let artifacts =
+            artifacts::Artifacts::new(&engine, compile_config, config.cache_dir.clone());
         let permits = Permits::new(config.max_instances as usize);
         Ok(Self {
             inner: Arc::new(Inner {
