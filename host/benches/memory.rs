@@ -290,16 +290,25 @@ async fn idle_figures(rounds: usize) {
     let plugins = idle_plugins(dir.path());
     let settle = Duration::from_secs(10);
     println!(
-        "idle: wasmctrl run with {IDLE} plugins vs {IDLE} native kube-runtime controller processes, RSS {}s after start, {rounds} rounds interleaved",
+        "idle: wasmctrl run with {IDLE} plugins (compiled at start) vs {IDLE} native kube-runtime controller processes, RSS {}s after all started, {rounds} rounds interleaved",
         settle.as_secs()
     );
     let (mut host, mut native) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let log = dir.path().join(format!("host-{round}.log"));
         let process = run_host(&kubeconfig, &plugins, None, log);
+        // Idle means every plugin compiled and started (a cold start compiles them, which takes
+        // seconds on a loaded machine), then `settle` of nothing to do.
+        let deadline = std::time::Instant::now() + Duration::from_secs(300);
+        while process.log().matches("plugin started").count() < IDLE {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "plugins did not all start: {}",
+                process.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         tokio::time::sleep(settle).await;
-        let started = process.log().matches("plugin started").count();
-        assert_eq!(started, IDLE, "plugins started: {}", process.log());
         host.push(rss(&process.pid().unwrap().to_string()) as f64);
         drop(process);
 

@@ -71,6 +71,7 @@ pub fn main() -> ExitCode {
         eprintln!("error: --log-level: {e}");
         return ExitCode::from(2);
     }
+    crate::memory::configure();
     let result = match cli.command {
         Command::New(args) => new::run(args),
         Command::Build(args) => build::run(args),
