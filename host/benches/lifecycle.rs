@@ -96,12 +96,27 @@ impl Volume {
     }
 }
 
+/// The task of [`watch_version`], stopped when dropped: it must not outlive the API server it
+/// watches.
+struct Watching(tokio::task::JoinHandle<()>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Watches Thing `t` and sends its `status.version` on every change.
-fn watch_version(client: &kube::Client) -> tokio::sync::watch::Receiver<String> {
+fn watch_version(client: &kube::Client) -> (tokio::sync::watch::Receiver<String>, Watching) {
     let (tx, rx) = tokio::sync::watch::channel(String::new());
     let api = common::things::api(client);
-    let stream = watcher::watcher(api, watcher::Config::default()).applied_objects();
-    tokio::spawn(stream.for_each(move |obj| {
+    // With backoff: a watcher without it retries a failing request at once, forever, and
+    // never yields, so a server that went away first kept a worker spinning and the benchmark
+    // from exiting.
+    let stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects();
+    let task = tokio::spawn(stream.for_each(move |obj| {
         if let Ok(obj) = obj
             && let Some(v) = obj.data["status"]["version"].as_str()
         {
@@ -109,7 +124,7 @@ fn watch_version(client: &kube::Client) -> tokio::sync::watch::Receiver<String> 
         }
         async {}
     }));
-    rx
+    (rx, Watching(task))
 }
 
 async fn wait_version(rx: &mut tokio::sync::watch::Receiver<String>, want: &str) {
@@ -124,6 +139,7 @@ struct Reloading {
     tag: &'static str,
     volume: Volume,
     rx: tokio::sync::watch::Receiver<String>,
+    _watching: Watching,
     _host: Process,
     _http: HttpServer,
     samples: Vec<f64>,
@@ -142,7 +158,7 @@ async fn reloading(
     let client = server.client();
     common::things::install(&client).await;
     common::things::create(&common::things::api(&client), "t", serde_json::json!({})).await;
-    let mut rx = watch_version(&client);
+    let (mut rx, watching) = watch_version(&client);
     let volume = Volume::new(dir.join("plugins"));
     if cache.is_some() {
         // Fill the cache with every version the timed reloads will use.
@@ -158,6 +174,7 @@ async fn reloading(
         tag,
         volume,
         rx,
+        _watching: watching,
         _host: host,
         _http: http,
         samples: Vec::new(),
