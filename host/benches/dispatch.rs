@@ -2,7 +2,7 @@
 //! (fresh instance per call), single thread and all cores, next to the same logic compiled
 //! natively. Two readings of the object: typed (the fields it needs, as the SDK suggests) and
 //! the whole object built as a `serde_json::Value`. Prints medians of several rounds, interleaved
-//! with the native runs, and the ratios.
+//! with the native runs (min..max beside them), and the ratios.
 //!
 //! Run with `make bench` (it builds `target/test-plugins/trivial.wasm` first).
 
@@ -76,9 +76,20 @@ fn rate(threads: usize, op: Arc<dyn Fn() + Send + Sync>) -> f64 {
     total as f64 / started.elapsed().as_secs_f64()
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+/// Median, min and max of the rounds' rates.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+fn spread(mut xs: Vec<f64>) -> Spread {
     xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
+    Spread {
+        median: xs[xs.len() / 2],
+        min: xs[0],
+        max: xs[xs.len() - 1],
+    }
 }
 
 fn main() {
@@ -148,10 +159,15 @@ fn main() {
                 w.push(rate(threads, wasm_op.clone()));
                 n.push(rate(threads, native_op.clone()));
             }
-            let (w, n) = (median(w), median(n));
+            let (ws, ns) = (spread(w), spread(n));
+            let (w, n) = (ws.median, ns.median);
             println!(
-                "{label:>11}: wasm {w:>10.0} reconciles/s ({:>7.0}/s per core) | native {n:>10.0}/s | native/wasm {:.2}x",
+                "{label:>11}: wasm {w:>10.0} reconciles/s ({:.0}..{:.0}; {:>7.0}/s per core) | native {n:>10.0}/s ({:.0}..{:.0}) | native/wasm {:.2}x",
+                ws.min,
+                ws.max,
                 w / threads as f64,
+                ns.min,
+                ns.max,
                 n / w
             );
             if threads == 1 {
@@ -176,9 +192,12 @@ fn main() {
             std::hint::black_box(plugin.reconcile(req, view.clone()).expect("reconcile"));
         })
     };
-    let empty = median((0..ROUNDS).map(|_| rate(1, empty_op.clone())).collect());
+    let empty = spread((0..ROUNDS).map(|_| rate(1, empty_op.clone())).collect());
     println!(
-        "sandbox overhead (fresh instance + empty call): {:.1} µs ({empty:.0} calls/s, 1 thread)",
-        1e6 / empty
+        "sandbox overhead (fresh instance + empty call): {:.1} µs ({:.1}..{:.1}; {:.0} calls/s, 1 thread)",
+        1e6 / empty.median,
+        1e6 / empty.max,
+        1e6 / empty.min,
+        empty.median
     );
 }

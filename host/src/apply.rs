@@ -316,13 +316,14 @@ impl Applier {
                 namespace: namespace.clone(),
             });
         };
-        for key in informer.children_of(&owner.uid) {
+        let owner_uid = owner.meta().uid;
+        for key in informer.children_of(&owner_uid) {
             let controlled = informer.get(&key).is_some_and(|child| {
                 !child.deleting
                     && child
-                        .owners
+                        .owners()
                         .iter()
-                        .any(|o| o.controller && o.uid == owner.uid)
+                        .any(|o| o.controller && o.uid == owner_uid)
             });
             if !controlled || desired.contains(&key) {
                 continue;
@@ -394,7 +395,7 @@ impl Applier {
         let entry = informer.get(&ObjectKey::new(namespace, name));
         Some(
             entry
-                .map(|e| e.resource_version.clone())
+                .map(|e| e.resource_version.to_string())
                 .unwrap_or_default(),
         )
     }
@@ -493,7 +494,7 @@ impl Applier {
                     status_label(&target_label(kind, &object.key.namespace, &object.key.name));
                 if self
                     .last(plugin, &written_label)
-                    .is_some_and(|w| w.holds(status_hash, &object.resource_version))
+                    .is_some_and(|w| w.holds(status_hash, &object.resource_version.to_string()))
                 {
                     return Ok(false);
                 }
@@ -513,7 +514,7 @@ impl Applier {
                     .patch_status(&object.key.name, &params, &Patch::<()>::Json(ops))
                     .await;
                 let written = self.map(result, &label, "update status")?;
-                let before = Some(object.resource_version.clone());
+                let before = Some(object.resource_version.to_string());
                 self.remember(plugin, written_label, status_hash, before, &written);
                 Ok(true)
             }
@@ -522,17 +523,18 @@ impl Applier {
                     return Ok(false);
                 };
                 let adding = matches!(intent, Intent::AddFinalizer { .. });
-                let present = object.finalizers.iter().position(|f| f == finalizer);
+                let finalizers = object.meta().finalizers;
+                let present = finalizers.iter().position(|f| f == finalizer);
                 let ops = match (adding, present) {
                     (true, Some(_)) | (false, None) => return Ok(false),
                     // Same preconditions as kube-runtime's finalizer helper: act only on the
                     // list we saw, so a concurrent writer's finalizer is never lost.
-                    (true, None) if object.finalizers.is_empty() => json!([
+                    (true, None) if finalizers.is_empty() => json!([
                         {"op": "test", "path": "/metadata/finalizers", "value": null},
                         {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
                     ]),
                     (true, None) => json!([
-                        {"op": "test", "path": "/metadata/finalizers", "value": object.finalizers},
+                        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
                         {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
                     ]),
                     (false, Some(i)) => json!([
@@ -603,7 +605,7 @@ impl Applier {
         };
         let regarding = json!({
             "apiVersion": api_version, "kind": kind.kind, "namespace": object.key.namespace,
-            "name": object.key.name, "uid": object.uid, "resourceVersion": object.resource_version,
+            "name": object.key.name, "uid": object.meta().uid, "resourceVersion": object.resource_version.to_string(),
         });
         let about = Event {
             regarding,

@@ -142,7 +142,10 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
         .await
         .unwrap();
     let drifted_rv = drifted.metadata.resource_version.unwrap();
-    cached(&children, &child_key, |e| e.resource_version == drifted_rv).await;
+    cached(&children, &child_key, |e| {
+        e.resource_version.to_string() == drifted_rv
+    })
+    .await;
     let corrected = applier
         .apply(&subject(Some(&current)), &intents)
         .await

@@ -24,7 +24,7 @@ pub(super) struct Filter {
 
 impl Filter {
     fn selected(&self, e: &Entry) -> bool {
-        self.scope.reconciles_in(&e.key.namespace) && self.manifest.selector.matches_map(&e.labels)
+        self.scope.reconciles_in(&e.key.namespace) && self.manifest.selector.matches(&e.labels())
     }
 
     pub(super) fn primary(&self, notice: &Notice, out: &mut Keys) {
@@ -51,10 +51,12 @@ impl Filter {
                 wit::Predicate::GenerationChanged => {
                     old.generation != new.generation || new.generation.is_none()
                 }
-                wit::Predicate::LabelsChanged => old.labels != new.labels,
-                wit::Predicate::AnnotationsChanged => old.annotations != new.annotations,
+                wit::Predicate::LabelsChanged => old.meta().labels != new.meta().labels,
+                wit::Predicate::AnnotationsChanged => {
+                    old.meta().annotations != new.meta().annotations
+                }
                 wit::Predicate::FinalizersChanged => {
-                    old.finalizers != new.finalizers || old.deleting != new.deleting
+                    old.deleting != new.deleting || old.meta().finalizers != new.meta().finalizers
                 }
             })
     }
@@ -75,7 +77,7 @@ pub(super) fn entries_of(notice: &Notice) -> Vec<&Arc<Entry>> {
 /// child that changes owner notifies both).
 pub(super) fn by_owner(owner_kind: &GroupVersionKind, notice: &Notice, out: &mut Keys) {
     for entry in entries_of(notice) {
-        for owner in &entry.owners {
+        for owner in entry.owners() {
             if owner.kind == owner_kind.kind && group_of(&owner.api_version) == owner_kind.group {
                 let key = ObjectKey::new(&entry.key.namespace, &owner.name);
                 if !out.iter().any(|(k, _)| *k == key) {
@@ -99,12 +101,12 @@ pub(super) fn by_mapping(
             wit::Mapping::Owner => return by_owner(owner_kind, notice, out),
             wit::Mapping::SameName => out.push((entry.key.clone(), notice.initial)),
             wit::Mapping::Label(l) => {
-                if let Some(name) = entry.labels.get(l) {
+                if let Some(name) = entry.meta().labels.get(l) {
                     out.push((ObjectKey::new(ns, name), notice.initial));
                 }
             }
             wit::Mapping::Annotation(a) => {
-                if let Some(name) = entry.annotations.get(a) {
+                if let Some(name) = entry.meta().annotations.get(a) {
                     out.push((ObjectKey::new(ns, name), notice.initial));
                 }
             }

@@ -66,11 +66,10 @@ impl View for Caches {
         reads: &Reads<'_>,
     ) -> Lookup {
         let entry = self.get(kind, &ObjectKey::new(namespace, name));
-        Lookup::of(
-            namespace,
-            entry.as_ref().map(|e| (&e.labels, &e.json)),
-            reads,
-        )
+        match &entry {
+            Some(e) => Lookup::of(namespace, Some((&e.labels(), &e.json)), reads),
+            None => Lookup::Absent,
+        }
     }
 
     fn list(
@@ -82,7 +81,10 @@ impl View for Caches {
     ) -> Vec<Arc<str>> {
         self.entries(kind, namespace)
             .into_iter()
-            .filter(|e| selector.matches(&e.labels) && reads.admits(&e.key.namespace, &e.labels))
+            .filter(|e| {
+                let labels = e.labels();
+                selector.matches(&labels) && reads.admits(&e.key.namespace, &labels)
+            })
             .map(|e| e.json.clone())
             .collect()
     }
