@@ -307,13 +307,13 @@ impl Applier {
             namespace: String::new(),
             name: String::new(),
         };
-        let namespace = &subject.key.namespace;
+        let namespace = subject.key.namespace();
         let Some(informer) = self.informers.covering(&any.gvk(), namespace) else {
             let (gvk, key) = (&subject.manifest.kind, subject.key);
             return Err(Error::Uncached {
-                target: target_label(gvk, &key.namespace, &key.name),
+                target: target_label(gvk, key.namespace(), key.name()),
                 kind: kind.into(),
-                namespace: namespace.clone(),
+                namespace: namespace.to_owned(),
             });
         };
         let owner_uid = owner.meta().uid;
@@ -329,8 +329,8 @@ impl Applier {
                 continue;
             }
             let target = Target {
-                namespace: key.namespace,
-                name: key.name,
+                namespace: key.namespace().to_owned(),
+                name: key.name().to_owned(),
                 ..any.clone()
             };
             count(self.apply_one(subject, &Intent::Delete { target }).await?);
@@ -360,7 +360,7 @@ impl Applier {
     /// Forgets what was written to (and recorded about) an object that is gone, so deleted
     /// objects leave nothing behind.
     pub fn forget_object(&self, gvk: &GroupVersionKind, key: &ObjectKey) {
-        let label = target_label(gvk, &key.namespace, &key.name);
+        let label = target_label(gvk, key.namespace(), key.name());
         let mut last = lock(&self.last);
         last.remove(&event_label(&label));
         last.remove(&status_label(&label));
@@ -406,7 +406,7 @@ impl Applier {
         if !self.fence.holds() {
             let (kind, key) = (&subject.manifest.kind, subject.key);
             return Err(Error::NotLeader {
-                target: target_label(kind, &key.namespace, &key.name),
+                target: target_label(kind, key.namespace(), key.name()),
             });
         }
         match intent {
@@ -490,8 +490,11 @@ impl Applier {
                 }
                 let status_hash = hash_of(&status.to_string());
                 let kind = &subject.manifest.kind;
-                let written_label =
-                    status_label(&target_label(kind, &object.key.namespace, &object.key.name));
+                let written_label = status_label(&target_label(
+                    kind,
+                    object.key.namespace(),
+                    object.key.name(),
+                ));
                 if self
                     .last(plugin, &written_label)
                     .is_some_and(|w| w.holds(status_hash, &object.resource_version.to_string()))
@@ -511,7 +514,7 @@ impl Applier {
                     ..Default::default()
                 };
                 let result = api
-                    .patch_status(&object.key.name, &params, &Patch::<()>::Json(ops))
+                    .patch_status(object.key.name(), &params, &Patch::<()>::Json(ops))
                     .await;
                 let written = self.map(result, &label, "update status")?;
                 let before = Some(object.resource_version.to_string());
@@ -550,7 +553,7 @@ impl Applier {
                     })?;
                 let result = api
                     .patch(
-                        &object.key.name,
+                        object.key.name(),
                         &PatchParams::default(),
                         &Patch::<()>::Json(ops),
                     )
@@ -588,7 +591,11 @@ impl Applier {
         };
         let plugin = subject.manifest.name.as_str();
         let kind = &subject.manifest.kind;
-        let label = event_label(&target_label(kind, &object.key.namespace, &object.key.name));
+        let label = event_label(&target_label(
+            kind,
+            object.key.namespace(),
+            object.key.name(),
+        ));
         // The same event again for the same object says nothing new; Kubernetes would merge it
         // into a series, we simply do not repeat it.
         let event_hash = hash_of(&(type_, reason, note));
@@ -604,8 +611,8 @@ impl Applier {
             format!("{}/{}", kind.group, kind.version)
         };
         let regarding = json!({
-            "apiVersion": api_version, "kind": kind.kind, "namespace": object.key.namespace,
-            "name": object.key.name, "uid": object.meta().uid, "resourceVersion": object.resource_version.to_string(),
+            "apiVersion": api_version, "kind": kind.kind, "namespace": object.key.namespace(),
+            "name": object.key.name(), "uid": object.meta().uid, "resourceVersion": object.resource_version.to_string(),
         });
         let about = Event {
             regarding,
@@ -775,7 +782,7 @@ impl Applier {
             ));
         }
         let namespace = if target.namespace.is_empty() {
-            subject.key.namespace.clone()
+            subject.key.namespace().to_owned()
         } else {
             target.namespace.clone()
         };
@@ -792,9 +799,9 @@ impl Applier {
     ) -> Result<(Api<DynamicObject>, String), Error> {
         let gvk = &subject.manifest.kind;
         let (resource, namespaced) = self.resource(gvk).await?;
-        let label = target_label(gvk, &subject.key.namespace, &subject.key.name);
+        let label = target_label(gvk, subject.key.namespace(), subject.key.name());
         let api = if namespaced {
-            Api::namespaced_with(self.client.clone(), &subject.key.namespace, &resource)
+            Api::namespaced_with(self.client.clone(), subject.key.namespace(), &resource)
         } else {
             Api::all_with(self.client.clone(), &resource)
         };

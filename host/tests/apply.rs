@@ -30,8 +30,8 @@ fn watch(kind: GroupVersionKind) -> Watch {
 /// The `converge` plugin's intents for the cached version of a Thing.
 fn reconcile(plugin: &Plugin, entry: &Entry) -> Vec<Intent> {
     let request = wit::Request {
-        namespace: entry.key.namespace.clone(),
-        name: entry.key.name.clone(),
+        namespace: entry.key.namespace().to_owned(),
+        name: entry.key.name().to_owned(),
         object: Some(entry.json.to_string()),
         deleting: false,
         settings: String::new(),

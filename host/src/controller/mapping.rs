@@ -24,7 +24,7 @@ pub(super) struct Filter {
 
 impl Filter {
     fn selected(&self, e: &Entry) -> bool {
-        self.scope.reconciles_in(&e.key.namespace) && self.manifest.selector.matches(&e.labels())
+        self.scope.reconciles_in(e.key.namespace()) && self.manifest.selector.matches(&e.labels())
     }
 
     pub(super) fn primary(&self, notice: &Notice, out: &mut Keys) {
@@ -79,7 +79,7 @@ pub(super) fn by_owner(owner_kind: &GroupVersionKind, notice: &Notice, out: &mut
     for entry in entries_of(notice) {
         for owner in entry.owners() {
             if owner.kind == owner_kind.kind && group_of(&owner.api_version) == owner_kind.group {
-                let key = ObjectKey::new(&entry.key.namespace, &owner.name);
+                let key = ObjectKey::new(entry.key.namespace(), &owner.name);
                 if !out.iter().any(|(k, _)| *k == key) {
                     out.push((key, notice.initial));
                 }
@@ -96,7 +96,7 @@ pub(super) fn by_mapping(
     out: &mut Keys,
 ) {
     for entry in entries_of(notice) {
-        let ns = &entry.key.namespace;
+        let ns = entry.key.namespace();
         match mapping {
             wit::Mapping::Owner => return by_owner(owner_kind, notice, out),
             wit::Mapping::SameName => out.push((entry.key.clone(), notice.initial)),
@@ -115,7 +115,7 @@ pub(super) fn by_mapping(
                     .iter()
                     .filter(|w| w.covers(ns))
                     .flat_map(|w| w.entries())
-                    .filter(|e| &e.key.namespace == ns)
+                    .filter(|e| e.key.namespace() == ns)
                 {
                     out.push((e.key.clone(), notice.initial));
                 }

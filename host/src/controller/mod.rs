@@ -450,7 +450,7 @@ impl Host {
                 let mut keys = Keys::new();
                 map(notice, &mut keys);
                 for (key, initial) in keys {
-                    if !scope.reconciles_in(&key.namespace) {
+                    if !scope.reconciles_in(key.namespace()) {
                         continue;
                     }
                     if initial {

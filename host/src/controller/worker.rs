@@ -103,11 +103,11 @@ impl Worker {
         let entry = self
             .watched
             .iter()
-            .filter(|w| w.covers(&key.namespace))
+            .filter(|w| w.covers(key.namespace()))
             .find_map(|w| w.get(key));
         let request = wit::Request {
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
+            namespace: key.namespace().to_owned(),
+            name: key.name().to_owned(),
             object: entry.as_ref().map(|e| e.json.to_string()),
             deleting: entry.as_ref().is_some_and(|e| e.deleting),
             settings: String::new(),

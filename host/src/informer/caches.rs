@@ -36,7 +36,7 @@ impl Caches {
         self.by_kind
             .get(kind)?
             .iter()
-            .filter(|i| i.covers(&key.namespace))
+            .filter(|i| i.covers(key.namespace()))
             .find_map(|i| i.get(key))
     }
 
@@ -48,7 +48,7 @@ impl Caches {
                 continue;
             }
             for entry in informer.entries() {
-                if namespace.is_empty() || entry.key.namespace == namespace {
+                if namespace.is_empty() || entry.key.namespace() == namespace {
                     out.entry(entry.key.clone()).or_insert(entry);
                 }
             }
@@ -83,7 +83,7 @@ impl View for Caches {
             .into_iter()
             .filter(|e| {
                 let labels = e.labels();
-                selector.matches(&labels) && reads.admits(&e.key.namespace, &labels)
+                selector.matches(&labels) && reads.admits(e.key.namespace(), &labels)
             })
             .map(|e| e.json.clone())
             .collect()

@@ -71,31 +71,75 @@ impl fmt::Display for Watch {
 }
 
 /// `namespace/name` of an object (namespace empty for cluster-scoped kinds).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Held as its text (`ns/name`, or `name` alone) in one shared allocation: a key is cloned into
+/// the workqueue, the in-flight set and the owner index on every change, and kept with every
+/// cached object, so a clone is a reference count and a cached key one small allocation.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
-    /// Namespace, empty for cluster-scoped objects.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
+    text: Arc<str>,
+    /// Length of the namespace in `text` (0: cluster-scoped, `text` is the name).
+    split: usize,
 }
 
 impl ObjectKey {
     /// A key from its parts.
     pub fn new(namespace: &str, name: &str) -> Self {
+        let text = if namespace.is_empty() {
+            Arc::from(name)
+        } else {
+            let mut text = String::with_capacity(namespace.len() + 1 + name.len());
+            text.push_str(namespace);
+            text.push('/');
+            text.push_str(name);
+            Arc::from(text)
+        };
         Self {
-            namespace: namespace.into(),
-            name: name.into(),
+            text,
+            split: namespace.len(),
+        }
+    }
+
+    /// Namespace, empty for cluster-scoped objects.
+    pub fn namespace(&self) -> &str {
+        &self.text[..self.split]
+    }
+
+    /// Name.
+    pub fn name(&self) -> &str {
+        match self.split {
+            0 => &self.text,
+            n => &self.text[n + 1..],
         }
     }
 }
 
-impl fmt::Display for ObjectKey {
+impl Ord for ObjectKey {
+    /// By namespace, then name.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.namespace(), self.name()).cmp(&(other.namespace(), other.name()))
+    }
+}
+
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Debug for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            f.write_str(&self.name)
-        } else {
-            write!(f, "{}/{}", self.namespace, self.name)
-        }
+        f.debug_struct("ObjectKey")
+            .field("namespace", &self.namespace())
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    /// `namespace/name`, or the name alone for cluster-scoped objects.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
     }
 }
 
@@ -702,6 +746,31 @@ mod tests {
         );
         assert_eq!(bare.meta(), Meta::default());
         assert!(bare.owners().is_empty());
+    }
+
+    #[test]
+    fn keys_give_back_their_parts_and_order_by_namespace_then_name() {
+        let namespaced = ObjectKey::new("ns", "web");
+        assert_eq!((namespaced.namespace(), namespaced.name()), ("ns", "web"));
+        assert_eq!(namespaced.to_string(), "ns/web");
+        let cluster = ObjectKey::new("", "node-1");
+        assert_eq!((cluster.namespace(), cluster.name()), ("", "node-1"));
+        assert_eq!(cluster.to_string(), "node-1");
+        // Same text, different parts: not the same key.
+        assert_ne!(ObjectKey::new("a", "b"), ObjectKey::new("", "a/b"));
+        // By namespace first: "a-x" sorts before "a/..." as text but after "a" as a namespace.
+        let mut keys = [
+            ObjectKey::new("a-x", "c"),
+            ObjectKey::new("a", "z"),
+            ObjectKey::new("", "n"),
+            ObjectKey::new("a", "b"),
+        ];
+        keys.sort();
+        let parts: Vec<_> = keys.iter().map(|k| (k.namespace(), k.name())).collect();
+        assert_eq!(parts, [("", "n"), ("a", "b"), ("a", "z"), ("a-x", "c")]);
+        let lookup: HashSet<ObjectKey> = keys.iter().cloned().collect();
+        assert!(lookup.contains(&ObjectKey::new("a", "z")));
+        assert!(!lookup.contains(&ObjectKey::new("a", "y")));
     }
 
     #[test]
