@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{
+    Component, ComponentExportIndex, Instance, InstancePre, Linker, TypedFunc,
+};
 use wasmtime::{
     Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline,
 };
@@ -248,8 +250,8 @@ impl Runtime {
     /// previous one.
     fn pre_link(&self, component: &Component) -> wasmtime::Result<Pre> {
         let pre = self.inner.linker.instantiate_pre(component)?;
-        match current::PluginPre::new(pre.clone()) {
-            Ok(pre) => Ok(Pre::Current(pre)),
+        match Pre::current(pre.clone()) {
+            Ok(pre) => Ok(pre),
             Err(current) => match previous::PluginPre::new(pre) {
                 Ok(pre) => Ok(Pre::Previous(pre)),
                 Err(_) => Err(current.context(format!(
@@ -270,31 +272,75 @@ pub const PREVIOUS_CONTRACT: &str = "0.1.1";
 
 /// A component pre-linked against the contract it implements.
 enum Pre {
-    Current(current::PluginPre<State>),
+    /// The current contract, its two functions found (and type-checked) once, at load: the
+    /// generated `PluginPre::instantiate` looks up and type-checks every export again on each
+    /// instantiation, about a tenth of a trivial reconcile's fixed cost.
+    Current {
+        pre: InstancePre<State>,
+        manifest: ComponentExportIndex,
+        reconcile: ComponentExportIndex,
+    },
     Previous(previous::PluginPre<State>),
 }
 
 /// One instance's exports, whichever contract it implements, in the current contract's types.
 enum Exports {
-    Current(current::Plugin),
+    Current {
+        instance: Instance,
+        manifest: ComponentExportIndex,
+        reconcile: ComponentExportIndex,
+    },
     Previous(previous::Plugin),
 }
 
 impl Pre {
+    /// Links `pre` against the current contract: fails unless the component exports its
+    /// interface with functions of the contract's types.
+    fn current(pre: InstancePre<State>) -> wasmtime::Result<Self> {
+        // Type-checks every export of the contract (kept as the proof `Exports` relies on).
+        current::PluginPre::new(pre.clone())?;
+        let component = pre.component();
+        let interface = format!("wasmctrl:plugin/reconciler@{CONTRACT}");
+        let iface = component
+            .get_export_index(None, &interface)
+            .ok_or_else(|| wasmtime::format_err!("no export `{interface}`"))?;
+        let find = |name: &str| {
+            component
+                .get_export_index(Some(&iface), name)
+                .ok_or_else(|| wasmtime::format_err!("no export `{name}` in `{interface}`"))
+        };
+        Ok(Pre::Current {
+            manifest: find("manifest")?,
+            reconcile: find("reconcile")?,
+            pre,
+        })
+    }
+
     fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<Exports> {
         Ok(match self {
-            Pre::Current(pre) => Exports::Current(pre.instantiate(store)?),
+            Pre::Current {
+                pre,
+                manifest,
+                reconcile,
+            } => Exports::Current {
+                instance: pre.instantiate(store)?,
+                manifest: *manifest,
+                reconcile: *reconcile,
+            },
             Pre::Previous(pre) => Exports::Previous(pre.instantiate(store)?),
         })
     }
 
     fn contract(&self) -> &'static str {
         match self {
-            Pre::Current(_) => CONTRACT,
+            Pre::Current { .. } => CONTRACT,
             Pre::Previous(_) => PREVIOUS_CONTRACT,
         }
     }
 }
+
+/// The current contract's `reconcile`, as the host calls it.
+type ReconcileFunc<'a> = TypedFunc<(&'a wit::Request,), (Result<wit::Outcome, wit::Error>,)>;
 
 impl Exports {
     fn manifest(
@@ -303,9 +349,16 @@ impl Exports {
         settings: &str,
     ) -> wasmtime::Result<Result<wit::Manifest, String>> {
         match self {
-            Exports::Current(plugin) => plugin
-                .wasmctrl_plugin_reconciler()
-                .call_manifest(store, settings),
+            // Called once per load: the checked lookup is fine here.
+            Exports::Current {
+                instance, manifest, ..
+            } => {
+                let f = instance.get_typed_func::<(&str,), (Result<wit::Manifest, String>,)>(
+                    &mut *store,
+                    *manifest,
+                )?;
+                Ok(f.call(store, (settings,))?.0)
+            }
             Exports::Previous(plugin) => match plugin.call_manifest(store, settings)? {
                 Ok(manifest) => Ok(Ok(previous::convert(&manifest)?)),
                 Err(message) => Ok(Err(message)),
@@ -319,9 +372,22 @@ impl Exports {
         request: &wit::Request,
     ) -> wasmtime::Result<Result<wit::Outcome, wit::Error>> {
         match self {
-            Exports::Current(plugin) => plugin
-                .wasmctrl_plugin_reconciler()
-                .call_reconcile(store, request),
+            Exports::Current {
+                instance,
+                reconcile,
+                ..
+            } => {
+                let func = instance
+                    .get_func(&mut *store, *reconcile)
+                    .ok_or_else(|| wasmtime::format_err!("no `reconcile` export"))?;
+                // SAFETY: `Pre::current` type-checked this export of this component against
+                // the contract's `reconcile` signature (the generated `PluginPre::new`), and a
+                // compiled component's types never change; the generated bindings make the same
+                // assumption when they call it.
+                #[allow(unsafe_code)]
+                let typed: ReconcileFunc<'_> = unsafe { TypedFunc::new_unchecked(func) };
+                Ok(typed.call(store, (request,))?.0)
+            }
             Exports::Previous(plugin) => {
                 match plugin.call_reconcile(store, &previous::request(request))? {
                     Ok(outcome) => Ok(Ok(previous::convert(&outcome)?)),
