@@ -9,7 +9,8 @@
 //! an update storm (10 spec changes per object) to every object converged again.
 //!
 //! Every request each controller sends is counted on its client (method, path shape, query
-//! keys, patch type, body bytes) and the two are printed side by side.
+//! keys, patch type, body bytes) and the two are printed side by side, with the CPU time the
+//! whole process (API server, driver, observer and controller alike) used in each phase.
 //!
 //! The native controller is written as kube-rs users write one: it applies its child on every
 //! reconcile (server-side apply is idempotent) and patches its status only when it differs from
@@ -39,7 +40,7 @@ use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::{Host, Tuning};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
 
-use support::{env_or, spread};
+use support::{cpu_seconds, env_or, spread};
 
 const WORKERS: u16 = 4;
 /// Spec changes per object in the update storm.
@@ -370,6 +371,9 @@ enum Side {
 struct Round {
     converge: f64,
     storm: f64,
+    /// CPU seconds of the whole process while converging, and during the storm.
+    converge_cpu: f64,
+    storm_cpu: f64,
     reconciles: u64,
     requests: BTreeMap<(String, String), Tally>,
 }
@@ -384,6 +388,7 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     let client = counting_client(&server, requests.clone());
 
     let started = Instant::now();
+    let cpu = cpu_seconds();
     let (host, native) = match side {
         Side::Wasmctrl => {
             let host = Host::new(client);
@@ -397,11 +402,14 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     };
     observer.converged(n).await;
     let converge = started.elapsed().as_secs_f64();
+    let converge_cpu = cpu_seconds() - cpu;
 
     let started = Instant::now();
+    let cpu = cpu_seconds();
     storm(&driver, n).await;
     observer.converged(n).await;
     let storm = started.elapsed().as_secs_f64();
+    let storm_cpu = cpu_seconds() - cpu;
 
     let reconciles = match (&host, &native) {
         (Some(host), _) => host.counts("converge").unwrap().total(),
@@ -416,6 +424,8 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     Round {
         converge,
         storm,
+        converge_cpu,
+        storm_cpu,
         reconciles,
         requests: requests.snapshot(),
     }
@@ -462,10 +472,12 @@ async fn main() {
         for side in order {
             let result = round(side, &plugin, n).await;
             println!(
-                "  round {}: {side:?}: converged in {:.2} s, storm {:.2} s, {} reconciles in all",
+                "  round {}: {side:?}: converged in {:.2} s ({:.2} s CPU), storm {:.2} s ({:.2} s CPU), {} reconciles in all",
                 r + 1,
                 result.converge,
+                result.converge_cpu,
                 result.storm,
+                result.storm_cpu,
                 result.reconciles
             );
             let label = if side == Side::Wasmctrl {
@@ -484,6 +496,8 @@ async fn main() {
             (|r: &Round| r.converge) as fn(&Round) -> f64,
         ),
         ("update storm s", |r: &Round| r.storm),
+        ("convergence CPU s", |r: &Round| r.converge_cpu),
+        ("storm CPU s", |r: &Round| r.storm_cpu),
         ("reconciles", |r: &Round| r.reconciles as f64),
         ("requests", |r: &Round| {
             r.requests.values().map(|t| t.count).sum::<u64>() as f64

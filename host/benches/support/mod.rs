@@ -46,6 +46,22 @@ pub fn rss(pid: &str) -> u64 {
     pages * 4096
 }
 
+/// CPU time (user + system) this process has used, in seconds, from /proc. The kernel reports
+/// it in USER_HZ ticks, which Linux fixes at 100 per second for user space.
+pub fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) may hold spaces; the fields after its closing parenthesis
+    // start at field 3, so utime and stime (fields 14 and 15) are the 12th and 13th of them.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<u64>().ok())
+        .sum();
+    ticks as f64 / 100.0
+}
+
 /// Bytes in MiB.
 pub fn mib(bytes: f64) -> f64 {
     bytes / (1024.0 * 1024.0)
