@@ -226,8 +226,9 @@ impl Worker {
 /// the worker's other tasks to another thread meanwhile) rather than hopping to the blocking
 /// pool and back: extra pool threads let the controller take CPU from everything else in the
 /// process (the embedded API server in `wasmctrl dev`, the benchmark's driver), so it answered
-/// each change on its own more often. `cargo bench --bench convergence`, 10,000 Things: update
-/// storm reconciles 1.48x -> 1.19x the native controller's, requests 0.99x -> 0.92x. A
+/// each change on its own more often. `cargo bench --bench convergence`, 10,000 Things, 5
+/// rounds: update storm reconciles 1.51x -> 1.13x the native controller's, requests 1.00x ->
+/// 0.87x. A
 /// current-thread runtime (some tests) cannot block in place and uses the pool.
 async fn sandboxed_call<R: Send + 'static>(
     call: impl FnOnce() -> R + Send + 'static,
