@@ -35,6 +35,9 @@ use permits::Permits;
 /// How often the engine's epoch advances: the granularity of deadline checks.
 const TICK: Duration = Duration::from_millis(10);
 
+/// Set (to anything) to have the engine write a `perf` map of the plugins' compiled code.
+pub const PERF_MAP_ENV: &str = "WASMCTRL_PERF_MAP";
+
 /// Linear memory per pooled slot kept resident (and reset in place) between calls.
 const KEEP_RESIDENT: usize = 4 << 20;
 
@@ -653,6 +656,12 @@ fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
     c.wasm_component_model(true);
     c.epoch_interruption(true);
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    // For profiling plugins with `perf`: name each compiled wasm function in
+    // /tmp/perf-<pid>.map, as `wasmtime run --profile=perfmap` does; else `perf report` shows
+    // the guest's time as anonymous JIT addresses.
+    if std::env::var_os(PERF_MAP_ENV).is_some() {
+        c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if pooling {
         let n = config.max_instances;
         let mut pool = PoolingAllocationConfig::default();
