@@ -3,7 +3,7 @@
 //! Nothing reaches the API server unchecked.
 
 use kube::core::GroupVersionKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasmctrl_scope::{Kind, Refusal, Scope, Verb};
 
@@ -158,9 +158,9 @@ pub fn check_actions(
     request: &wit::Request,
     actions: &[wit::Action],
 ) -> Result<Vec<Intent>, ActionError> {
-    // Parsing the whole object costs as much as a small reconcile; only owned children need it.
+    // Only owned children need the owner's identity; reading it scans the whole object.
     let parsed = std::cell::OnceCell::new();
-    let owner = || -> Option<&Value> {
+    let owner = || -> Option<&Owner> {
         parsed
             .get_or_init(|| {
                 request
@@ -364,14 +364,35 @@ fn is_qualified_name(s: &str) -> bool {
 
 /// Makes the reconciled object the controller owner of a child (unless it already is), so that
 /// garbage collection deletes the child with its owner and child events map back to the owner.
-fn add_owner_reference(child: &mut Value, owner: &Value) {
-    let Some(uid) = owner["metadata"]["uid"].as_str() else {
+/// What an owner reference names of the reconciled object: read from its JSON without building
+/// the rest of it (a `Value` of a large object cost more than the plugin's own call).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Owner {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: OwnerMeta,
+}
+
+#[derive(Default, Deserialize)]
+struct OwnerMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+fn add_owner_reference(child: &mut Value, owner: &Owner) {
+    let Some(uid) = owner.metadata.uid.as_deref() else {
         return;
     };
     let reference = json!({
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": owner["metadata"]["name"],
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": owner.metadata.name,
         "uid": uid,
         "controller": true,
         "blockOwnerDeletion": true,
