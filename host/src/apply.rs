@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::informer::{Entry, Informers, ObjectKey};
+use crate::informer::{Entry, Informer, Informers, ObjectKey, Version};
 use crate::leader::Fence;
 use crate::plugin::{Child, Intent, Manifest, Target};
 
@@ -120,12 +120,86 @@ struct Event<'a> {
 }
 
 /// What the applier did for one reconcile.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct Applied {
     /// Requests sent.
     pub writes: usize,
     /// Intents skipped because nothing changed.
     pub skipped: usize,
+    /// The writes that changed a cached object, whose events the caches have yet to show.
+    pub echoes: Vec<Echo>,
+}
+
+/// A write that changed an object some cache holds: the event it causes (its echo) is on its
+/// way to that cache. The controller waits for the echoes of a key's last reconcile before
+/// reconciling that key again (`controller::echoes`).
+#[derive(Clone)]
+pub struct Echo {
+    informer: Arc<Informer>,
+    key: ObjectKey,
+    /// The object's version in the cache when it was written; `None`: not there (a create).
+    before: Option<Version>,
+}
+
+impl std::fmt::Debug for Echo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Echo")
+            .field("cache", &self.informer.watch().to_string())
+            .field("key", &self.key)
+            .field("before", &self.before)
+            .finish()
+    }
+}
+
+impl Echo {
+    /// The echo of a write to `key` in `informer`'s cache, made over `before`.
+    #[cfg(test)]
+    pub(crate) fn new(informer: Arc<Informer>, key: ObjectKey, before: Option<Version>) -> Self {
+        Self {
+            informer,
+            key,
+            before,
+        }
+    }
+
+    /// Whether the cache has moved past the version that was written over, so it shows the
+    /// write (or something later). resourceVersions are opaque: no order between them is
+    /// assumed, only that a write changes the object's.
+    pub fn seen(&self) -> bool {
+        let now = self.informer.get(&self.key);
+        now.as_ref().map(|e| &e.resource_version) != self.before.as_ref()
+    }
+}
+
+/// A write's target as the cache covering it holds it.
+struct Cached {
+    informer: Arc<Informer>,
+    key: ObjectKey,
+    entry: Option<Arc<Entry>>,
+}
+
+impl Cached {
+    /// The cached resourceVersion; empty when the object is not cached.
+    fn version(&self) -> String {
+        self.entry
+            .as_ref()
+            .map(|e| e.resource_version.to_string())
+            .unwrap_or_default()
+    }
+
+    /// The echo of a write that produced `after`; `None` when the write changed nothing (a
+    /// no-op apply or patch keeps the resourceVersion, and no event follows).
+    fn echo(self, after: &str) -> Option<Echo> {
+        (self.version() != after).then(|| self.into_echo())
+    }
+
+    fn into_echo(self) -> Echo {
+        Echo {
+            informer: self.informer,
+            key: self.key,
+            before: self.entry.map(|e| e.resource_version.clone()),
+        }
+    }
 }
 
 /// The object being reconciled, as the applier needs it.
@@ -136,6 +210,20 @@ pub struct Subject<'a> {
     pub key: &'a ObjectKey,
     /// The cached object, when it exists.
     pub object: Option<&'a Entry>,
+    /// The cache the object was read from (where the echo of a status write shows).
+    pub cache: Option<&'a Arc<Informer>>,
+}
+
+impl Subject<'_> {
+    /// The echo of a write to the reconciled object that took it from `before` to `after`.
+    fn echo(&self, before: &str, after: &str) -> Option<Echo> {
+        let (informer, object) = (self.cache?, self.object?);
+        (before != after).then(|| Echo {
+            informer: informer.clone(),
+            key: object.key.clone(),
+            before: Some(object.resource_version.clone()),
+        })
+    }
 }
 
 /// Sends checked intents to the API server.
@@ -289,7 +377,8 @@ impl Applier {
                     .await?;
                 applied.writes += children.writes;
                 applied.skipped += children.skipped;
-            } else if self.apply_one(subject, intent).await? {
+                applied.echoes.extend(children.echoes);
+            } else if self.apply_one(subject, intent, &mut applied.echoes).await? {
                 applied.writes += 1;
             } else {
                 applied.skipped += 1;
@@ -309,7 +398,7 @@ impl Applier {
         objects: &[Child],
     ) -> Result<Applied, Error> {
         let mut applied = Applied::default();
-        let mut count = |sent: bool| {
+        let count = |applied: &mut Applied, sent: bool| {
             if sent {
                 applied.writes += 1;
             } else {
@@ -322,7 +411,10 @@ impl Applier {
                 target: child.target.clone(),
                 object: child.object.clone(),
             };
-            count(self.apply_one(subject, &intent).await?);
+            let sent = self
+                .apply_one(subject, &intent, &mut applied.echoes)
+                .await?;
+            count(&mut applied, sent);
             let (_, namespace, _) = self.api_for(&child.target, subject).await?;
             desired.insert(ObjectKey::new(&namespace, &child.target.name));
         }
@@ -362,7 +454,11 @@ impl Applier {
                 name: key.name().to_owned(),
                 ..any.clone()
             };
-            count(self.apply_one(subject, &Intent::Delete { target }).await?);
+            let delete = Intent::Delete { target };
+            let sent = self
+                .apply_one(subject, &delete, &mut applied.echoes)
+                .await?;
+            count(&mut applied, sent);
         }
         Ok(applied)
     }
@@ -375,7 +471,9 @@ impl Applier {
             note: note.into(),
             action: "Reconcile".into(),
         };
-        self.apply_one(subject, &event).await.map(|_| ())
+        self.apply_one(subject, &event, &mut Vec::new())
+            .await
+            .map(|_| ())
     }
 
     /// Forgets remembered writes of a plugin (its new version must write afresh).
@@ -412,25 +510,26 @@ impl Applier {
             .insert(plugin.to_string(), write);
     }
 
-    /// The resourceVersion of a target in the cache covering it (empty when absent); `None`
-    /// when no cache covers it.
-    fn cached_version(
-        &self,
-        gvk: &GroupVersionKind,
-        namespace: &str,
-        name: &str,
-    ) -> Option<String> {
+    /// A target as the cache covering it holds it; `None` when no cache covers it.
+    fn cached(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Cached> {
         let informer = self.informers.covering(gvk, namespace)?;
-        let entry = informer.get(&ObjectKey::new(namespace, name));
-        Some(
-            entry
-                .map(|e| e.resource_version.to_string())
-                .unwrap_or_default(),
-        )
+        let key = ObjectKey::new(namespace, name);
+        let entry = informer.get(&key);
+        Some(Cached {
+            informer,
+            key,
+            entry,
+        })
     }
 
-    /// Returns whether a request was sent.
-    async fn apply_one(&self, subject: &Subject<'_>, intent: &Intent) -> Result<bool, Error> {
+    /// Returns whether a request was sent. A write that changed a cached object adds its echo
+    /// to `echoes`.
+    async fn apply_one(
+        &self,
+        subject: &Subject<'_>,
+        intent: &Intent,
+        echoes: &mut Vec<Echo>,
+    ) -> Result<bool, Error> {
         let plugin = subject.manifest.name.as_str();
         if !self.fence.holds() {
             let (kind, key) = (&subject.manifest.kind, subject.key);
@@ -451,7 +550,8 @@ impl Applier {
                 };
                 let label = target_label(&gvk, &namespace, &target.name);
                 let intent_hash = hash_of(&body);
-                let before = self.cached_version(&gvk, &namespace, &target.name);
+                let cached = self.cached(&gvk, &namespace, &target.name);
+                let before = cached.as_ref().map(Cached::version);
                 if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
                     return Ok(false);
                 }
@@ -466,6 +566,7 @@ impl Applier {
                     })
                     .await;
                 let after = self.map(result, &label, "apply")?;
+                echoes.extend(cached.and_then(|c| c.echo(&after)));
                 self.remember(plugin, label, intent_hash, before, after);
                 Ok(true)
             }
@@ -476,7 +577,8 @@ impl Applier {
                     matches!(intent, Intent::JsonPatch { .. }),
                     patch.to_string(),
                 ));
-                let before = self.cached_version(&gvk, &namespace, &target.name);
+                let cached = self.cached(&gvk, &namespace, &target.name);
+                let before = cached.as_ref().map(Cached::version);
                 if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
                     return Ok(false);
                 }
@@ -504,21 +606,26 @@ impl Applier {
                     (result, false)
                 };
                 let after = result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
+                echoes.extend(cached.and_then(|c| c.echo(&after)));
                 self.remember(plugin, label, intent_hash, before, after);
                 Ok(true)
             }
             Intent::Delete { target } => {
                 let (api, namespace, gvk) = self.api_for(target, subject).await?;
                 let label = target_label(&gvk, &namespace, &target.name);
-                if let Some(informer) = self.informers.covering(&gvk, &namespace)
-                    && informer
-                        .get(&ObjectKey::new(&namespace, &target.name))
-                        .is_none_or(|e| e.deleting)
+                let cached = self.cached(&gvk, &namespace, &target.name);
+                if cached
+                    .as_ref()
+                    .is_some_and(|c| c.entry.as_ref().is_none_or(|e| e.deleting))
                 {
                     return Ok(false);
                 }
                 match api.delete(&target.name, &DeleteParams::background()).await {
-                    Ok(_) => Ok(true),
+                    Ok(_) => {
+                        // Gone, or marked for deletion: either way a new version.
+                        echoes.extend(cached.map(Cached::into_echo));
+                        Ok(true)
+                    }
                     Err(e) if is_not_found(&e) => Ok(false),
                     Err(e) => Err(self.classify(e, &label, "delete", false)),
                 }
@@ -562,8 +669,9 @@ impl Applier {
                     })
                     .await;
                 let after = self.map(result, &label, "update status")?;
-                let before = Some(object.resource_version.to_string());
-                self.remember(plugin, written_label, status_hash, before, after);
+                let before = object.resource_version.to_string();
+                echoes.extend(subject.echo(&before, &after));
+                self.remember(plugin, written_label, status_hash, Some(before), after);
                 Ok(true)
             }
             Intent::AddFinalizer { finalizer } | Intent::RemoveFinalizer { finalizer } => {
@@ -606,7 +714,12 @@ impl Applier {
                 match result {
                     Err(e) if !adding && is_not_found(&e) => Ok(false),
                     Err(e) => Err(self.classify(e, &label, "patch finalizers", true)),
-                    Ok(_) => Ok(true),
+                    Ok(written) => {
+                        let before = object.resource_version.to_string();
+                        let after = written.metadata.resource_version.unwrap_or_default();
+                        echoes.extend(subject.echo(&before, &after));
+                        Ok(true)
+                    }
                 }
             }
             Intent::Event {

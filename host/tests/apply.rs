@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::apply::{Applied, Applier, Subject};
+use wasmctrl::apply::{Applier, Echo, Subject};
 use wasmctrl::informer::{Entry, Informer, Informers, ObjectKey, Watch};
 use wasmctrl::plugin::{Intent, wit};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
@@ -89,6 +89,7 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
         manifest: plugin.manifest(),
         key: &key,
         object,
+        cache: Some(&things),
     };
 
     let before = writes(&server).len();
@@ -97,25 +98,22 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
         .await
         .unwrap();
     assert_eq!(first.writes, 2, "the child and the status");
+    assert_eq!(first.echoes.len(), 2, "both writes changed a cached object");
     // The controller reconciles the key again at once (the child's creation queued its owner)
     // while the Thing's cache still holds the version without status: nothing is re-sent.
     let again = applier
         .apply(&subject(Some(&stale)), &intents)
         .await
         .unwrap();
-    assert_eq!(
-        again,
-        Applied {
-            writes: 0,
-            skipped: 2
-        }
-    );
+    assert_eq!((again.writes, again.skipped), (0, 2));
+    assert!(again.echoes.is_empty(), "nothing sent, nothing to wait for");
     // Nor once the caches show both writes.
     let current = cached(&things, &key, |e| {
         e.resource_version != stale.resource_version
     })
     .await;
     cached(&children, &child_key, |_| true).await;
+    assert!(first.echoes.iter().all(Echo::seen), "{:?}", first.echoes);
     let settled = applier
         .apply(&subject(Some(&current)), &intents)
         .await

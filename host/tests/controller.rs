@@ -567,3 +567,93 @@ async fn a_children_set_prunes_the_children_it_leaves_out_and_nothing_else() {
     );
     assert!(left("unrelated").await, "a ConfigMap nobody owns stays");
 }
+
+/// A client of `server` whose watches of Things hold back every event that carries a status
+/// until `gate` opens: the host's cache of Things then lags behind its own status writes, while
+/// its cache of ConfigMaps keeps up.
+fn lagging_status_client(
+    server: &ApiServer,
+    gate: tokio::sync::watch::Receiver<bool>,
+) -> kube::Client {
+    use futures::StreamExt;
+    use http_body_util::{StreamBody, combinators::UnsyncBoxBody};
+    type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    let inner = server.service_with_token(server.admin_token());
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        let gate = gate.clone();
+        let gated = req.uri().path().ends_with("/things")
+            && req.uri().query().is_some_and(|q| q.contains("watch=true"));
+        async move {
+            let resp = tower::ServiceExt::oneshot(inner, req).await?;
+            Ok::<_, std::convert::Infallible>(resp.map(move |body| {
+                let frames = body.into_data_stream().then(move |chunk| {
+                    let mut gate = gate.clone();
+                    async move {
+                        let chunk = chunk.map_err(BoxError::from)?;
+                        if gated && chunk.windows(8).any(|w| w == b"\"status\"") {
+                            let _ = gate.wait_for(|open| *open).await;
+                        }
+                        Ok::<_, BoxError>(hyper::body::Frame::data(chunk))
+                    }
+                });
+                UnsyncBoxBody::new(StreamBody::new(Box::pin(frames)))
+            }))
+        }
+    });
+    kube::Client::new(service, "default")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_is_not_reconciled_again_until_the_caches_show_its_own_writes() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let server = ApiServer::new().unwrap();
+    let driver = server.client();
+    things::install(&driver).await;
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let plugin = runtime
+        .load("converge.wasm", &common::plugin_bytes("converge"), "{}")
+        .unwrap();
+    let host = Host::new(lagging_status_client(&server, gate));
+    host.upsert(Arc::new(plugin), Tuning::default()).await;
+    let api = things::api(&driver);
+    things::create(&api, "t", json!({})).await;
+
+    // The first reconcile creates the child and writes the status. The child's echo queues the
+    // key at once; the status echo is held back, so the key is taken and put back, and the
+    // plugin is not run on a cache that lacks its own status write.
+    let counts = common::eventually(20, "the child's echo taken from the queue", || async {
+        host.counts("converge")
+            .filter(|c| c.held > 0 || c.total() > 1)
+    })
+    .await;
+    assert_eq!(
+        counts.total(),
+        1,
+        "reconciled on a cache without its own write"
+    );
+    let configmaps: Api<ConfigMap> = Api::namespaced(driver.clone(), "default");
+    assert!(configmaps.get_opt("t-child").await.unwrap().is_some());
+    assert!(
+        status_of(&api, "t").await.is_some(),
+        "the status was written"
+    );
+
+    // Once the cache shows the status, the key runs once more, on a complete view, and writes
+    // nothing: the status and the child are as the plugin wants them.
+    open.send_replace(true);
+    let counts = common::eventually(20, "the reconcile after the echoes", || async {
+        host.counts("converge").filter(|c| c.total() == 2)
+    })
+    .await;
+    assert_eq!(counts.error + counts.terminal, 0);
+    host.shutdown(Duration::from_secs(5)).await;
+    let patches: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "patch")
+        .map(|r| format!("{} {} {}", r.resource, r.subresource, r.name))
+        .collect();
+    assert_eq!(patches, ["configmaps  t-child", "things status t"]);
+}

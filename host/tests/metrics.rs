@@ -167,6 +167,8 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
         5.0
     );
     assert!(get(r#"wasmctrl_guest_memory_peak_bytes{controller="virtualmachine"}"#) > 0.0);
+    // Exported per controller (its value depends on how the echoes raced the queue).
+    get(r#"wasmctrl_reconciles_held_total{controller="virtualmachine"}"#);
     let info = samples
         .keys()
         .find(|k| k.starts_with("wasmctrl_plugin_info{") && k.contains(r#"name="virtualmachine""#))

@@ -3,6 +3,7 @@
 //! goes back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
 //! errors). A [`Host`] runs one controller per plugin over shared informers.
 
+mod echoes;
 mod mapping;
 mod worker;
 
@@ -64,6 +65,8 @@ pub struct Stats {
     error: AtomicU64,
     terminal: AtomicU64,
     overlaps: AtomicU64,
+    /// Keys taken from the queue and put back until the caches show their last writes.
+    held: AtomicU64,
 }
 
 /// A snapshot of [`Stats`].
@@ -79,6 +82,9 @@ pub struct Counts {
     pub terminal: u64,
     /// Times a key was found already being reconciled by another worker (must stay 0).
     pub overlaps: u64,
+    /// Times a key was held back until the caches showed its last reconcile's writes (not
+    /// reconciles: the plugin was not called).
+    pub held: u64,
     /// Reconciles running now.
     pub in_flight: u64,
 }
@@ -109,6 +115,7 @@ impl Stats {
             error: self.error.load(Ordering::Relaxed),
             terminal: self.terminal.load(Ordering::Relaxed),
             overlaps: self.overlaps.load(Ordering::Relaxed),
+            held: self.held.load(Ordering::Relaxed),
             in_flight: 0,
         }
     }
@@ -220,6 +227,7 @@ impl Host {
                 c.error + c.terminal,
             );
             set_counter(&m.terminal_errors.get_or_create(&controller), c.terminal);
+            set_counter(&m.held.get_or_create(&controller), c.held);
         }
         m.plugin_info.clear();
         for (name, c) in lock(&self.controllers).iter() {
@@ -538,6 +546,7 @@ impl Host {
         ))];
         let stats = lock(&self.stats).entry(name).or_default().clone();
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
+        let echoes = Arc::new(echoes::Echoes::default());
         let workers = (0..tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1))
             .map(|_| {
                 let worker = Worker {
@@ -552,6 +561,7 @@ impl Host {
                     stats: stats.clone(),
                     in_flight: in_flight.clone(),
                     leadership: self.leadership.clone(),
+                    echoes: echoes.clone(),
                 };
                 tokio::spawn(worker.run())
             })

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::echoes::Echoes;
 use super::{Outcome, Stats, current, lock};
 use crate::apply::{self, Applier, Subject};
 use crate::informer::{Caches, Informer, ObjectKey};
@@ -44,6 +45,8 @@ pub(super) struct Worker {
     pub(super) in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
     /// Keys are taken only while this replica leads.
     pub(super) leadership: Leadership,
+    /// What each key's last reconcile wrote that the caches have not shown yet.
+    pub(super) echoes: Arc<Echoes>,
 }
 
 impl Worker {
@@ -68,6 +71,14 @@ impl Worker {
                 // whichever replica reconciles next (here again, if this one leads again).
                 self.queue.add(key.clone());
                 self.queue.done(&key);
+                continue;
+            }
+            if let Some(look_again) = self.echoes.hold(&key) {
+                // The caches do not show this key's last writes yet: reconciling now would run
+                // the plugin on a world without them. Their echo queues the key.
+                self.queue.add_after(key.clone(), look_again);
+                self.queue.done(&key);
+                self.stats.held.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             let plugin = current(&self.plugin);
@@ -100,11 +111,12 @@ impl Worker {
     }
 
     async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> Outcome {
-        let entry = self
+        let (cache, entry) = self
             .watched
             .iter()
             .filter(|w| w.covers(key.namespace()))
-            .find_map(|w| w.get(key));
+            .find_map(|w| Some((w, w.get(key)?)))
+            .unzip();
         let request = wit::Request {
             namespace: key.namespace().to_owned(),
             name: key.name().to_owned(),
@@ -134,6 +146,7 @@ impl Worker {
             manifest: plugin.manifest(),
             key,
             object: entry.as_deref(),
+            cache,
         };
         let reconciled = match result {
             Ok(r) => r,
@@ -160,6 +173,7 @@ impl Worker {
         match self.applier.apply(&subject, &reconciled.intents).await {
             Ok(applied) => {
                 self.queue.forget(key);
+                self.echoes.expect(key, applied.echoes);
                 tracing::debug!(
                     writes = applied.writes,
                     skipped = applied.skipped,

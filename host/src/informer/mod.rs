@@ -457,6 +457,28 @@ impl Informer {
         }
     }
 
+    /// A cache with no watch behind it, filled by hand: for unit tests of what reads caches.
+    #[cfg(test)]
+    pub(crate) fn detached(kind: GroupVersionKind) -> Arc<Self> {
+        Arc::new(Self::new(Watch {
+            kind,
+            namespace: None,
+            labels: Selector::default(),
+        }))
+    }
+
+    /// Caches `object` as a watch event would (see [`detached`](Self::detached)).
+    #[cfg(test)]
+    pub(crate) fn put(&self, object: serde_json::Value) {
+        self.apply(serde_json::from_value(object).unwrap_or_else(|e| panic!("an object: {e}")));
+    }
+
+    /// Removes an object as a watch's DELETED event would.
+    #[cfg(test)]
+    pub(crate) fn remove(&self, object: serde_json::Value) {
+        self.delete(&serde_json::from_value(object).unwrap_or_else(|e| panic!("an object: {e}")));
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Store> {
         self.store.read().unwrap_or_else(|p| p.into_inner())
     }

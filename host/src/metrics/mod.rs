@@ -112,6 +112,7 @@ pub struct Metrics {
     pub(crate) reconcile_total: Family<ResultLabels, Counter>,
     pub(crate) reconcile_errors: Family<ControllerLabel, Counter>,
     pub(crate) terminal_errors: Family<ControllerLabel, Counter>,
+    pub(crate) held: Family<ControllerLabel, Counter>,
     reconcile_time: Family<ControllerLabel, Histogram, fn() -> Histogram>,
     pub(crate) active_workers: Family<ControllerLabel, Gauge>,
     pub(crate) max_concurrent: Family<ControllerLabel, Gauge>,
@@ -148,6 +149,7 @@ impl Metrics {
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
             terminal_errors: Family::default(),
+            held: Family::default(),
             reconcile_time: Family::new_with_constructor(seconds_histogram),
             active_workers: Family::default(),
             max_concurrent: Family::default(),
@@ -279,6 +281,11 @@ impl Metrics {
             "wasmctrl_guest_memory_peak_bytes",
             "Largest linear memory a plugin's instance has grown to",
             m.guest_memory.clone(),
+        );
+        r.register(
+            "wasmctrl_reconciles_held",
+            "Times a key was held back because the caches did not show its last reconcile's writes yet",
+            m.held.clone(),
         );
         r.register(
             "wasmctrl_cached_objects",
