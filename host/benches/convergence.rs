@@ -374,7 +374,11 @@ struct Round {
     /// CPU seconds of the whole process while converging, and during the storm.
     converge_cpu: f64,
     storm_cpu: f64,
+    /// Plugin calls by the end of the initial convergence, and in all.
+    initial_reconciles: u64,
     reconciles: u64,
+    /// Keys the host held back until the caches showed their last writes (0 for native).
+    held: u64,
     requests: BTreeMap<(String, String), Tally>,
 }
 
@@ -403,6 +407,12 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     observer.converged(n).await;
     let converge = started.elapsed().as_secs_f64();
     let converge_cpu = cpu_seconds() - cpu;
+    let reconciles_now = |host: &Option<Host>, native: &Option<NativeRun>| match (host, native) {
+        (Some(host), _) => host.counts("converge").unwrap().total(),
+        (_, Some(native)) => native.ctx.reconciles.load(Ordering::Relaxed),
+        _ => unreachable!(),
+    };
+    let initial_reconciles = reconciles_now(&host, &native);
 
     let started = Instant::now();
     let cpu = cpu_seconds();
@@ -411,11 +421,10 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     let storm = started.elapsed().as_secs_f64();
     let storm_cpu = cpu_seconds() - cpu;
 
-    let reconciles = match (&host, &native) {
-        (Some(host), _) => host.counts("converge").unwrap().total(),
-        (_, Some(native)) => native.ctx.reconciles.load(Ordering::Relaxed),
-        _ => unreachable!(),
-    };
+    let reconciles = reconciles_now(&host, &native);
+    let held = host
+        .as_ref()
+        .map_or(0, |h| h.counts("converge").unwrap().held);
     if let Some(host) = host {
         host.shutdown(Duration::from_secs(5)).await;
     }
@@ -426,7 +435,9 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
         storm,
         converge_cpu,
         storm_cpu,
+        initial_reconciles,
         reconciles,
+        held,
         requests: requests.snapshot(),
     }
 }
@@ -472,13 +483,15 @@ async fn main() {
         for side in order {
             let result = round(side, &plugin, n).await;
             println!(
-                "  round {}: {side:?}: converged in {:.2} s ({:.2} s CPU), storm {:.2} s ({:.2} s CPU), {} reconciles in all",
+                "  round {}: {side:?}: converged in {:.2} s ({:.2} s CPU), storm {:.2} s ({:.2} s CPU), {} reconciles in all ({} converging), {} keys held for their echoes",
                 r + 1,
                 result.converge,
                 result.converge_cpu,
                 result.storm,
                 result.storm_cpu,
-                result.reconciles
+                result.reconciles,
+                result.initial_reconciles,
+                result.held
             );
             let label = if side == Side::Wasmctrl {
                 "wasmctrl"
