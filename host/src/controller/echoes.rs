@@ -99,6 +99,14 @@ mod tests {
         Echo::new(informer.clone(), key, before.map(Version::Revision))
     }
 
+    /// A key whose last reconcile changed `changed` (cached at version 1).
+    fn held_for_a_change() -> (Arc<Informer>, Echoes, ObjectKey) {
+        let (informer, echoes) = (cache(), Echoes::default());
+        let key = ObjectKey::new("ns", "owner");
+        echoes.expect(&key, vec![echo(&informer, "changed", Some(1))]);
+        (informer, echoes, key)
+    }
+
     #[test]
     fn a_key_is_held_until_every_echo_of_its_writes_is_cached() {
         let informer = cache();
@@ -129,30 +137,21 @@ mod tests {
 
     #[test]
     fn a_later_change_by_someone_else_counts_as_seen() {
-        let informer = cache();
-        let echoes = Echoes::default();
-        let key = ObjectKey::new("ns", "owner");
-        echoes.expect(&key, vec![echo(&informer, "changed", Some(1))]);
+        let (informer, echoes, key) = held_for_a_change();
         informer.put(config_map("changed", "9"));
         assert_eq!(echoes.hold(&key), None);
     }
 
     #[test]
     fn a_reconcile_that_writes_nothing_clears_what_the_one_before_wrote() {
-        let informer = cache();
-        let echoes = Echoes::default();
-        let key = ObjectKey::new("ns", "owner");
-        echoes.expect(&key, vec![echo(&informer, "changed", Some(1))]);
+        let (_informer, echoes, key) = held_for_a_change();
         echoes.expect(&key, Vec::new());
         assert_eq!(echoes.hold(&key), None);
     }
 
     #[test]
     fn looks_back_off_and_a_key_is_held_no_longer_than_the_cap() {
-        let informer = cache();
-        let echoes = Echoes::default();
-        let key = ObjectKey::new("ns", "owner");
-        echoes.expect(&key, vec![echo(&informer, "changed", Some(1))]);
+        let (_informer, echoes, key) = held_for_a_change();
         let backdate = |by: Duration| {
             let mut pending = lock(&echoes.pending);
             let waiting = pending.get_mut(&key).expect("held");
