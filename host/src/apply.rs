@@ -130,6 +130,16 @@ pub struct Applied {
     pub echoes: Vec<Echo>,
 }
 
+impl Applied {
+    fn count(&mut self, sent: bool) {
+        if sent {
+            self.writes += 1;
+        } else {
+            self.skipped += 1;
+        }
+    }
+}
+
 /// A write that changed an object some cache holds: the event it causes (its echo) is on its
 /// way to that cache. The controller waits for the echoes of a key's last reconcile before
 /// reconciling that key again (`controller::echoes`).
@@ -215,10 +225,11 @@ pub struct Subject<'a> {
 }
 
 impl Subject<'_> {
-    /// The echo of a write to the reconciled object that took it from `before` to `after`.
-    fn echo(&self, before: &str, after: &str) -> Option<Echo> {
+    /// The echo of a write to the reconciled object that produced `after`; `None` when it
+    /// changed nothing.
+    fn echo(&self, after: &str) -> Option<Echo> {
         let (informer, object) = (self.cache?, self.object?);
-        (before != after).then(|| Echo {
+        (object.resource_version.to_string() != after).then(|| Echo {
             informer: informer.clone(),
             key: object.key.clone(),
             before: Some(object.resource_version.clone()),
@@ -378,10 +389,9 @@ impl Applier {
                 applied.writes += children.writes;
                 applied.skipped += children.skipped;
                 applied.echoes.extend(children.echoes);
-            } else if self.apply_one(subject, intent, &mut applied.echoes).await? {
-                applied.writes += 1;
             } else {
-                applied.skipped += 1;
+                let sent = self.apply_one(subject, intent, &mut applied.echoes).await?;
+                applied.count(sent);
             }
         }
         Ok(applied)
@@ -398,13 +408,6 @@ impl Applier {
         objects: &[Child],
     ) -> Result<Applied, Error> {
         let mut applied = Applied::default();
-        let count = |applied: &mut Applied, sent: bool| {
-            if sent {
-                applied.writes += 1;
-            } else {
-                applied.skipped += 1;
-            }
-        };
         let mut desired = HashSet::with_capacity(objects.len());
         for child in objects {
             let intent = Intent::Apply {
@@ -414,7 +417,7 @@ impl Applier {
             let sent = self
                 .apply_one(subject, &intent, &mut applied.echoes)
                 .await?;
-            count(&mut applied, sent);
+            applied.count(sent);
             let (_, namespace, _) = self.api_for(&child.target, subject).await?;
             desired.insert(ObjectKey::new(&namespace, &child.target.name));
         }
@@ -458,7 +461,7 @@ impl Applier {
             let sent = self
                 .apply_one(subject, &delete, &mut applied.echoes)
                 .await?;
-            count(&mut applied, sent);
+            applied.count(sent);
         }
         Ok(applied)
     }
@@ -669,9 +672,9 @@ impl Applier {
                     })
                     .await;
                 let after = self.map(result, &label, "update status")?;
-                let before = object.resource_version.to_string();
-                echoes.extend(subject.echo(&before, &after));
-                self.remember(plugin, written_label, status_hash, Some(before), after);
+                echoes.extend(subject.echo(&after));
+                let before = Some(object.resource_version.to_string());
+                self.remember(plugin, written_label, status_hash, before, after);
                 Ok(true)
             }
             Intent::AddFinalizer { finalizer } | Intent::RemoveFinalizer { finalizer } => {
@@ -715,9 +718,8 @@ impl Applier {
                     Err(e) if !adding && is_not_found(&e) => Ok(false),
                     Err(e) => Err(self.classify(e, &label, "patch finalizers", true)),
                     Ok(written) => {
-                        let before = object.resource_version.to_string();
                         let after = written.metadata.resource_version.unwrap_or_default();
-                        echoes.extend(subject.echo(&before, &after));
+                        echoes.extend(subject.echo(&after));
                         Ok(true)
                     }
                 }
