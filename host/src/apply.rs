@@ -197,12 +197,6 @@ impl Cached {
             .unwrap_or_default()
     }
 
-    /// The echo of a write that produced `after`; `None` when the write changed nothing (a
-    /// no-op apply or patch keeps the resourceVersion, and no event follows).
-    fn echo(self, after: &str) -> Option<Echo> {
-        (self.version() != after).then(|| self.into_echo())
-    }
-
     fn into_echo(self) -> Echo {
         Echo {
             informer: self.informer,
@@ -225,11 +219,10 @@ pub struct Subject<'a> {
 }
 
 impl Subject<'_> {
-    /// The echo of a write to the reconciled object that produced `after`; `None` when it
-    /// changed nothing.
-    fn echo(&self, after: &str) -> Option<Echo> {
+    /// The echo of a write to the reconciled object; `None` when it was not read from a cache.
+    fn echo(&self) -> Option<Echo> {
         let (informer, object) = (self.cache?, self.object?);
-        (object.resource_version.to_string() != after).then(|| Echo {
+        Some(Echo {
             informer: informer.clone(),
             key: object.key.clone(),
             before: Some(object.resource_version.clone()),
@@ -287,6 +280,12 @@ struct Response {
 struct ResponseMeta {
     #[serde(default)]
     resource_version: Option<String>,
+}
+
+/// Whether a write that produced `after` changed an object cached at `before`: a no-op apply or
+/// patch keeps the resourceVersion, and no event (echo) follows it.
+fn changed(before: Option<&str>, after: &str) -> bool {
+    before != Some(after)
 }
 
 /// The `status` of an object's JSON, without building the rest of it.
@@ -569,7 +568,9 @@ impl Applier {
                     })
                     .await;
                 let after = self.map(result, &label, "apply")?;
-                echoes.extend(cached.and_then(|c| c.echo(&after)));
+                if changed(before.as_deref(), &after) {
+                    echoes.extend(cached.map(Cached::into_echo));
+                }
                 self.remember(plugin, label, intent_hash, before, after);
                 Ok(true)
             }
@@ -609,7 +610,9 @@ impl Applier {
                     (result, false)
                 };
                 let after = result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
-                echoes.extend(cached.and_then(|c| c.echo(&after)));
+                if changed(before.as_deref(), &after) {
+                    echoes.extend(cached.map(Cached::into_echo));
+                }
                 self.remember(plugin, label, intent_hash, before, after);
                 Ok(true)
             }
@@ -672,9 +675,11 @@ impl Applier {
                     })
                     .await;
                 let after = self.map(result, &label, "update status")?;
-                echoes.extend(subject.echo(&after));
-                let before = Some(object.resource_version.to_string());
-                self.remember(plugin, written_label, status_hash, before, after);
+                let before = object.resource_version.to_string();
+                if changed(Some(&before), &after) {
+                    echoes.extend(subject.echo());
+                }
+                self.remember(plugin, written_label, status_hash, Some(before), after);
                 Ok(true)
             }
             Intent::AddFinalizer { finalizer } | Intent::RemoveFinalizer { finalizer } => {
@@ -717,9 +722,9 @@ impl Applier {
                 match result {
                     Err(e) if !adding && is_not_found(&e) => Ok(false),
                     Err(e) => Err(self.classify(e, &label, "patch finalizers", true)),
-                    Ok(written) => {
-                        let after = written.metadata.resource_version.unwrap_or_default();
-                        echoes.extend(subject.echo(&after));
+                    Ok(_) => {
+                        // Adding or removing a finalizer always makes a new version.
+                        echoes.extend(subject.echo());
                         Ok(true)
                     }
                 }
