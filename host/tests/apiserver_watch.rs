@@ -251,3 +251,29 @@ async fn raw_watch_protocol() {
     }
     assert_eq!(added, 6);
 }
+
+/// `released` waits for every handle: a live client (and the watch it opened) keeps the server,
+/// and once both are gone the server's state is freed and the future resolves.
+#[tokio::test]
+async fn a_server_is_released_once_its_clients_and_watches_are_gone() {
+    let server = ApiServer::new().unwrap();
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    api.create(&PostParams::default(), &cm("kept", "1"))
+        .await
+        .unwrap();
+    let watch = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut released = Box::pin(server.released());
+    // The client holds the server: the first poll finds it alive.
+    assert!(futures::poll!(&mut released).is_pending());
+    drop(api);
+    drop(watch);
+    // The bound only keeps a broken build from hanging; the watch lets go when the server's
+    // side of it next wakes.
+    tokio::time::timeout(Duration::from_secs(120), released)
+        .await
+        .expect("the server is still held after its client and watch were dropped");
+}

@@ -114,6 +114,9 @@ pub(crate) struct Inner {
     pub(crate) auth: auth::Auth,
     /// The listener's certificates.
     pub(crate) tls: tls::Tls,
+    /// Closed when this, the last field, is dropped: every other field is freed by then. See
+    /// [`ApiServer::released`].
+    released: tokio::sync::watch::Sender<()>,
 }
 
 /// Configures an [`ApiServer`].
@@ -206,6 +209,7 @@ impl Builder {
             closing: std::sync::atomic::AtomicBool::new(false),
             auth,
             tls,
+            released: tokio::sync::watch::Sender::new(()),
         });
         if self.gc || self.namespace_cleanup {
             let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
@@ -279,6 +283,18 @@ impl ApiServer {
     /// `Authorization` header, as over HTTP; without one they are anonymous.
     pub fn service(&self) -> axum::Router {
         router::router(self.inner.clone())
+    }
+
+    /// Drops this handle and waits until the server's state (objects, watch history) is freed,
+    /// that is until its last handle is gone: every client, open watch stream and listener.
+    /// Clients whose tasks were aborted let go only when the server's side of their watches
+    /// next wakes, which can take seconds; a benchmark that timed its next round meanwhile
+    /// would time this server's teardown with it.
+    pub async fn released(self) {
+        let mut released = self.inner.released.subscribe();
+        drop(self);
+        // Errs once the sender is dropped; changes never happen (nothing sends).
+        while released.changed().await.is_ok() {}
     }
 
     /// A `kube::Client` talking to this server in-process as its administrator (needs a tokio
