@@ -432,10 +432,10 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     drop(native);
     drop(observer);
     drop(driver);
-    // The aborted watchers let go of the server only when its side of their watches next wakes,
-    // seconds later. Freeing its objects and 100,000-event history inside the next round made
-    // that round take up to twice the CPU (glibc's malloc and free at 40% of its profile), and
-    // the rounds' spread wider than the ratios they were to show.
+    // Freeing the server's objects and 100,000-event history inside the next round made that
+    // round take up to twice the CPU (glibc's malloc and free at 40% of its profile), and the
+    // rounds' spread wider than the ratios they were to show: the aborted watchers used to let
+    // go of it only at their watches' next bookmark tick, up to 5 s later.
     server.released().await;
     Round {
         converge,

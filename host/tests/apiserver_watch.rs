@@ -253,27 +253,32 @@ async fn raw_watch_protocol() {
 }
 
 /// `released` waits for every handle: a live client (and the watch it opened) keeps the server,
-/// and once both are gone the server's state is freed and the future resolves.
-#[tokio::test]
+/// and once both are gone the server's state is freed and the future resolves. The watch ends
+/// as soon as its client drops the stream, not at its next bookmark tick.
+#[tokio::test(start_paused = true)]
 async fn a_server_is_released_once_its_clients_and_watches_are_gone() {
     let server = ApiServer::new().unwrap();
     let api: Api<ConfigMap> = Api::default_namespaced(server.client());
     api.create(&PostParams::default(), &cm("kept", "1"))
         .await
         .unwrap();
-    let watch = api
+    let mut watch = api
         .watch(&WatchParams::default(), "0")
         .await
         .unwrap()
         .boxed();
+    // The watch is being served: its first event has arrived.
+    let first = watch.try_next().await.unwrap().unwrap();
+    assert!(matches!(first, WatchEvent::Added(_)), "{first:?}");
     let mut released = Box::pin(server.released());
     // The client holds the server: the first poll finds it alive.
     assert!(futures::poll!(&mut released).is_pending());
     drop(api);
     drop(watch);
-    // The bound only keeps a broken build from hanging; the watch lets go when the server's
-    // side of it next wakes.
-    tokio::time::timeout(Duration::from_secs(120), released)
+    // The clock is paused: it moves only when every task waits on a timer, and then to the
+    // next one. This timeout's comes before the watch's bookmark tick (5 s), so only a watch
+    // that ended when its client went away lets the server go in time.
+    tokio::time::timeout(Duration::from_secs(1), released)
         .await
         .expect("the server is still held after its client and watch were dropped");
 }

@@ -286,10 +286,9 @@ impl ApiServer {
     }
 
     /// Drops this handle and waits until the server's state (objects, watch history) is freed,
-    /// that is until its last handle is gone: every client, open watch stream and listener.
-    /// Clients whose tasks were aborted let go only when the server's side of their watches
-    /// next wakes, which can take seconds; a benchmark that timed its next round meanwhile
-    /// would time this server's teardown with it.
+    /// that is until its last handle is gone: every client, open watch stream, request in
+    /// flight and listener. A benchmark that starts its next round before then times this
+    /// server's teardown with it.
     pub async fn released(self) {
         let mut released = self.inner.released.subscribe();
         drop(self);

@@ -197,6 +197,9 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = drop_rx.changed() => return,
+                // The client went away: end now rather than at the next send, which on a quiet
+                // watch is the next bookmark tick, and stop holding the server meanwhile.
+                () = tx.closed() => return,
                 _ = tick.tick(), if bookmarks => {
                     if tx.send(bookmark(&filter.t, filter.shape, last, false)).await.is_err() {
                         return;
