@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wasmctrl::plugin::wit;
-use wasmctrl::runtime::{Config, Runtime};
+use wasmctrl::runtime::{Config, Plugin, Runtime};
 use wasmctrl::view::{EmptyView, View};
 use wasmctrl_sdk::Reconciler;
 
@@ -92,6 +92,16 @@ fn spread(mut xs: Vec<f64>) -> Spread {
     }
 }
 
+/// A fresh instance and a call that returns at once (no object).
+fn empty_call(plugin: &Arc<Plugin>, view: &Arc<dyn View>) -> Arc<dyn Fn() + Send + Sync> {
+    let (plugin, view) = (plugin.clone(), view.clone());
+    Arc::new(move || {
+        let mut req = request("");
+        req.object = None;
+        std::hint::black_box(plugin.reconcile(req, view.clone()).expect("reconcile"));
+    })
+}
+
 fn main() {
     let dir = std::env::var_os("WASMCTRL_TEST_PLUGIN_DIR")
         .map(PathBuf::from)
@@ -116,6 +126,7 @@ fn main() {
     );
 
     let mut plugin = None;
+    let mut value_plugin = None;
     for (reading, settings) in [("typed", json!({})), ("Value", json!({"parse": "value"}))] {
         let loaded = Arc::new(
             runtime
@@ -179,19 +190,16 @@ fn main() {
             "",
             1e6 / single
         );
+        if reading == "Value" {
+            value_plugin = Some(loaded.clone());
+        }
         plugin.get_or_insert(loaded);
     }
     let plugin = plugin.expect("a loaded plugin");
+    let value_plugin = value_plugin.expect("the Value-reading plugin");
 
     // The sandbox's fixed cost: a fresh instance and a call that returns at once (no object).
-    let empty_op: Arc<dyn Fn() + Send + Sync> = {
-        let (plugin, view) = (plugin.clone(), view.clone());
-        Arc::new(move || {
-            let mut req = request("");
-            req.object = None;
-            std::hint::black_box(plugin.reconcile(req, view.clone()).expect("reconcile"));
-        })
-    };
+    let empty_op = empty_call(&plugin, &view);
     let empty = spread((0..ROUNDS).map(|_| rate(1, empty_op.clone())).collect());
     println!(
         "sandbox overhead (fresh instance + empty call): {:.1} µs ({:.1}..{:.1}; {:.0} calls/s, 1 thread)",
@@ -199,5 +207,38 @@ fn main() {
         1e6 / empty.max,
         1e6 / empty.min,
         empty.median
+    );
+
+    // The same after one call that grew its instance's memory to a few MiB: a pool slot keeps
+    // the pages it wrote (up to `KEEP_RESIDENT`), and resetting the slot after each later call
+    // resets all of them.
+    let value_empty_op = empty_call(&value_plugin, &view);
+    let before = spread(
+        (0..ROUNDS)
+            .map(|_| rate(1, value_empty_op.clone()))
+            .collect(),
+    );
+    let big = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+        "metadata": {"name": "big", "namespace": "default", "generation": 1},
+        "spec": {"items": (0..20_000).map(|i| json!({"name": format!("item-{i}"), "value": i})).collect::<Vec<_>>()}})
+    .to_string();
+    value_plugin
+        .reconcile(request(&big), view.clone())
+        .expect("reconcile the big object");
+    let after = spread(
+        (0..ROUNDS)
+            .map(|_| rate(1, value_empty_op.clone()))
+            .collect(),
+    );
+    println!(
+        "sandbox overhead, the Value-reading plugin: {:.1} µs ({:.1}..{:.1}); after one call that grew its memory to {:.1} MiB ({} KB object): {:.1} µs ({:.1}..{:.1})",
+        1e6 / before.median,
+        1e6 / before.max,
+        1e6 / before.min,
+        value_plugin.memory_peak() as f64 / f64::from(1 << 20),
+        big.len() / 1000,
+        1e6 / after.median,
+        1e6 / after.max,
+        1e6 / after.min,
     );
 }
