@@ -125,8 +125,7 @@ fn main() {
         runtime.pooling()
     );
 
-    let mut plugin = None;
-    let mut value_plugin = None;
+    let mut plugins = Vec::new();
     for (reading, settings) in [("typed", json!({})), ("Value", json!({"parse": "value"}))] {
         let loaded = Arc::new(
             runtime
@@ -190,13 +189,11 @@ fn main() {
             "",
             1e6 / single
         );
-        if reading == "Value" {
-            value_plugin = Some(loaded.clone());
-        }
-        plugin.get_or_insert(loaded);
+        plugins.push(loaded);
     }
-    let plugin = plugin.expect("a loaded plugin");
-    let value_plugin = value_plugin.expect("the Value-reading plugin");
+    let [plugin, value_plugin]: [Arc<Plugin>; 2] = plugins
+        .try_into()
+        .expect("the typed and the Value-reading plugin");
 
     // The sandbox's fixed cost: a fresh instance and a call that returns at once (no object).
     let empty_op = empty_call(&plugin, &view);
