@@ -684,10 +684,11 @@ fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
             .max_memories_per_component(2)
             .max_tables_per_component(4)
             .max_memory_size(config.memory_limit)
-            // Reusing a slot should cost no system calls: reset only the pages the last call
-            // dirtied (found with PAGEMAP_SCAN where the kernel has it, Linux 6.7+) with memset
-            // and keep them resident, instead of madvise-ing the memory away and faulting it
-            // back in on the next call. Measured: sandbox overhead 32 -> 17 us per call.
+            // Reusing a slot should cost one system call, no page faults: reset only the pages
+            // the last call dirtied (found with one PAGEMAP_SCAN where the kernel has it, Linux
+            // 6.7+) with memset and keep them resident, instead of madvise-ing the memory away
+            // and faulting it back in on the next call. Measured: sandbox overhead 32 -> 17 us
+            // per call.
             .linear_memory_keep_resident(KEEP_RESIDENT)
             .table_keep_resident(64 << 10)
             .pagemap_scan(Enabled::Auto);
