@@ -737,3 +737,86 @@ async fn crd_with_an_unusable_schema_is_refused() {
         404
     );
 }
+
+/// kube-runtime's `Recorder` writes through `events.k8s.io/v1` (a create, then a merge patch
+/// of the series for a repeat); a core/v1 watch selected by the object it is about, as
+/// `kubectl get events -w --field-selector involvedObject.name=...` runs, sees both writes in
+/// the core form: the two groups serve one resource.
+#[tokio::test]
+async fn recorder_events_show_through_a_core_v1_watch() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as EventsV1;
+    use kube::Resource;
+    use kube::api::{WatchEvent, WatchParams};
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let (_server, client) = setup().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let about = cms
+        .create(&PostParams::default(), &cm("recorded"))
+        .await
+        .unwrap();
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let rv = core
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let selector = WatchParams::default().fields("involvedObject.name=recorded");
+    let mut watch = core.watch(&selector, &rv).await.unwrap().boxed();
+
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "example.com/recorder".into(),
+            instance: Some("recorder-0".into()),
+        },
+    );
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "Synced".into(),
+        note: Some("the ConfigMap is in sync".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let reference = about.object_ref(&());
+    recorder.publish(&event, &reference).await.unwrap();
+    recorder.publish(&event, &reference).await.unwrap();
+
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match watch.next().await.unwrap().unwrap() {
+            WatchEvent::Added(e) => seen.push(("ADDED", e)),
+            WatchEvent::Modified(e) => seen.push(("MODIFIED", e)),
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected watch event {other:?}"),
+        }
+    }
+    let (added, repeated) = (&seen[0], &seen[1]);
+    assert_eq!((added.0, repeated.0), ("ADDED", "MODIFIED"));
+    for (_, e) in &seen {
+        assert_eq!(e.involved_object.name.as_deref(), Some("recorded"));
+        assert_eq!(e.involved_object.uid, about.metadata.uid);
+        assert_eq!(e.message.as_deref(), Some("the ConfigMap is in sync"));
+        assert_eq!(e.reason.as_deref(), Some("Synced"));
+        assert_eq!(
+            e.reporting_component.as_deref(),
+            Some("example.com/recorder")
+        );
+    }
+    assert_eq!(repeated.1.series.as_ref().and_then(|s| s.count), Some(2));
+
+    // The same object through events.k8s.io/v1, in that group's field names.
+    let name = repeated.1.metadata.name.clone().unwrap();
+    let v1: Api<EventsV1> = Api::namespaced(client.clone(), "default");
+    let read = v1.get(&name).await.unwrap();
+    assert_eq!(read.note.as_deref(), Some("the ConfigMap is in sync"));
+    assert_eq!(
+        read.regarding.and_then(|r| r.name).as_deref(),
+        Some("recorded")
+    );
+    assert_eq!(read.series.map(|s| s.count), Some(2));
+}

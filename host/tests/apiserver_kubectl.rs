@@ -538,3 +538,104 @@ fn kubectl_apply_is_validated_against_the_crd_schema() {
     let got = env.json(&["get", "pgw", "bob", "-o", "json"]);
     assert_eq!(got["spec"]["age"], 30);
 }
+
+/// Events are one resource in two groups, as in kube-apiserver: what a controller records
+/// through `events.k8s.io/v1` (as wasmctrl's applier and kube-runtime's recorder do) is what
+/// `kubectl describe` and `kubectl get events` show through core/v1, and the other way round.
+#[test]
+fn kubectl_describe_shows_events_recorded_through_events_k8s_io() {
+    let cluster = start();
+    let env = &cluster.env;
+    let crd = env.file("crd.yaml", CRD);
+    env.run(&["apply", "-f", &crd]);
+    env.run(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=20s",
+    ]);
+    let widget = env.file("widget.yaml", WIDGET);
+    env.run(&["apply", "-f", &widget]);
+    let uid = env.json(&["get", "widget", "w1", "-o", "json"])["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let recorded = env.file(
+        "event.yaml",
+        &format!(
+            r#"
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {{name: w1.recorded, namespace: default}}
+eventTime: "2026-11-25T00:00:00.000000Z"
+type: Warning
+reason: Resized
+action: Reconcile
+note: the widget grew to size 2
+reportingController: example.com/widget-controller
+reportingInstance: widget-controller-0
+regarding: {{apiVersion: example.com/v1, kind: Widget, namespace: default, name: w1, uid: "{uid}"}}
+"#
+        ),
+    );
+    env.run(&["create", "-f", &recorded]);
+
+    // `kubectl describe` lists the object's Events through core/v1, selected by
+    // involvedObject.name, .namespace, .kind and .uid.
+    let described = String::from_utf8(env.run(&["describe", "widget", "w1"]).stdout).unwrap();
+    let events = described
+        .split_once("Events:")
+        .map(|(_, e)| e)
+        .unwrap_or_else(|| panic!("no Events section:\n{described}"));
+    assert!(
+        events.contains("Warning") && events.contains("Resized"),
+        "{described}"
+    );
+    assert!(events.contains("the widget grew to size 2"), "{described}");
+
+    let core = env.json(&["get", "events", "w1.recorded", "-o", "json"]);
+    assert_eq!(core["apiVersion"], "v1");
+    assert_eq!(core["message"], "the widget grew to size 2");
+    assert_eq!(core["involvedObject"]["uid"], json!(uid));
+    assert_eq!(core["reportingComponent"], "example.com/widget-controller");
+    assert!(core.get("note").is_none() && core.get("regarding").is_none());
+    let selected = |selector: &str| -> Vec<String> {
+        env.json(&["get", "events", "--field-selector", selector, "-o", "json"])["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        selected("involvedObject.name=w1,type=Warning"),
+        ["w1.recorded"]
+    );
+    assert!(selected("involvedObject.name=w2").is_empty());
+
+    // A core/v1 write shows through events.k8s.io in its fields' names there.
+    env.run(&[
+        "patch",
+        "events",
+        "w1.recorded",
+        "--type=merge",
+        "-p",
+        r#"{"message": "the widget grew to size 3", "count": 2}"#,
+    ]);
+    let v1 = env.json(&["get", "events.events.k8s.io", "w1.recorded", "-o", "json"]);
+    assert_eq!(v1["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(v1["note"], "the widget grew to size 3");
+    assert_eq!(v1["deprecatedCount"], 2);
+    assert_eq!(v1["regarding"]["name"], "w1");
+    assert!(v1.get("message").is_none() && v1.get("involvedObject").is_none());
+    // One object: deleting it through one group deletes it from both.
+    env.run(&["delete", "events.events.k8s.io", "w1.recorded"]);
+    let (ok, out) = {
+        let o = env.cmd(&["get", "events", "w1.recorded"]).output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert!(!ok && out.contains("NotFound"), "{out}");
+}

@@ -12,7 +12,8 @@ use http::{Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::Inner;
-use super::registry::{ResKey, Resource};
+use super::events;
+use super::registry::{ResKey, Resource, storage_key};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{Snapshot, str_at};
@@ -39,7 +40,7 @@ pub struct Target {
 impl Target {
     /// Storage key.
     pub fn key(&self) -> ResKey {
-        (self.res.group.clone(), self.res.plural.clone())
+        storage_key(&self.res)
     }
 
     /// apiVersion for responses.
@@ -194,6 +195,14 @@ pub fn json_response(code: u16, v: &Value) -> Response<Body> {
 
 /// The object as the client asked for it (version rewrite, metadata-only).
 pub fn render(t: &Target, obj: &Value, shape: Shape) -> Value {
+    if events::is_events_v1(&t.res) {
+        return render_stored(t, &events::from_core(obj), shape);
+    }
+    render_stored(t, obj, shape)
+}
+
+/// [`render`] of an object already in the form of the target's group.
+fn render_stored(t: &Target, obj: &Value, shape: Shape) -> Value {
     match shape {
         Shape::Meta => json!({
             "kind": "PartialObjectMetadata",
@@ -233,9 +242,12 @@ pub fn visible(t: &Target, ls: &LabelSelector, fs: &FieldSelector, obj: &Value) 
 }
 
 /// Parses the selectors of a list or watch.
-pub fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
+pub fn selectors(t: &Target, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
     let ls = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-    let fs = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))?;
+    let fs = FieldSelector::parse(
+        q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+        &t.res,
+    )?;
     Ok((ls, fs))
 }
 
@@ -248,7 +260,7 @@ fn expired_continue() -> ApiError {
 
 /// LIST with selectors, `limit`/`continue` over a saved snapshot, `resourceVersionMatch`.
 pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
-    let (ls, fs) = selectors(q)?;
+    let (ls, fs) = selectors(t, q)?;
     let limit: usize = match q.get("limit") {
         Some(l) => l
             .parse()

@@ -34,7 +34,8 @@
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service and Deployment only (others 415);
-//! core/v1 and events.k8s.io/v1 Events are stored separately; `scale` only for Deployments;
+//! field selectors on `metadata.name`, `metadata.namespace` and core Events' fields only (not
+//! Pods' `spec.nodeName` or `status.phase`, ...); `scale` only for Deployments;
 //! HTTPS with the server's own authority only (no client certificates).
 
 mod admission;
@@ -43,6 +44,7 @@ mod audit;
 mod auth;
 mod delete;
 mod discovery;
+mod events;
 mod faults;
 mod fields;
 mod gc;

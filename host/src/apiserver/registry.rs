@@ -75,6 +75,16 @@ impl Resource {
 /// Storage key of a resource: group and plural (versions share storage).
 pub type ResKey = (String, String);
 
+/// Where the objects of `res` are stored: under its own group and plural, except that
+/// `events.k8s.io` Events are the core Events ([`super::events`]).
+pub fn storage_key(res: &Resource) -> ResKey {
+    if super::events::is_events_v1(res) {
+        (String::new(), res.plural.clone())
+    } else {
+        (res.group.clone(), res.plural.clone())
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn builtin(
     group: &str,

@@ -336,7 +336,7 @@ fn delete_collection(
     t: &Target,
     q: &handlers::Query,
 ) -> ApiResult<Response<Body>> {
-    let (ls, fs) = handlers::selectors(q)?;
+    let (ls, fs) = handlers::selectors(t, q)?;
     let dry = q.get("dryRun").is_some_and(|v| v == "All");
     let mut st = inner.store.lock();
     let victims: Vec<_> = st

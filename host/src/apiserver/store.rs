@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::events;
 use super::persist::{Log, Record};
 use super::registry::{Registry, ResKey};
 use super::status::ApiError;
@@ -102,8 +103,12 @@ impl State {
             .cloned()
     }
 
-    /// Stores `obj` under the next resourceVersion and publishes ADDED or MODIFIED.
+    /// Stores `obj` under the next resourceVersion and publishes ADDED or MODIFIED. Events
+    /// written through `events.k8s.io` are stored in their core form.
     pub fn put(&mut self, key: &ResKey, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+        if events::is_core_events(&key.0, &key.1) {
+            obj = events::to_core(obj);
+        }
         let rv = self.rv + 1;
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let ns = str_at(&obj, "/metadata/namespace").to_string();
@@ -224,6 +229,16 @@ fn push(t: &mut Table, cap: usize, ev: Event) {
     }
 }
 
+/// Data directories written before both groups' Events were one resource kept
+/// `events.k8s.io` Events under their own key; they now live with the core ones.
+fn older_events_key(key: ResKey) -> ResKey {
+    if key.0 == "events.k8s.io" && key.1 == "events" {
+        (String::new(), key.1)
+    } else {
+        key
+    }
+}
+
 /// `obj[ptr]` as a string, or `""`.
 pub fn str_at<'a>(obj: &'a Value, ptr: &str) -> &'a str {
     obj.pointer(ptr).and_then(Value::as_str).unwrap_or("")
@@ -253,6 +268,7 @@ impl Store {
             for rec in records {
                 match rec {
                     Record::Put { key, obj } => {
+                        let (key, obj) = (older_events_key(key), events::to_core(obj));
                         let rv = str_at(&obj, "/metadata/resourceVersion")
                             .parse()
                             .unwrap_or(0);
@@ -274,6 +290,7 @@ impl Store {
                         rv,
                     } => {
                         st.rv = st.rv.max(rv);
+                        let key = older_events_key(key);
                         if let Some(old) = st.table(&key).objects.remove(&(namespace, name))
                             && key.0 == "apiextensions.k8s.io"
                         {
@@ -336,5 +353,47 @@ impl Store {
             log.rewrite(&crds)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_k8s_io_events_of_an_older_data_dir_load_as_core_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let v1_key = || ("events.k8s.io".to_string(), "events".to_string());
+        {
+            let (mut log, _) = Log::open(dir.path()).unwrap();
+            for name in ["kept", "deleted"] {
+                log.append(&Record::Put {
+                    key: v1_key(),
+                    obj: json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                        "metadata": {"name": name, "namespace": "default", "resourceVersion": "1"},
+                        "note": "n", "regarding": {"name": "x"}}),
+                })
+                .unwrap();
+            }
+            log.append(&Record::Delete {
+                key: v1_key(),
+                namespace: "default".into(),
+                name: "deleted".into(),
+                rv: 2,
+            })
+            .unwrap();
+        }
+        let store = Store::new(100, Some(Log::open(dir.path()).unwrap()));
+        let st = store.lock();
+        let core = (String::new(), "events".to_string());
+        let kept = st
+            .get(&core, "default", "kept")
+            .expect("loaded as a core Event");
+        assert_eq!(kept["message"], "n");
+        assert_eq!(kept["involvedObject"]["name"], "x");
+        assert!(st.get(&core, "default", "deleted").is_none());
+        assert!(st.get(&v1_key(), "default", "kept").is_none());
+        assert_eq!(st.rv, 2);
     }
 }

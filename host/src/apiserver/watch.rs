@@ -88,7 +88,7 @@ impl Filter {
 
 /// Starts a watch and returns the streaming response.
 pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
-    let (ls, fs) = selectors(q)?;
+    let (ls, fs) = selectors(&t, q)?;
     let bookmarks = flag(q, "allowWatchBookmarks");
     let send_initial = flag(q, "sendInitialEvents");
     let rv_match = q

@@ -3,6 +3,8 @@
 //! and no-op detection. Deletion lives in [`super::delete`], input checks in
 //! [`super::admission`].
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::Inner;
@@ -12,12 +14,23 @@ use super::admission::{
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::delete::{finalize_delete, has_spec_finalizers};
+use super::events;
 use super::handlers::{Query, Target, flag};
 use super::patch::{self, PatchType};
 use super::registry::crd_status;
 use super::schema;
 use super::status::{ApiError, ApiResult};
 use super::store::{State, str_at};
+
+/// The stored object in the form of the target's group, which updates and patches work on
+/// (an `events.k8s.io` Event is stored as a core one, [`super::events`]).
+fn current(st: &State, t: &Target, name: &str) -> Option<Arc<Value>> {
+    let cur = st.get(&t.key(), t.ns(), name)?;
+    if events::is_events_v1(&t.res) {
+        return Some(Arc::new(events::from_core(&cur)));
+    }
+    Some(cur)
+}
 
 /// POST: creates an object (201).
 pub fn create(
@@ -376,9 +389,7 @@ pub fn update(
         }
     }
     let mut st = inner.store.lock();
-    let cur = st
-        .get(&t.key(), t.ns(), name)
-        .ok_or_else(|| t.not_found(name))?;
+    let cur = current(&st, t, name).ok_or_else(|| t.not_found(name))?;
     let out = update_locked(&mut st, t, q, &cur, obj, Kind::Put, ua)?;
     let rv = st.rv;
     drop(st);
@@ -407,7 +418,7 @@ pub fn patch(
         ));
     }
     let mut st = inner.store.lock();
-    let cur = st.get(&t.key(), t.ns(), name);
+    let cur = current(&st, t, name);
     let result = match pt {
         PatchType::Apply => {
             let Some(mgr) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
