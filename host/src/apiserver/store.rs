@@ -232,11 +232,15 @@ fn push(t: &mut Table, cap: usize, ev: Event) {
 /// Data directories written before both groups' Events were one resource kept
 /// `events.k8s.io` Events under their own key; they now live with the core ones.
 fn older_events_key(key: ResKey) -> ResKey {
-    if key.0 == "events.k8s.io" && key.1 == "events" {
+    if is_older_events_key(&key) {
         (String::new(), key.1)
     } else {
         key
     }
+}
+
+fn is_older_events_key(key: &ResKey) -> bool {
+    key.0 == "events.k8s.io" && key.1 == "events"
 }
 
 /// `obj[ptr]` as a string, or `""`.
@@ -268,7 +272,12 @@ impl Store {
             for rec in records {
                 match rec {
                     Record::Put { key, obj } => {
-                        let (key, obj) = (older_events_key(key), events::to_core(obj));
+                        let obj = if is_older_events_key(&key) {
+                            events::to_core(obj)
+                        } else {
+                            obj
+                        };
+                        let key = older_events_key(key);
                         let rv = str_at(&obj, "/metadata/resourceVersion")
                             .parse()
                             .unwrap_or(0);
