@@ -43,6 +43,18 @@ impl Env {
         serde_json::from_slice(&self.run(args).stdout).expect("JSON output")
     }
 
+    /// Applies [`CRD`] and waits until it is established.
+    fn install_widget_crd(&self) {
+        let crd = self.file("crd.yaml", CRD);
+        self.run(&["apply", "-f", &crd]);
+        self.run(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=20s",
+        ]);
+    }
+
     fn file(&self, name: &str, text: &str) -> String {
         let p = self.dir.path().join(name);
         std::fs::write(&p, text).unwrap();
@@ -140,14 +152,7 @@ fn kubectl_end_to_end() {
     let cluster = start();
     let env = &cluster.env;
 
-    let crd = env.file("crd.yaml", CRD);
-    env.run(&["apply", "-f", &crd]);
-    env.run(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/widgets.example.com",
-        "--timeout=20s",
-    ]);
+    env.install_widget_crd();
     let res = String::from_utf8(env.run(&["api-resources"]).stdout).unwrap();
     assert!(
         res.lines().any(|l| l.starts_with("widgets")
@@ -546,14 +551,7 @@ fn kubectl_apply_is_validated_against_the_crd_schema() {
 fn kubectl_describe_shows_events_recorded_through_events_k8s_io() {
     let cluster = start();
     let env = &cluster.env;
-    let crd = env.file("crd.yaml", CRD);
-    env.run(&["apply", "-f", &crd]);
-    env.run(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/widgets.example.com",
-        "--timeout=20s",
-    ]);
+    env.install_widget_crd();
     let widget = env.file("widget.yaml", WIDGET);
     env.run(&["apply", "-f", &widget]);
     let uid = env.json(&["get", "widget", "w1", "-o", "json"])["metadata"]["uid"]
