@@ -637,3 +637,125 @@ regarding: {{apiVersion: example.com/v1, kind: Widget, namespace: default, name:
     };
     assert!(!ok && out.contains("NotFound"), "{out}");
 }
+
+#[test]
+fn kubectl_get_prints_built_in_kinds_with_kube_apiserver_s_columns() {
+    let cluster = start();
+    let env = &cluster.env;
+    let objects = env.file(
+        "objects.yaml",
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: p1, namespace: default}
+spec:
+  nodeName: node1
+  containers: [{name: c, image: nginx}, {name: sidecar, image: envoy}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: nginx}]}
+---
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: p1.scheduled, namespace: default}
+eventTime: "2026-11-26T00:00:00.000000Z"
+type: Normal
+reason: Scheduled
+action: Binding
+note: Successfully assigned default/p1 to node1
+reportingController: default-scheduler
+reportingInstance: default-scheduler-0
+regarding: {apiVersion: v1, kind: Pod, namespace: default, name: p1}
+"#,
+    );
+    env.run(&["apply", "-f", &objects]);
+    env.run(&[
+        "patch",
+        "pod",
+        "p1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status": {"phase": "Running", "podIP": "10.0.0.7", "containerStatuses": [
+            {"name": "c", "ready": true, "restartCount": 0, "image": "nginx", "imageID": "", "state": {"running": {}}},
+            {"name": "sidecar", "ready": false, "restartCount": 3, "image": "envoy", "imageID": "",
+             "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}"#,
+    ]);
+    // The printed table, one Vec of cells per line, header first.
+    let table = |args: &[&str]| -> Vec<Vec<String>> {
+        String::from_utf8(env.run(args).stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                l.split("   ")
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .collect()
+    };
+
+    let pods = table(&["get", "pods", "-o", "wide"]);
+    assert_eq!(
+        pods[0],
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
+        ]
+    );
+    assert_eq!(pods[1][..4], ["p1", "1/2", "CrashLoopBackOff", "3"]);
+    assert_eq!(pods[1][5..], ["10.0.0.7", "node1", "<none>", "<none>"]);
+
+    let deployments = table(&["get", "deploy", "-o", "wide"]);
+    assert_eq!(
+        deployments[0],
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    assert_eq!(deployments[1][..4], ["web", "0/2", "0", "0"]);
+    assert_eq!(deployments[1][5..], ["c", "nginx", "app=web"]);
+
+    // Events through either group print the same, without -o wide as kube's do.
+    for resource in ["events", "events.events.k8s.io"] {
+        let events = table(&["get", resource]);
+        assert_eq!(
+            events[0],
+            ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+            "{resource}"
+        );
+        assert_eq!(
+            events[1][1..],
+            [
+                "Normal",
+                "Scheduled",
+                "pod/p1",
+                "Successfully assigned default/p1 to node1"
+            ],
+            "{resource}"
+        );
+    }
+    let wide = table(&["get", "events", "-o", "wide"]);
+    assert_eq!(wide[1][4], "default-scheduler, default-scheduler-0");
+}

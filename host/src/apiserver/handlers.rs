@@ -195,7 +195,8 @@ pub fn json_response(code: u16, v: &Value) -> Response<Body> {
 
 /// The object as the client asked for it (version rewrite, metadata-only).
 pub fn render(t: &Target, obj: &Value, shape: Shape) -> Value {
-    if events::is_events_v1(&t.res) {
+    // A Table is printed from the stored (core) form, as kube has one Event printer.
+    if events::is_events_v1(&t.res) && shape != Shape::Table {
         return render_stored(t, &events::from_core(obj), shape);
     }
     render_stored(t, obj, shape)

@@ -52,6 +52,7 @@ mod handlers;
 mod listener;
 mod patch;
 mod persist;
+mod printers;
 mod protobuf;
 mod registry;
 mod reviews;

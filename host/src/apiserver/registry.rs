@@ -48,7 +48,8 @@ pub struct Resource {
     pub status: bool,
     /// Defined by a CustomResourceDefinition (no strategic merge patch).
     pub custom: bool,
-    /// Extra Table columns between Name and Age: `(name, type, jsonPath)`.
+    /// A custom resource's `additionalPrinterColumns`: `(name, type, jsonPath)` (built-in kinds
+    /// print through `super::printers`).
     pub columns: Vec<(String, String, String)>,
     /// Structural schema per served version (custom resources whose CRD has one).
     pub schemas: BTreeMap<String, Arc<Schema>>,
@@ -108,10 +109,7 @@ fn builtin(
         categories: if all { vec!["all".into()] } else { vec![] },
         status,
         custom: false,
-        columns: match kind {
-            "Pod" | "Namespace" => vec![("Status".into(), "string".into(), ".status.phase".into())],
-            _ => vec![],
-        },
+        columns: vec![],
         schemas: BTreeMap::new(),
         create_only: false,
     }

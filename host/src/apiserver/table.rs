@@ -1,32 +1,39 @@
 //! `meta.k8s.io/v1` Table responses (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`),
 //! which kubectl asks for when it prints human-readable output. As kube-apiserver does: built-in
-//! kinds get Name, their columns, Age; a CRD with `additionalPrinterColumns` gets Name and exactly
-//! those (its own Age column, if it wants one), one without gets Name and Age. `date` cells are
-//! shown as ages (`5m`), not timestamps. Each row carries the object's metadata.
+//! kinds get their printer's columns (`super::printers`); a CRD with `additionalPrinterColumns`
+//! gets Name and exactly those (its own Age column, if it wants one), one without gets Name and
+//! Age, and its `date` cells are shown as ages (`5m`), not timestamps. Each row carries the
+//! object's metadata.
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::printers;
 use super::registry::Resource;
 
-fn column(name: &str, ty: &str, format: &str) -> Value {
-    json!({"name": name, "type": ty, "format": format, "description": "", "priority": 0})
-}
-
-/// Whether the server adds its own Age column: always for built-in kinds, for a CRD only when it
-/// declares no printer columns of its own.
-fn adds_age(r: &Resource) -> bool {
-    !r.custom || r.columns.is_empty()
+fn column(name: &str, ty: &str, priority: u8) -> Value {
+    let format = if name == "Name" { "name" } else { "" };
+    json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
 }
 
 /// Column definitions of a resource.
 pub fn columns(r: &Resource) -> Vec<Value> {
-    let mut cols = vec![column("Name", "string", "name")];
+    if !r.custom {
+        let p = printers::of(&r.group, &r.kind);
+        return p
+            .columns
+            .iter()
+            .map(|&(n, t, pr)| column(n, t, pr))
+            .collect();
+    }
+    let mut cols = vec![column("Name", "string", 0)];
     for (name, ty, _) in &r.columns {
         let ty = if ty.is_empty() { "string" } else { ty };
-        cols.push(column(name, ty, ""));
+        cols.push(column(name, ty, 0));
     }
-    if adds_age(r) {
-        cols.push(column("Age", "date", ""));
+    // A CRD without printer columns of its own gets Name and Age.
+    if r.columns.is_empty() {
+        cols.push(column("Age", "date", 0));
     }
     cols
 }
@@ -63,45 +70,25 @@ fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
-/// kubectl's short duration style (`45s`, `3m12s`, `5h`, `2d`).
-fn age(ts: &str) -> String {
-    let Ok(t) = chrono::DateTime::parse_from_rfc3339(ts) else {
-        return "<unknown>".into();
+/// One row, its cells worked out at `now`.
+fn row(r: &Resource, obj: &Value, now: DateTime<Utc>) -> Value {
+    let cells = if r.custom {
+        let mut cells = vec![obj["metadata"]["name"].clone()];
+        for (_, ty, path) in &r.columns {
+            let cell = json_path(obj, path).cloned().unwrap_or(Value::Null);
+            cells.push(match (ty.as_str(), cell.as_str()) {
+                ("date", Some(ts)) => json!(printers::since(ts, now)),
+                _ => cell,
+            });
+        }
+        if r.columns.is_empty() {
+            let ts = obj["metadata"]["creationTimestamp"].as_str().unwrap_or("");
+            cells.push(json!(printers::since(ts, now)));
+        }
+        cells
+    } else {
+        (printers::of(&r.group, &r.kind).cells)(obj, now)
     };
-    let s = (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
-        .num_seconds()
-        .max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..600 if s % 60 == 0 => format!("{}m", s / 60),
-        120..600 => format!("{}m{}s", s / 60, s % 60),
-        600..10800 => format!("{}m", s / 60),
-        10800..172800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
-
-/// One row.
-pub fn row(r: &Resource, obj: &Value) -> Value {
-    let mut cells = vec![
-        obj.pointer("/metadata/name")
-            .cloned()
-            .unwrap_or(Value::Null),
-    ];
-    for (_, ty, path) in &r.columns {
-        let cell = json_path(obj, path).cloned().unwrap_or(Value::Null);
-        cells.push(match (ty.as_str(), cell.as_str()) {
-            ("date", Some(ts)) => json!(age(ts)),
-            _ => cell,
-        });
-    }
-    if adds_age(r) {
-        let ts = obj
-            .pointer("/metadata/creationTimestamp")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        cells.push(json!(age(ts)));
-    }
     json!({
         "cells": cells,
         "object": {
@@ -113,7 +100,8 @@ pub fn row(r: &Resource, obj: &Value) -> Value {
 
 /// A Table of `objs`.
 pub fn table<'a>(r: &Resource, objs: impl Iterator<Item = &'a Value>, metadata: Value) -> Value {
-    let rows: Vec<Value> = objs.map(|o| row(r, o)).collect();
+    let now = Utc::now();
+    let rows: Vec<Value> = objs.map(|o| row(r, o, now)).collect();
     json!({
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
         "columnDefinitions": columns(r), "rows": rows,
@@ -166,7 +154,8 @@ mod tests {
 
     #[test]
     fn crd_printer_columns_replace_the_default_age_and_dates_read_as_ages() {
-        let old = (chrono::Utc::now() - chrono::Duration::minutes(20)).to_rfc3339();
+        let now = Utc::now();
+        let old = (now - chrono::Duration::minutes(20)).to_rfc3339();
         let obj = json!({"metadata": {"name": "a", "creationTimestamp": old}, "spec": {"n": 3}});
         let crd = resource(
             true,
@@ -176,10 +165,46 @@ mod tests {
             ],
         );
         assert_eq!(names(&crd), ["Name", "N", "Age"]);
-        assert_eq!(row(&crd, &obj)["cells"], json!(["a", 3, "20m"]));
+        assert_eq!(row(&crd, &obj, now)["cells"], json!(["a", 3, "20m"]));
         assert_eq!(names(&resource(true, &[])), ["Name", "Age"]);
-        let builtin = resource(false, &[("N", "integer", ".spec.n")]);
-        assert_eq!(names(&builtin), ["Name", "N", "Age"]);
-        assert_eq!(row(&builtin, &obj)["cells"], json!(["a", 3, "20m"]));
+        assert_eq!(
+            row(&resource(true, &[]), &obj, now)["cells"],
+            json!(["a", "20m"])
+        );
+    }
+
+    #[test]
+    fn built_in_kinds_print_as_kube_prints_them() {
+        let mut pods = resource(false, &[]);
+        (pods.group, pods.kind) = (String::new(), "Pod".into());
+        assert_eq!(
+            names(&pods),
+            [
+                "Name",
+                "Ready",
+                "Status",
+                "Restarts",
+                "Age",
+                "IP",
+                "Node",
+                "Nominated Node",
+                "Readiness Gates"
+            ]
+        );
+        let wide: Vec<_> = columns(&pods)
+            .iter()
+            .map(|c| c["priority"].clone())
+            .collect();
+        assert_eq!(
+            wide,
+            json!([0, 0, 0, 0, 0, 1, 1, 1, 1])
+                .as_array()
+                .unwrap()
+                .clone()
+        );
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending"}});
+        assert_eq!(row(&pods, &pod, Utc::now())["cells"][2], "Pending");
+        // A kind without a printer of its own: Name and Created At.
+        assert_eq!(names(&resource(false, &[])), ["Name", "Created At"]);
     }
 }
