@@ -820,3 +820,98 @@ async fn recorder_events_show_through_a_core_v1_watch() {
     );
     assert_eq!(read.series.map(|s| s.count), Some(2));
 }
+
+#[tokio::test]
+async fn field_selectors_on_pods_and_a_crd_s_selectable_fields_filter_lists_and_watches() {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{WatchEvent, WatchParams};
+
+    let (_server, client) = setup().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (name, node) in [("a", "node1"), ("b", "node2")] {
+        let pod = json!({"metadata": {"name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "nginx"}]}});
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let on_node1 = ListParams::default().fields("spec.nodeName=node1,status.phase!=Failed");
+    let names: Vec<String> = pods
+        .list(&on_node1)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(names, ["a"]);
+
+    let mut crd = crd_json();
+    crd["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.color"}]);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(crd).unwrap(),
+    )
+    .await
+    .unwrap();
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "widgets"),
+    );
+    let widget = |name: &str, color: &str| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name}, "spec": {"color": color}}))
+        .unwrap()
+    };
+    for (name, color) in [("w1", "red"), ("w2", "blue")] {
+        widgets
+            .create(&PostParams::default(), &widget(name, color))
+            .await
+            .unwrap();
+    }
+    let red = widgets
+        .list(&ListParams::default().fields("spec.color=red"))
+        .await
+        .unwrap();
+    assert_eq!(red.items.len(), 1);
+    assert_eq!(red.items[0].name_any(), "w1");
+    let unknown = widgets
+        .list(&ListParams::default().fields("spec.shape=round"))
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&unknown), 400);
+
+    // A watch sees an object leave the selection as DELETED and enter it as ADDED.
+    let rv = red.metadata.resource_version.unwrap();
+    let params = WatchParams::default().fields("spec.color=red");
+    let mut watch = widgets.watch(&params, &rv).await.unwrap().boxed();
+    let paint = |color: &str| Patch::Merge(json!({"spec": {"color": color}}));
+    widgets
+        .patch("w1", &PatchParams::default(), &paint("blue"))
+        .await
+        .unwrap();
+    widgets
+        .patch("w2", &PatchParams::default(), &paint("red"))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match watch.next().await.unwrap().unwrap() {
+            WatchEvent::Added(o) => seen.push(("ADDED", o.name_any())),
+            WatchEvent::Modified(o) => seen.push(("MODIFIED", o.name_any())),
+            WatchEvent::Deleted(o) => seen.push(("DELETED", o.name_any())),
+            WatchEvent::Bookmark(_) => {}
+            WatchEvent::Error(e) => panic!("watch error {e:?}"),
+        }
+    }
+    assert_eq!(
+        seen,
+        [("DELETED", "w1".to_string()), ("ADDED", "w2".to_string())]
+    );
+}

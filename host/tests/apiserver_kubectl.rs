@@ -639,7 +639,7 @@ regarding: {{apiVersion: example.com/v1, kind: Widget, namespace: default, name:
 }
 
 #[test]
-fn kubectl_get_prints_built_in_kinds_with_kube_apiserver_s_columns() {
+fn kubectl_get_prints_and_selects_built_in_kinds_as_kube_apiserver_does() {
     let cluster = start();
     let env = &cluster.env;
     let objects = env.file(
@@ -719,6 +719,15 @@ regarding: {apiVersion: v1, kind: Pod, namespace: default, name: p1}
     );
     assert_eq!(pods[1][..4], ["p1", "1/2", "CrashLoopBackOff", "3"]);
     assert_eq!(pods[1][5..], ["10.0.0.7", "node1", "<none>", "<none>"]);
+    // Pods' own field labels, as `kubectl describe node` and `kubectl drain` select them.
+    let on_node = |node: &str| {
+        let selector = format!("spec.nodeName={node},status.phase!=Succeeded");
+        env.json(&["get", "pods", "--field-selector", &selector, "-o", "json"])["items"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!((on_node("node1"), on_node("node2")), (1, 0));
 
     let deployments = table(&["get", "deploy", "-o", "wide"]);
     assert_eq!(

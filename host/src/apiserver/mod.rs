@@ -34,8 +34,9 @@
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service and Deployment only (others 415);
-//! field selectors on `metadata.name`, `metadata.namespace` and core Events' fields only (not
-//! Pods' `spec.nodeName` or `status.phase`, ...); `scale` only for Deployments;
+//! field selectors on `metadata.name`, `metadata.namespace`, the fields kube selects core
+//! Events, Pods, Namespaces and Secrets by, and CRDs' `selectableFields` (no other kind's own
+//! fields); `scale` only for Deployments;
 //! HTTPS with the server's own authority only (no client certificates).
 
 mod admission;

@@ -51,6 +51,9 @@ pub struct Resource {
     /// A custom resource's `additionalPrinterColumns`: `(name, type, jsonPath)` (built-in kinds
     /// print through `super::printers`).
     pub columns: Vec<(String, String, String)>,
+    /// A custom resource's `selectableFields`: `(field label, JSON pointer)`, e.g.
+    /// `("spec.color", "/spec/color")` (built-in kinds' are in `super::selector`).
+    pub selectable: Vec<(String, String)>,
     /// Structural schema per served version (custom resources whose CRD has one).
     pub schemas: BTreeMap<String, Arc<Schema>>,
     /// Only `create`, and nothing is stored: access reviews, answered at once.
@@ -110,6 +113,7 @@ fn builtin(
         status,
         custom: false,
         columns: vec![],
+        selectable: vec![],
         schemas: BTreeMap::new(),
         create_only: false,
     }
@@ -317,6 +321,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
     };
     let mut versions = Vec::new();
     let mut columns = Vec::new();
+    let mut selectable = Vec::new();
     let mut status = false;
     let mut storage_first = None;
     for v in spec.get("versions")?.as_array()? {
@@ -334,6 +339,20 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
                 let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
                 columns.push((s("name"), s("type"), s("jsonPath")));
             }
+        }
+        if selectable.is_empty() {
+            selectable = v
+                .get("selectableFields")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.get("jsonPath")?.as_str())
+                .map(|path| {
+                    let label = path.trim_start_matches('.');
+                    let pointer: String = label.split('.').map(|p| format!("/{p}")).collect();
+                    (label.to_string(), pointer)
+                })
+                .collect();
         }
         if v.pointer("/subresources/status").is_some() {
             status = true;
@@ -385,6 +404,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         status,
         custom: true,
         columns,
+        selectable,
         schemas,
         create_only: false,
     })

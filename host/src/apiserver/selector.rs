@@ -1,8 +1,7 @@
 //! Label and field selectors as the list and watch query parameters spell them.
 //!
 //! Label selectors use the one parser the host and the SDK share (`crate::selector`); field
-//! selectors are written here: `metadata.name` and `metadata.namespace` everywhere, and core
-//! Events' own fields.
+//! selectors are written here, over the fields kube-apiserver lets each kind be selected by.
 
 use serde_json::Value;
 
@@ -30,38 +29,86 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector over `metadata.name` and `metadata.namespace`, and for core Events
-/// also the fields kube-apiserver selects them by (`kubectl describe` finds an object's Events
-/// with `involvedObject.name`, `involvedObject.namespace`, `involvedObject.kind` and
-/// `involvedObject.uid`).
+/// A parsed field selector: `metadata.name` and `metadata.namespace` everywhere, the fields
+/// kube-apiserver selects each built-in kind by (core Events by what they are about, so that
+/// `kubectl describe` finds an object's Events; Pods by node and phase; ...), and a custom
+/// resource's `selectableFields`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(Vec<(&'static str, bool, String)>);
+pub struct FieldSelector(Vec<Term>);
 
-/// `(field label, JSON pointer)` of the selectable fields every resource has.
-const META_FIELDS: &[(&str, &str)] = &[
-    ("metadata.name", "/metadata/name"),
-    ("metadata.namespace", "/metadata/namespace"),
+/// One `field=value` or `field!=value` requirement.
+#[derive(Debug, Clone, PartialEq)]
+struct Term {
+    /// JSON pointer of the field in the stored object.
+    pointer: String,
+    /// The value an absent field has (kube's Go zero value: `false` for a bool).
+    absent: &'static str,
+    equal: bool,
+    value: String,
+}
+
+/// A selectable field of a built-in kind: `(field label, JSON pointer, value when absent)`.
+type Field = (&'static str, &'static str, &'static str);
+
+/// The selectable fields every resource has.
+const META_FIELDS: &[Field] = &[
+    ("metadata.name", "/metadata/name", ""),
+    ("metadata.namespace", "/metadata/namespace", ""),
 ];
 
-/// `(field label, JSON pointer)` of core/v1 Events' further selectable fields, as
-/// kube-apiserver's Event strategy defines them (`source` is the source's component,
-/// `reportingComponent` the reporting controller).
-const EVENT_FIELDS: &[(&str, &str)] = &[
-    ("involvedObject.kind", "/involvedObject/kind"),
-    ("involvedObject.namespace", "/involvedObject/namespace"),
-    ("involvedObject.name", "/involvedObject/name"),
-    ("involvedObject.uid", "/involvedObject/uid"),
-    ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+/// core/v1 Events' further selectable fields, as kube-apiserver's Event strategy defines them
+/// (`source` is the source's component, `reportingComponent` the reporting controller).
+const EVENT_FIELDS: &[Field] = &[
+    ("involvedObject.kind", "/involvedObject/kind", ""),
+    ("involvedObject.namespace", "/involvedObject/namespace", ""),
+    ("involvedObject.name", "/involvedObject/name", ""),
+    ("involvedObject.uid", "/involvedObject/uid", ""),
+    (
+        "involvedObject.apiVersion",
+        "/involvedObject/apiVersion",
+        "",
+    ),
     (
         "involvedObject.resourceVersion",
         "/involvedObject/resourceVersion",
+        "",
     ),
-    ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
-    ("reason", "/reason"),
-    ("reportingComponent", "/reportingComponent"),
-    ("source", "/source/component"),
-    ("type", "/type"),
+    ("involvedObject.fieldPath", "/involvedObject/fieldPath", ""),
+    ("reason", "/reason", ""),
+    ("reportingComponent", "/reportingComponent", ""),
+    ("source", "/source/component", ""),
+    ("type", "/type", ""),
 ];
+
+/// Pods' further selectable fields (kube's Pod strategy): what kubelets, `kubectl drain` and
+/// `kubectl describe node` select by.
+const POD_FIELDS: &[Field] = &[
+    ("spec.nodeName", "/spec/nodeName", ""),
+    ("spec.restartPolicy", "/spec/restartPolicy", ""),
+    ("spec.schedulerName", "/spec/schedulerName", ""),
+    ("spec.serviceAccountName", "/spec/serviceAccountName", ""),
+    ("spec.hostNetwork", "/spec/hostNetwork", "false"),
+    ("status.phase", "/status/phase", ""),
+    ("status.podIP", "/status/podIP", ""),
+    ("status.nominatedNodeName", "/status/nominatedNodeName", ""),
+];
+
+const NAMESPACE_FIELDS: &[Field] = &[("status.phase", "/status/phase", "")];
+
+const SECRET_FIELDS: &[Field] = &[("type", "/type", "")];
+
+/// The further selectable fields of a built-in kind.
+fn builtin_fields(res: &Resource) -> &'static [Field] {
+    if events::is_core_events(&res.group, &res.plural) {
+        return EVENT_FIELDS;
+    }
+    match (res.group.as_str(), res.kind.as_str(), res.custom) {
+        ("", "Pod", false) => POD_FIELDS,
+        ("", "Namespace", false) => NAMESPACE_FIELDS,
+        ("", "Secret", false) => SECRET_FIELDS,
+        _ => &[],
+    }
+}
 
 impl FieldSelector {
     /// Parses the `fieldSelector` query parameter for a list or watch of `res`; fields it
@@ -71,13 +118,8 @@ impl FieldSelector {
         if s.trim().is_empty() {
             return Ok(Self(out));
         }
-        let extra = if events::is_core_events(&res.group, &res.plural) {
-            EVENT_FIELDS
-        } else {
-            &[]
-        };
         for part in s.split(',') {
-            let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
+            let (k, equal, v) = if let Some((k, v)) = part.split_once("!=") {
                 (k, false, v)
             } else if let Some((k, v)) = part.split_once("==") {
                 (k, true, v)
@@ -89,28 +131,42 @@ impl FieldSelector {
                 )));
             };
             let k = k.trim();
-            let Some(&(_, ptr)) = META_FIELDS
+            let known = META_FIELDS
                 .iter()
-                .chain(extra)
-                .find(|(label, _)| *label == k)
-            else {
+                .chain(builtin_fields(res))
+                .find(|(label, ..)| *label == k)
+                .map(|&(_, pointer, absent)| (pointer.to_string(), absent))
+                .or_else(|| {
+                    res.selectable
+                        .iter()
+                        .find(|(label, _)| label == k)
+                        .map(|(_, pointer)| (pointer.clone(), ""))
+                });
+            let Some((pointer, absent)) = known else {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {k}"
                 )));
             };
-            out.push((ptr, eq, v.trim().to_string()));
+            out.push(Term {
+                pointer,
+                absent,
+                equal,
+                value: v.trim().to_string(),
+            });
         }
         Ok(Self(out))
     }
 
-    /// Whether the object (as stored) satisfies every term; a missing field is `""`.
+    /// Whether the object (as stored) satisfies every term. Numbers and bools compare by
+    /// their JSON text, as kube's field sets hold them.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(ptr, eq, v)| {
-            let got = match obj.pointer(ptr) {
-                Some(Value::String(s)) => s.as_str(),
-                _ => "",
+        self.0.iter().all(|t| {
+            let got = match obj.pointer(&t.pointer) {
+                Some(Value::String(s)) => s.into(),
+                Some(v @ (Value::Bool(_) | Value::Number(_))) => v.to_string().into(),
+                _ => std::borrow::Cow::Borrowed(t.absent),
             };
-            (got == v) == *eq
+            (got == t.value.as_str()) == t.equal
         })
     }
 }
@@ -155,6 +211,78 @@ mod tests {
         assert!(!parse("metadata.namespace!=ns").unwrap().matches(&o));
         assert_eq!(parse("spec.x=1").unwrap_err().code, 400);
         assert_eq!(parse("involvedObject.name=x").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn pods_select_by_node_phase_and_the_zero_value_of_an_absent_bool() {
+        let registry = Registry::default();
+        let pods = registry.get("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": "node1", "restartPolicy": "Always"},
+            "status": {"phase": "Running", "podIP": "10.0.0.7"}});
+        // What `kubectl describe node node1` asks for.
+        let on_node = "spec.nodeName=node1,status.phase!=Succeeded,status.phase!=Failed";
+        for (sel, want) in [
+            (on_node, true),
+            ("spec.nodeName=node2", false),
+            ("status.podIP=10.0.0.7", true),
+            ("spec.hostNetwork=false", true),
+            ("spec.hostNetwork=true", false),
+            ("status.nominatedNodeName=", true),
+        ] {
+            assert_eq!(
+                FieldSelector::parse(sel, &pods).unwrap().matches(&pod),
+                want,
+                "{sel}"
+            );
+        }
+        let host = json!({"spec": {"hostNetwork": true}});
+        assert!(
+            FieldSelector::parse("spec.hostNetwork=true", &pods)
+                .unwrap()
+                .matches(&host)
+        );
+        let secrets = registry.get("", "v1", "secrets").unwrap();
+        let tls = json!({"type": "kubernetes.io/tls"});
+        assert!(
+            FieldSelector::parse("type=kubernetes.io/tls", &secrets)
+                .unwrap()
+                .matches(&tls)
+        );
+        assert_eq!(
+            FieldSelector::parse("spec.nodeName=x", &secrets)
+                .unwrap_err()
+                .code,
+            400
+        );
+    }
+
+    #[test]
+    fn custom_resources_select_by_their_crd_s_selectable_fields() {
+        let crd = json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "selectableFields": [{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"}]}]}});
+        let widgets = super::super::registry::crd_resource(&crd).unwrap();
+        let w = json!({"spec": {"color": "red", "size": 3}});
+        for (sel, want) in [
+            ("spec.color=red", true),
+            ("spec.color!=red", false),
+            ("spec.size=3", true),
+            ("spec.size=4", false),
+        ] {
+            assert_eq!(
+                FieldSelector::parse(sel, &widgets).unwrap().matches(&w),
+                want,
+                "{sel}"
+            );
+        }
+        assert_eq!(
+            FieldSelector::parse("spec.shape=round", &widgets)
+                .unwrap_err()
+                .code,
+            400
+        );
     }
 
     #[test]

@@ -140,6 +140,7 @@ mod tests {
                 .iter()
                 .map(|(n, t, p)| (n.to_string(), t.to_string(), p.to_string()))
                 .collect(),
+            selectable: vec![],
             schemas: Default::default(),
             create_only: false,
         }
