@@ -915,3 +915,40 @@ async fn field_selectors_on_pods_and_a_crd_s_selectable_fields_filter_lists_and_
         [("DELETED", "w1".to_string()), ("ADDED", "w2".to_string())]
     );
 }
+
+#[tokio::test]
+async fn a_secret_s_string_data_is_stored_as_data() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+
+    let (_server, client) = setup().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret = json!({"metadata": {"name": "s"}, "data": {"kept": "a2VwdA==", "both": "b2xk"},
+        "stringData": {"password": "hunter2", "both": "new"}});
+    let created = secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(secret).unwrap(),
+        )
+        .await
+        .unwrap();
+    let data = |s: &Secret, k: &str| s.data.as_ref().and_then(|d| d.get(k)).cloned();
+    for s in [created, secrets.get("s").await.unwrap()] {
+        assert_eq!(s.string_data, None, "stringData is write-only");
+        assert_eq!(data(&s, "password"), Some(ByteString(b"hunter2".to_vec())));
+        assert_eq!(data(&s, "both"), Some(ByteString(b"new".to_vec())));
+        assert_eq!(data(&s, "kept"), Some(ByteString(b"kept".to_vec())));
+    }
+    // A patch's stringData is merged the same way.
+    let patch = Patch::Merge(json!({"stringData": {"token": "abc"}}));
+    let patched = secrets
+        .patch("s", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    assert_eq!(patched.string_data, None);
+    assert_eq!(data(&patched, "token"), Some(ByteString(b"abc".to_vec())));
+    assert_eq!(
+        data(&patched, "password"),
+        Some(ByteString(b"hunter2".to_vec()))
+    );
+}

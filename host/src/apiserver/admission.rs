@@ -115,6 +115,48 @@ pub(crate) fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
+/// A written object into its stored form, as kube's conversion of the request body does for
+/// built-in kinds: a Secret's write-only `stringData` is merged into `data` (base64, its keys
+/// winning over `data`'s) and not stored.
+pub(crate) fn convert_in(t: &Target, obj: &mut Value) -> ApiResult<()> {
+    if t.res.custom || !t.res.group.is_empty() || t.res.kind != "Secret" {
+        return Ok(());
+    }
+    let Some(map) = obj.as_object_mut() else {
+        return Ok(());
+    };
+    let Some(string_data) = map.remove("stringData") else {
+        return Ok(());
+    };
+    let entries = match string_data {
+        Value::Null => return Ok(()),
+        Value::Object(m) => m,
+        _ => return Err(ApiError::bad_request("stringData must be a map of strings")),
+    };
+    use base64::Engine as _;
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if data.is_null() {
+        *data = json!({});
+    }
+    let Some(data) = data.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "data must be a map of base64 strings",
+        ));
+    };
+    for (k, v) in entries {
+        let Value::String(v) = v else {
+            return Err(ApiError::bad_request(format!(
+                "stringData.{k} must be a string"
+            )));
+        };
+        data.insert(
+            k,
+            json!(base64::engine::general_purpose::STANDARD.encode(v)),
+        );
+    }
+    Ok(())
+}
+
 /// The namespace must exist and not be terminating.
 pub(crate) fn check_namespace(st: &State, ns: &str) -> ApiResult<()> {
     let key = (String::new(), "namespaces".to_string());

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::{
-    check_crd, check_namespace, check_shape, check_type, decode_yaml, dry_run, invalid, manager,
-    name_error, now, path_segment_error, random_suffix,
+    check_crd, check_namespace, check_shape, check_type, convert_in, decode_yaml, dry_run, invalid,
+    manager, name_error, now, path_segment_error, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::delete::{finalize_delete, has_spec_finalizers};
@@ -148,6 +148,7 @@ pub fn create_locked(
         }
         _ => {}
     }
+    convert_in(t, &mut obj)?;
     schema::admit(t, &mut obj, None)?;
     if let Some(mgr) = manager(q, ua) {
         let scope = Scope::Main {
@@ -281,6 +282,7 @@ pub(crate) fn update_locked(
     out["kind"] = cur["kind"].clone();
     // Before the generation and no-op checks: a write that only adds unknown fields changes
     // nothing.
+    convert_in(t, &mut out)?;
     schema::admit(t, &mut out, Some(cur))?;
     let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
     let fins = |o: &Value| -> Vec<String> {
