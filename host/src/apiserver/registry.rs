@@ -48,9 +48,9 @@ pub struct Resource {
     pub status: bool,
     /// Defined by a CustomResourceDefinition (no strategic merge patch).
     pub custom: bool,
-    /// A custom resource's `additionalPrinterColumns`: `(name, type, jsonPath)` (built-in kinds
-    /// print through `super::printers`).
-    pub columns: Vec<(String, String, String)>,
+    /// A custom resource's `additionalPrinterColumns` (built-in kinds print through
+    /// `super::printers`).
+    pub columns: Vec<PrinterColumn>,
     /// A custom resource's `selectableFields`: `(field label, JSON pointer)`, e.g.
     /// `("spec.color", "/spec/color")` (built-in kinds' are in `super::selector`).
     pub selectable: Vec<(String, String)>,
@@ -142,6 +142,17 @@ fn review(plural: &str, kind: &str) -> Resource {
 }
 
 const RBAC: &str = "rbac.authorization.k8s.io";
+
+/// One of a CRD's `additionalPrinterColumns`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrinterColumn {
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub ty: String,
+    pub json_path: String,
+    /// 0 shows always, more only with `kubectl get -o wide`.
+    pub priority: u64,
+}
 
 /// All served resources.
 #[derive(Debug, Clone)]
@@ -337,7 +348,12 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
                 .flatten()
             {
                 let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-                columns.push((s("name"), s("type"), s("jsonPath")));
+                columns.push(PrinterColumn {
+                    name: s("name"),
+                    ty: s("type"),
+                    json_path: s("jsonPath"),
+                    priority: c.get("priority").and_then(Value::as_u64).unwrap_or(0),
+                });
             }
         }
         if selectable.is_empty() {

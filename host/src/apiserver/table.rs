@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::printers;
 use super::registry::Resource;
 
-fn column(name: &str, ty: &str, priority: u8) -> Value {
+fn column(name: &str, ty: &str, priority: u64) -> Value {
     let format = if name == "Name" { "name" } else { "" };
     json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
 }
@@ -23,13 +23,13 @@ pub fn columns(r: &Resource) -> Vec<Value> {
         return p
             .columns
             .iter()
-            .map(|&(n, t, pr)| column(n, t, pr))
+            .map(|&(n, t, pr)| column(n, t, pr.into()))
             .collect();
     }
     let mut cols = vec![column("Name", "string", 0)];
-    for (name, ty, _) in &r.columns {
-        let ty = if ty.is_empty() { "string" } else { ty };
-        cols.push(column(name, ty, 0));
+    for c in &r.columns {
+        let ty = if c.ty.is_empty() { "string" } else { &c.ty };
+        cols.push(column(&c.name, ty, c.priority));
     }
     // A CRD without printer columns of its own gets Name and Age.
     if r.columns.is_empty() {
@@ -74,9 +74,9 @@ fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 fn row(r: &Resource, obj: &Value, now: DateTime<Utc>) -> Value {
     let cells = if r.custom {
         let mut cells = vec![obj["metadata"]["name"].clone()];
-        for (_, ty, path) in &r.columns {
-            let cell = json_path(obj, path).cloned().unwrap_or(Value::Null);
-            cells.push(match (ty.as_str(), cell.as_str()) {
+        for c in &r.columns {
+            let cell = json_path(obj, &c.json_path).cloned().unwrap_or(Value::Null);
+            cells.push(match (c.ty.as_str(), cell.as_str()) {
                 ("date", Some(ts)) => json!(printers::since(ts, now)),
                 _ => cell,
             });
@@ -110,6 +110,7 @@ pub fn table<'a>(r: &Resource, objs: impl Iterator<Item = &'a Value>, metadata: 
 
 #[cfg(test)]
 mod tests {
+    use super::super::registry::PrinterColumn;
     use super::*;
 
     #[test]
@@ -138,7 +139,12 @@ mod tests {
             custom,
             columns: columns
                 .iter()
-                .map(|(n, t, p)| (n.to_string(), t.to_string(), p.to_string()))
+                .map(|(n, t, p)| PrinterColumn {
+                    name: n.to_string(),
+                    ty: t.to_string(),
+                    json_path: p.to_string(),
+                    priority: 0,
+                })
                 .collect(),
             selectable: vec![],
             schemas: Default::default(),
@@ -172,6 +178,17 @@ mod tests {
             row(&resource(true, &[]), &obj, now)["cells"],
             json!(["a", "20m"])
         );
+    }
+
+    #[test]
+    fn a_crd_column_s_priority_is_kept_so_kubectl_shows_it_only_wide() {
+        let crd = json!({"spec": {"group": "example.com", "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "additionalPrinterColumns": [
+                {"name": "N", "type": "integer", "jsonPath": ".spec.n"},
+                {"name": "Detail", "type": "string", "jsonPath": ".spec.d", "priority": 1}]}]}});
+        let r = super::super::registry::crd_resource(&crd).unwrap();
+        let priorities: Vec<_> = columns(&r).iter().map(|c| c["priority"].clone()).collect();
+        assert_eq!(priorities, [json!(0), json!(0), json!(1)]);
     }
 
     #[test]
