@@ -120,36 +120,63 @@ static POD: Printer = Printer {
     cells: pod,
 };
 
-/// A Pod's row: kube's aggregate of its phase and container states.
+/// Restarts counted over some containers, and when the latest of those restarts ended.
+#[derive(Default, Clone, Copy)]
+struct Restarts<'a> {
+    count: i64,
+    last: Option<&'a str>,
+}
+
+impl<'a> Restarts<'a> {
+    fn add(&mut self, status: &'a Value) {
+        self.count += status["restartCount"].as_i64().unwrap_or(0);
+        if let Some(t) = status["lastState"]["terminated"]["finishedAt"].as_str() {
+            // RFC 3339 UTC timestamps order as strings.
+            self.last = Some(self.last.map_or(t, |l| l.max(t)));
+        }
+    }
+}
+
+/// A Pod's row: kube's aggregate of its phase and its containers' states, sidecars (init
+/// containers that restart always) counted with the containers once they started.
 fn pod(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
-    let status = &o["status"];
+    let (spec, status) = (&o["spec"], &o["status"]);
     let mut reason = match str_at(status, "/reason") {
         "" => str_at(status, "/phase").to_string(),
         r => r.to_string(),
     };
-    let mut restarts = 0;
-    let mut last_restart: Option<&str> = None;
-    // Adds a container's restarts, and keeps the latest time one of them last ended.
-    fn count_restart<'a>(c: &'a Value, restarts: &mut i64, last: &mut Option<&'a str>) {
-        *restarts += c["restartCount"].as_i64().unwrap_or(0);
-        if let Some(t) = c["lastState"]["terminated"]["finishedAt"].as_str() {
-            *last = Some(last.map_or(t, |l| l.max(t)));
-        }
+    if array(&status["conditions"])
+        .iter()
+        .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated")
+    {
+        reason = "SchedulingGated".into();
     }
-    let init_specs = array(&o["spec"]["initContainers"]);
+    let init_specs = array(&spec["initContainers"]);
+    let is_sidecar = |name: &Value| {
+        init_specs
+            .iter()
+            .any(|s| s["name"] == *name && s["restartPolicy"] == "Always")
+    };
+    let total = array(&spec["containers"]).len()
+        + init_specs
+            .iter()
+            .filter(|s| s["restartPolicy"] == "Always")
+            .count();
+    let mut ready = 0;
+    let (mut restarts, mut sidecar_restarts) = (Restarts::default(), Restarts::default());
     let mut initializing = false;
     for (i, c) in array(&status["initContainerStatuses"]).iter().enumerate() {
-        count_restart(c, &mut restarts, &mut last_restart);
+        restarts.add(c);
+        let sidecar = is_sidecar(&c["name"]);
+        if sidecar {
+            sidecar_restarts.add(c);
+        }
         let (terminated, waiting) = (&c["state"]["terminated"], &c["state"]["waiting"]);
         if terminated["exitCode"].as_i64() == Some(0) {
             continue;
         }
-        // A sidecar (an init container that restarts always) that started lets the Pod go on.
-        let sidecar = init_specs
-            .iter()
-            .find(|s| s["name"] == c["name"])
-            .is_some_and(|s| s["restartPolicy"] == "Always");
         if sidecar && c["started"] == true {
+            ready += usize::from(c["ready"] == true);
             continue;
         }
         initializing = true;
@@ -166,12 +193,11 @@ fn pod(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
         };
         break;
     }
-    let mut ready = 0;
     if !initializing || condition(status, "Initialized") {
-        restarts = 0;
+        restarts = sidecar_restarts;
         let mut running = false;
         for c in array(&status["containerStatuses"]).iter().rev() {
-            count_restart(c, &mut restarts, &mut last_restart);
+            restarts.add(c);
             let (state, terminated) = (&c["state"], &c["state"]["terminated"]);
             if let Some(r) = state["waiting"]["reason"]
                 .as_str()
@@ -196,23 +222,25 @@ fn pod(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             .into();
         }
     }
+    // A deleted Pod is Terminating until it has ended (Succeeded or Failed: then its reason
+    // stays); one on a lost node is Unknown.
     if o["metadata"]["deletionTimestamp"].is_string() {
-        reason = if str_at(status, "/reason") == "NodeLost" {
-            "Unknown"
-        } else {
-            "Terminating"
+        if str_at(status, "/reason") == "NodeLost" {
+            reason = "Unknown".into();
+        } else if !matches!(str_at(status, "/phase"), "Succeeded" | "Failed") {
+            reason = "Terminating".into();
         }
-        .into();
     }
-    let restarts = match last_restart {
-        Some(t) => format!("{restarts} ({} ago)", since(t, now)),
-        None => restarts.to_string(),
+    let restarts = match restarts.last {
+        Some(t) if restarts.count != 0 => format!("{} ({} ago)", restarts.count, since(t, now)),
+        _ => restarts.count.to_string(),
     };
+    // kube's storage keeps podIPs[0] equal to podIP.
     let ip = match str_at(status, "/podIPs/0/ip") {
         "" => str_at(status, "/podIP"),
         ip => ip,
     };
-    let gates = array(&o["spec"]["readinessGates"]);
+    let gates = array(&spec["readinessGates"]);
     let gates = if gates.is_empty() {
         "<none>".to_string()
     } else {
@@ -224,12 +252,12 @@ fn pod(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     };
     vec![
         name(o),
-        format!("{ready}/{}", array(&o["spec"]["containers"]).len()).into(),
+        format!("{ready}/{total}").into(),
         reason.into(),
         restarts.into(),
         age(o, now),
         none_if_empty(ip),
-        none_if_empty(str_at(o, "/spec/nodeName")),
+        none_if_empty(str_at(spec, "/nodeName")),
         none_if_empty(str_at(status, "/nominatedNodeName")),
         gates.into(),
     ]
@@ -369,9 +397,9 @@ fn service(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             .join(","),
         _ => "<none>".to_string(),
     };
-    let cluster_ip = match str_at(spec, "/clusterIP") {
-        "" => "<none>",
-        ip => ip,
+    let cluster_ip = match (str_at(spec, "/clusterIPs/0"), str_at(spec, "/clusterIP")) {
+        ("", "") => "<none>",
+        ("", ip) | (ip, _) => ip,
     };
     vec![
         name(o),
@@ -692,7 +720,24 @@ mod tests {
         o["spec"]["initContainers"] = json!([{"name": "i"}]);
         assert_eq!(cells("", "Pod", o.clone())[2], "Init:0/1");
         o["metadata"]["deletionTimestamp"] = json!("2026-11-26T11:59:00Z");
-        assert_eq!(cells("", "Pod", o)[2], "Terminating");
+        assert_eq!(cells("", "Pod", o.clone())[2], "Terminating");
+        let mut sidecar = base(json!({"phase": "Running",
+            "initContainerStatuses": [{"name": "mesh", "started": true, "ready": true, "restartCount": 1,
+                "state": {"running": {}}, "lastState": {"terminated": {"finishedAt": "2026-11-26T11:58:00Z"}}}],
+            "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 0, "state": {"running": {}}},
+                {"name": "b", "ready": true, "restartCount": 0, "state": {"running": {}}}]}));
+        sidecar["spec"]["initContainers"] = json!([{"name": "mesh", "restartPolicy": "Always"}]);
+        assert_eq!(
+            &cells("", "Pod", sidecar)[1..4],
+            ["3/3", "Running", "1 (2m ago)"]
+        );
+        let gated = base(json!({"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}));
+        assert_eq!(cells("", "Pod", gated)[2], "SchedulingGated");
+        o["status"] = json!({"phase": "Succeeded", "containerStatuses": [
+            {"name": "a", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]});
+        assert_eq!(cells("", "Pod", o)[2], "Completed");
     }
 
     #[test]
