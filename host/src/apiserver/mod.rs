@@ -33,7 +33,10 @@
 //! `fieldValidation` says; CRD versions share storage and are converted by rewriting
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
-//! Secret, Service and Deployment only (others 415);
+//! Secret, Service, Deployment and the access-control kinds (ServiceAccount, TokenRequest,
+//! access reviews, RBAC) only (others 415); no Jobs, ReplicaSets, Nodes or other kinds beyond
+//! the seeds' and the host's (`registry`), and no controllers of kube's own (no default
+//! ServiceAccount per namespace, no ReplicaSets from Deployments);
 //! field selectors on `metadata.name`, `metadata.namespace`, the fields kube selects core
 //! Events, Pods, Namespaces and Secrets by, and CRDs' `selectableFields` (no other kind's own
 //! fields); `scale` only for Deployments;
