@@ -16,6 +16,9 @@ use wasmctrl::runtime::{Config, Plugin, Runtime};
 use wasmctrl::view::{EmptyView, View};
 use wasmctrl_sdk::Reconciler;
 
+#[path = "dispatch/breakdown.rs"]
+mod breakdown;
+
 const ROUNDS: usize = 7;
 const ROUND_TIME: Duration = Duration::from_millis(700);
 
@@ -195,9 +198,9 @@ fn main() {
         .try_into()
         .expect("the typed and the Value-reading plugin");
 
-    // The sandbox's fixed cost: a fresh instance and a call that returns at once (no object).
-    let empty_op = empty_call(&plugin, &view);
-    let empty = spread((0..ROUNDS).map(|_| rate(1, empty_op.clone())).collect());
+    // The sandbox's fixed cost: a fresh instance and a call that returns at once (no object),
+    // in rounds interleaved with the steps from wasmtime's own floor up to it.
+    let empty = breakdown::run(runtime.engine(), &bytes, empty_call(&plugin, &view));
     println!(
         "sandbox overhead (fresh instance + empty call): {:.1} µs ({:.1}..{:.1}; {:.0} calls/s, 1 thread)",
         1e6 / empty.median,

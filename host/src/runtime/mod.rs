@@ -153,6 +153,12 @@ impl Runtime {
         self.inner.pooling
     }
 
+    /// The engine every plugin runs in: measurements compare the host's path with wasmtime's
+    /// own on the same configuration (`benches/dispatch.rs`).
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
     /// The limits in force.
     pub fn config(&self) -> &Config {
         &self.inner.config
