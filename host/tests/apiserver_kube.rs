@@ -78,7 +78,9 @@ async fn typed_configmap_crud() {
         .unwrap();
     assert!(created.metadata.uid.is_some());
     assert!(created.metadata.creation_timestamp.is_some());
-    assert_eq!(created.metadata.generation, Some(1));
+    // As in kube, a ConfigMap has no generation (a `generation-changed` predicate passes all
+    // its changes); custom resources and Deployments have one (below).
+    assert_eq!(created.metadata.generation, None);
     let rv = created.resource_version().unwrap();
     // Name taken.
     let e = api
@@ -418,13 +420,14 @@ async fn finalizer_helper_and_deletion() {
     .unwrap();
     let obj = api.get("fin").await.unwrap();
     assert_eq!(obj.finalizers(), ["example.com/cleanup"]);
-    // Delete: object stays with a deletionTimestamp, generation bumped.
+    // Delete: object stays with a deletionTimestamp; kube bumps only a generation the object
+    // has, and a ConfigMap has none.
     api.delete("fin", &DeleteParams::default()).await.unwrap();
     let deleting = api.get("fin").await.unwrap();
     assert!(deleting.metadata.deletion_timestamp.is_some());
     assert_eq!(
-        deleting.metadata.generation,
-        Some(obj.metadata.generation.unwrap() + 1)
+        (obj.metadata.generation, deleting.metadata.generation),
+        (None, None)
     );
     // No new finalizers once deleting.
     let e = api

@@ -177,11 +177,10 @@ pub fn delete_locked(st: &mut State, t: &Target, cur: &Arc<Value>, dry: bool) ->
     let mut out = (**cur).clone();
     out["metadata"]["deletionTimestamp"] = json!(now());
     out["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-    let g = cur
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
-    out["metadata"]["generation"] = json!(g + 1);
+    // kube bumps a generation the object has; it gives none to kinds without one.
+    if let Some(g) = cur.pointer("/metadata/generation").and_then(Value::as_i64) {
+        out["metadata"]["generation"] = json!(g + 1);
+    }
     if t.res.plural == "namespaces" {
         out["status"]["phase"] = json!("Terminating");
     }

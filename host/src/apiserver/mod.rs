@@ -237,7 +237,7 @@ fn seed_namespaces(store: &Store) {
         let obj = serde_json::json!({
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(),
-                          "creationTimestamp": admission::now(), "generation": 1,
+                          "creationTimestamp": admission::now(),
                           "labels": {"kubernetes.io/metadata.name": ns}},
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},

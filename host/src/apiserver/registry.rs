@@ -61,6 +61,18 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// Whether its objects carry `metadata.generation`. kube-apiserver sets and bumps it only
+    /// where a kind's strategy does: custom resources, CRDs and the workload kinds (here
+    /// Deployments); ConfigMaps, Secrets, Namespaces, Services, Events, Pods (before 1.33) and
+    /// the rest have none, so a `generation-changed` predicate passes every change of theirs.
+    pub fn has_generation(&self) -> bool {
+        self.custom
+            || matches!(
+                (self.group.as_str(), self.kind.as_str()),
+                ("apps", "Deployment") | ("apiextensions.k8s.io", "CustomResourceDefinition")
+            )
+    }
+
     /// `group/version` or `version` for core.
     pub fn api_version(&self, version: &str) -> String {
         if self.group.is_empty() {

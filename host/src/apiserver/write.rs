@@ -118,7 +118,11 @@ pub fn create_locked(
     }
     m["uid"] = json!(uuid::Uuid::new_v4().to_string());
     m["creationTimestamp"] = json!(now);
-    m["generation"] = json!(1);
+    if t.res.has_generation() {
+        m["generation"] = json!(1);
+    } else if let Some(mm) = m.as_object_mut() {
+        mm.remove("generation");
+    }
     if let Some(mm) = m.as_object_mut() {
         for k in [
             "deletionTimestamp",
@@ -173,11 +177,15 @@ pub fn create_locked(
     Ok((*st.put(&t.key(), obj)?).clone())
 }
 
-fn strip_spec(o: &Value) -> Value {
+/// What a change must touch to bump the generation: everything but metadata, and but the
+/// status where the status has its own subresource (kube's strategies).
+fn strip_spec(t: &Target, o: &Value) -> Value {
     let mut v = o.clone();
     if let Some(m) = v.as_object_mut() {
         m.remove("metadata");
-        m.remove("status");
+        if t.res.status {
+            m.remove("status");
+        }
     }
     v
 }
@@ -308,7 +316,7 @@ pub(crate) fn update_locked(
             ));
         }
     }
-    if !status && strip_spec(cur) != strip_spec(&out) {
+    if !status && t.res.has_generation() && strip_spec(t, cur) != strip_spec(t, &out) {
         let g = cur
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
