@@ -344,6 +344,26 @@ async fn strategic_merge_on_deployment() {
     assert_eq!(cs.len(), 2);
     assert_eq!(cs[1].image.as_deref(), Some("b:2"));
     assert_eq!(out.metadata.generation, Some(2));
+    // As kube's Deployment strategy: annotations bump the generation, labels do not.
+    let meta = |m: serde_json::Value| Patch::Merge(json!({"metadata": m}));
+    let labelled = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &meta(json!({"labels": {"tier": "web"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.metadata.generation, Some(2));
+    let annotated = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &meta(json!({"annotations": {"a": "b"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(annotated.metadata.generation, Some(3));
 }
 
 #[tokio::test]

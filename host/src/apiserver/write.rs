@@ -177,12 +177,18 @@ pub fn create_locked(
     Ok((*st.put(&t.key(), obj)?).clone())
 }
 
-/// What a change must touch to bump the generation: everything but metadata, and but the
-/// status where the status has its own subresource (kube's strategies).
+/// What a change must touch to bump the generation, as kube's strategies define it:
+/// everything but metadata (but a Deployment's annotations, which kube copies to its
+/// ReplicaSets), and but the status where the status has its own subresource.
 fn strip_spec(t: &Target, o: &Value) -> Value {
     let mut v = o.clone();
     if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
+        let meta = m.remove("metadata");
+        if (t.res.group.as_str(), t.res.kind.as_str()) == ("apps", "Deployment")
+            && let Some(annotations) = meta.as_ref().and_then(|m| m.get("annotations"))
+        {
+            m.insert("metadata.annotations".into(), annotations.clone());
+        }
         if t.res.status {
             m.remove("status");
         }
