@@ -8,6 +8,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::store::str_at;
+
 /// A kind's printer: its columns and how a row's cells are computed.
 pub struct Printer {
     /// `(name, type, priority)` of each column; the one named "Name" has format `name`.
@@ -547,11 +549,6 @@ fn name(o: &Value) -> Value {
 
 fn age(o: &Value, now: DateTime<Utc>) -> Value {
     since(str_at(o, "/metadata/creationTimestamp"), now).into()
-}
-
-/// The string at a JSON pointer, `""` when absent or not a string.
-fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn array(v: &Value) -> &[Value] {
