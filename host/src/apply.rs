@@ -13,14 +13,18 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use k8s_openapi::api::core::v1::ObjectReference;
+
+use crate::events::{HOST_CONTROLLER, Note, Recorders};
 use crate::informer::{Entry, Informer, Informers, ObjectKey, Version};
+use crate::metrics::Metrics;
 use crate::leader::Fence;
 use crate::plugin::{Child, Intent, Manifest, Target};
 
@@ -105,18 +109,6 @@ impl Error {
     pub fn retryable(&self) -> bool {
         !matches!(self, Error::Malformed { .. })
     }
-}
-
-/// An events.k8s.io/v1 Event to record.
-struct Event<'a> {
-    /// The object it is about (`apiVersion`, `kind`, `namespace`, `name`, `uid`, ...).
-    regarding: Value,
-    type_: &'a str,
-    reason: &'a str,
-    note: &'a str,
-    action: &'a str,
-    /// `reportingController`.
-    controller: &'a str,
 }
 
 /// What the applier did for one reconcile.
@@ -238,7 +230,8 @@ pub struct Applier {
     /// target -> plugin -> what it last wrote there. Keyed by target first so that an object's
     /// deletion forgets it at once ([`Applier::forget_object`]).
     last: Mutex<HashMap<String, Written>>,
-    instance: String,
+    /// Events, best effort: recorded with series, never failing a reconcile.
+    recorders: Recorders,
     /// Checked before every request for a plugin: a replica that does not lead sends nothing.
     fence: Fence,
 }
@@ -309,10 +302,6 @@ fn hash_of(value: &impl Hash) -> u64 {
     h.finish()
 }
 
-fn event_label(target: &str) -> String {
-    format!("event for {target}")
-}
-
 fn status_label(target: &str) -> String {
     format!("status of {target}")
 }
@@ -328,6 +317,11 @@ fn target_label(gvk: &GroupVersionKind, namespace: &str, name: &str) -> String {
     } else {
         format!("{kind} {namespace}/{name}")
     }
+}
+
+/// The `reportingController` of a plugin's events (also its field manager's name).
+fn reporting_controller(plugin: &str) -> String {
+    format!("wasmctrl/{plugin}")
 }
 
 /// Someone else changed the object first: 409, or (for a patch with `test` preconditions) a 422,
@@ -355,15 +349,22 @@ fn is_not_found(e: &kube::Error) -> bool {
 impl Applier {
     /// An applier over `client`, consulting `informers` to skip unchanged writes.
     pub fn new(client: kube::Client, informers: Arc<Informers>) -> Self {
-        let instance = std::env::var("HOSTNAME").unwrap_or_else(|_| "wasmctrl".into());
+        // In a Pod the hostname is the Pod's name, which is what kube-runtime reports too.
+        let instance = std::env::var("HOSTNAME").unwrap_or_else(|_| HOST_CONTROLLER.into());
         Self {
+            recorders: Recorders::new(client.clone(), &instance),
             client,
             informers,
             resources: Mutex::new(HashMap::new()),
             last: Mutex::new(HashMap::new()),
-            instance,
             fence: Fence::open(),
         }
+    }
+
+    /// Counts the events the API server refuses into `metrics`.
+    pub fn counted(mut self, metrics: Arc<Metrics>) -> Self {
+        self.recorders = self.recorders.counted(metrics);
+        self
     }
 
     /// Sends requests for plugins only while `fence` holds (leader election).
@@ -478,8 +479,10 @@ impl Applier {
             .map(|_| ())
     }
 
-    /// Forgets remembered writes of a plugin (its new version must write afresh).
+    /// Forgets remembered writes of a plugin (its new version must write afresh) and its
+    /// events' series.
     pub fn forget_plugin(&self, plugin: &str) {
+        self.recorders.forget(&reporting_controller(plugin));
         lock(&self.last).retain(|_, by_plugin| {
             by_plugin.remove(plugin);
             !by_plugin.is_empty()
@@ -491,7 +494,6 @@ impl Applier {
     pub fn forget_object(&self, gvk: &GroupVersionKind, key: &ObjectKey) {
         let label = target_label(gvk, key.namespace(), key.name());
         let mut last = lock(&self.last);
-        last.remove(&event_label(&label));
         last.remove(&status_label(&label));
         last.remove(&label);
     }
@@ -734,7 +736,15 @@ impl Applier {
                 reason,
                 note,
                 action,
-            } => self.event(subject, type_, reason, note, action).await,
+            } => {
+                let note = Note {
+                    warning: type_ == "Warning",
+                    reason,
+                    note,
+                    action,
+                };
+                self.event(subject, &note).await
+            }
             // A set is many requests; `apply` carries it out with `apply_children`.
             Intent::Children { kind, .. } => Err(Error::Malformed {
                 target: kind.clone(),
@@ -743,113 +753,42 @@ impl Applier {
         }
     }
 
-    async fn event(
-        &self,
-        subject: &Subject<'_>,
-        type_: &str,
-        reason: &str,
-        note: &str,
-        action: &str,
-    ) -> Result<bool, Error> {
+    /// Records an Event about the reconciled object, best effort: `Ok(false)` when the server
+    /// refused it (logged and counted by the recorder).
+    async fn event(&self, subject: &Subject<'_>, note: &Note<'_>) -> Result<bool, Error> {
         let Some(object) = subject.object else {
             return Ok(false);
         };
         let plugin = subject.manifest.name.as_str();
         let kind = &subject.manifest.kind;
-        let label = event_label(&target_label(
-            kind,
-            object.key.namespace(),
-            object.key.name(),
-        ));
-        // The same event again for the same object says nothing new; Kubernetes would merge it
-        // into a series, we simply do not repeat it.
-        let event_hash = hash_of(&(type_, reason, note));
-        if self
-            .last(plugin, &label)
-            .is_some_and(|w| w.hash == event_hash)
-        {
-            return Ok(false);
-        }
-        let api_version = if kind.group.is_empty() {
-            kind.version.clone()
-        } else {
-            format!("{}/{}", kind.group, kind.version)
+        let namespace = object.key.namespace();
+        // No resourceVersion: the recorder's series key compares whole references, and each
+        // write moves the version on.
+        let regarding = ObjectReference {
+            api_version: Some(if kind.group.is_empty() {
+                kind.version.clone()
+            } else {
+                format!("{}/{}", kind.group, kind.version)
+            }),
+            kind: Some(kind.kind.clone()),
+            namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+            name: Some(object.key.name().to_owned()),
+            uid: Some(object.meta().uid),
+            ..ObjectReference::default()
         };
-        let regarding = json!({
-            "apiVersion": api_version, "kind": kind.kind, "namespace": object.key.namespace(),
-            "name": object.key.name(), "uid": object.meta().uid, "resourceVersion": object.resource_version.to_string(),
-        });
-        let about = Event {
-            regarding,
-            type_,
-            reason,
-            note,
-            action,
-            controller: &format!("wasmctrl/{plugin}"),
-        };
-        self.create_event(&about, &label).await?;
-        let write = Write {
-            hash: event_hash,
-            ..Write::default()
-        };
-        self.record(plugin, label, write);
-        Ok(true)
+        let controller = reporting_controller(plugin);
+        Ok(self
+            .recorders
+            .record(&controller, plugin, &regarding, note)
+            .await)
     }
 
     /// Records an Event about the host itself (its Pod: plugins loaded or refused), reported
-    /// by controller `wasmctrl`.
-    pub async fn host_event(
-        &self,
-        regarding: Value,
-        type_: &str,
-        reason: &str,
-        note: &str,
-    ) -> Result<(), Error> {
-        let label = format!(
-            "event for {}",
-            regarding["name"].as_str().unwrap_or_default()
-        );
-        let about = Event {
-            regarding,
-            type_,
-            reason,
-            note,
-            action: "Load",
-            controller: "wasmctrl",
-        };
-        self.create_event(&about, &label).await
-    }
-
-    async fn create_event(&self, about: &Event<'_>, label: &str) -> Result<(), Error> {
-        let namespace = match about.regarding["namespace"].as_str() {
-            Some(ns) if !ns.is_empty() => ns.to_string(),
-            _ => "default".to_string(),
-        };
-        let name = about.regarding["name"].as_str().unwrap_or("wasmctrl");
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        let event = json!({
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
-            "eventTime": now,
-            "type": about.type_,
-            "reason": about.reason,
-            "note": about.note.chars().take(1024).collect::<String>(),
-            "action": about.action,
-            "reportingController": about.controller,
-            "reportingInstance": self.instance,
-            "regarding": about.regarding,
-        });
-        let gvk = GroupVersionKind::gvk("events.k8s.io", "v1", "Event");
-        let (resource, _) = self.resource(&gvk).await?;
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &namespace, &resource);
-        let event: DynamicObject = serde_json::from_value(event).map_err(|e| Error::Malformed {
-            target: label.to_string(),
-            message: e.to_string(),
-        })?;
-        let result = api.create(&PostParams::default(), &event).await;
-        self.map(result, label, "create event").map(|_| ())
+    /// by controller [`HOST_CONTROLLER`]; best effort, as every event.
+    pub async fn host_event(&self, regarding: &ObjectReference, note: &Note<'_>) -> bool {
+        self.recorders
+            .record(HOST_CONTROLLER, HOST_CONTROLLER, regarding, note)
+            .await
     }
 
     /// Whether the same intent was written last and the target (at `cached` in the cache

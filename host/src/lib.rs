@@ -4,7 +4,7 @@
 //! -> [`runtime`] (wasmtime: one fresh sandbox per reconcile) -> [`build`] (turning plugin crates
 //! into components). The controller loop is [`informer`] (shared caches) -> [`queue`] (the
 //! client-go workqueue contract) -> [`controller`] (a plugin per queue) -> [`apply`] (carrying out
-//! checked intents). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
+//! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
 //! embedded, protocol-faithful Kubernetes API server with its own module tree. [`sql`] is the
 //! database capability plugins reach through the `sql` import. [`leader`] elects the one
 //! replica that reconciles. [`probes`] serves the kubelet's health and readiness probes.
@@ -15,6 +15,7 @@ pub mod apply;
 pub mod build;
 pub mod cli;
 pub mod controller;
+pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod loader;

@@ -1,13 +1,16 @@
-//! Checks a write must pass before it is stored: body type and apiVersion, names (DNS-1123),
-//! namespaces that exist and are not terminating, CRD naming; plus the small helpers every
-//! write uses (timestamps, field manager, dry run, body decoding).
+//! Checks a write must pass before it is stored: body type and apiVersion, object metadata
+//! and Events by kube's own rules (`wasmctrl_scope::validation`, shared with the host), namespaces
+//! that exist and are not terminating, CRD naming; plus the small helpers every write uses
+//! (timestamps, field manager, dry run, body decoding).
 
 use serde_json::{Value, json};
+use wasmctrl_scope::validation::{self, FieldError, NameRule};
 
+use super::events;
 use super::handlers::{Query, Target};
 use super::registry::crd_resource;
 use super::schema::crd_schemas;
-use super::status::{ApiError, ApiResult};
+use super::status::{ApiError, ApiResult, Cause};
 use super::store::{State, str_at};
 
 /// Current time in the RFC 3339 form Kubernetes uses (second precision, `Z`).
@@ -29,44 +32,6 @@ pub(crate) fn dry_run(q: &Query) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
 }
 
-/// DNS-1123 subdomain (most names) or label (namespaces).
-pub fn name_error(name: &str, label: bool) -> Option<String> {
-    let max = if label { 63 } else { 253 };
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (!label && c == '.'));
-    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if name.len() > max {
-        return Some(format!(
-            "Invalid value: \"{name}\": must be no more than {max} characters"
-        ));
-    }
-    if !ok_chars || !ends(name.chars().next()) || !ends(name.chars().last()) {
-        let what = if label {
-            "RFC 1123 label"
-        } else {
-            "RFC 1123 subdomain"
-        };
-        return Some(format!(
-            "Invalid value: \"{name}\": a lowercase {what} must consist of lower case alphanumeric \
-             characters, '-'{} and must start and end with an alphanumeric character",
-            if label { "" } else { " or '.'," }
-        ));
-    }
-    None
-}
-
-/// A name that only has to be usable as one URL path segment (RBAC objects).
-pub fn path_segment_error(name: &str) -> Option<String> {
-    if name == "." || name == ".." {
-        return Some(format!("Invalid value: \"{name}\": may not be '{name}'"));
-    }
-    ["/", "%"]
-        .into_iter()
-        .find(|bad| name.contains(bad))
-        .map(|bad| format!("Invalid value: \"{name}\": may not contain '{bad}'"))
-}
-
 /// The five random characters `generateName` appends.
 pub(crate) fn random_suffix() -> String {
     use rand::Rng;
@@ -80,6 +45,61 @@ pub(crate) fn random_suffix() -> String {
 /// 422 Invalid for one field of the target's kind.
 pub(crate) fn invalid(t: &Target, name: &str, field: &str, msg: String) -> ApiError {
     ApiError::invalid(&t.res.kind, &t.res.group, name, &[(field.into(), msg)])
+}
+
+/// 422 Invalid listing every refused field, as kube's `NewInvalid` words it; `Ok` when there
+/// are none. Events are validated as kube's internal core Event whichever group served them,
+/// so their errors name the kind without a group, as kube's do.
+fn refuse(t: &Target, name: &str, errors: Vec<FieldError>) -> ApiResult<()> {
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let causes: Vec<Cause> = errors
+        .iter()
+        .map(|e| Cause {
+            reason: e.kind.reason(),
+            field: e.field.clone(),
+            message: e.body(),
+        })
+        .collect();
+    let group = if events::is_events_v1(&t.res) {
+        ""
+    } else {
+        t.res.group.as_str()
+    };
+    Err(ApiError::invalid_causes(&t.res.kind, group, name, &causes))
+}
+
+/// Whether the target stores Events (through core/v1 or events.k8s.io/v1).
+fn stores_events(t: &Target) -> bool {
+    events::is_events_v1(&t.res) || events::is_core_events(&t.res.group, &t.res.plural)
+}
+
+/// An object about to be created, its name generated and namespace settled: its metadata by
+/// the kind's name rule (`rest.BeforeCreate`), and an Event by the Event rules.
+pub(crate) fn check_create(t: &Target, obj: &Value) -> ApiResult<()> {
+    let rule = NameRule::of(&t.res.group, &t.res.kind);
+    let mut errors = validation::object_meta(&obj["metadata"], t.res.namespaced, rule);
+    if stores_events(t) {
+        let core = events::to_core(obj.clone());
+        errors.extend(validation::event(&core, events::is_events_v1(&t.res)));
+    }
+    refuse(t, str_at(obj, "/metadata/name"), errors)
+}
+
+/// An update of the main resource, once the server has carried over what clients may not set
+/// (`rest.BeforeUpdate`): what kube still refuses of the new metadata, and of an Event.
+pub(crate) fn check_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()> {
+    let mut errors = validation::object_meta_update(&new["metadata"], &old["metadata"]);
+    if stores_events(t) {
+        let (new_core, old_core) = (events::to_core(new.clone()), events::to_core(old.clone()));
+        errors.extend(validation::event_update(
+            &new_core,
+            &old_core,
+            events::is_events_v1(&t.res),
+        ));
+    }
+    refuse(t, str_at(new, "/metadata/name"), errors)
 }
 
 /// Checks `apiVersion`/`kind` of a body against the target and fills them in.

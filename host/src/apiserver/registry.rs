@@ -73,6 +73,18 @@ impl Resource {
             )
     }
 
+    /// Whether a PUT without a resourceVersion overwrites whatever is stored (kube's
+    /// `AllowUnconditionalUpdate`): true for most built-in kinds; custom resources, CRDs and
+    /// Leases (of what is served here) insist on one, so no write blindly replaces another's.
+    pub fn allows_unconditional_update(&self) -> bool {
+        !(self.custom
+            || matches!(
+                (self.group.as_str(), self.plural.as_str()),
+                ("coordination.k8s.io", "leases")
+                    | ("apiextensions.k8s.io", "customresourcedefinitions")
+            ))
+    }
+
     /// `group/version` or `version` for core.
     pub fn api_version(&self, version: &str) -> String {
         if self.group.is_empty() {

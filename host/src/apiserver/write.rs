@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::{
-    check_crd, check_namespace, check_shape, check_type, convert_in, decode_yaml, dry_run, invalid,
-    manager, name_error, now, path_segment_error, random_suffix,
+    check_create, check_crd, check_namespace, check_shape, check_type, check_update, convert_in,
+    decode_yaml, dry_run, invalid, manager, now, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::delete::{finalize_delete, has_spec_finalizers};
@@ -68,27 +68,9 @@ pub fn create_locked(
     check_shape(t, &obj)?;
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
     let mut name = str_at(&meta, "/name").to_string();
-    let generate = str_at(&meta, "/generateName").to_string();
-    if name.is_empty() {
-        if generate.is_empty() {
-            return Err(invalid(
-                t,
-                "",
-                "metadata.name",
-                "Required value: name or generateName is required".into(),
-            ));
-        }
+    let generate = str_at(&meta, "/generateName");
+    if name.is_empty() && !generate.is_empty() {
         name = format!("{generate}{}", random_suffix());
-    }
-    let label = t.res.plural == "namespaces";
-    // RBAC objects are named like kube's own (`system:discovery`): any path segment.
-    let checked = if t.res.group == "rbac.authorization.k8s.io" {
-        path_segment_error(&name)
-    } else {
-        name_error(&name, label)
-    };
-    if let Some(e) = checked {
-        return Err(invalid(t, &name, "metadata.name", e));
     }
     let ns = if t.res.namespaced {
         let url_ns = t.namespace.clone().unwrap_or_default();
@@ -103,10 +85,6 @@ pub fn create_locked(
     } else {
         String::new()
     };
-    if st.get(&t.key(), &ns, &name).is_some() {
-        return Err(ApiError::already_exists(&t.res.group, &t.res.plural, &name));
-    }
-    let now = now();
     let m = &mut obj["metadata"];
     m["name"] = json!(name);
     if ns.is_empty() {
@@ -116,6 +94,13 @@ pub fn create_locked(
     } else {
         m["namespace"] = json!(ns);
     }
+    // Before the name is looked up, as kube validates before it stores.
+    check_create(t, &obj)?;
+    if st.get(&t.key(), &ns, &name).is_some() {
+        return Err(ApiError::already_exists(&t.res.group, &t.res.plural, &name));
+    }
+    let now = now();
+    let m = &mut obj["metadata"];
     m["uid"] = json!(uuid::Uuid::new_v4().to_string());
     m["creationTimestamp"] = json!(now);
     if t.res.has_generation() {
@@ -250,26 +235,7 @@ pub(crate) fn update_locked(
         }
         o
     } else {
-        // Identity and system fields are the server's; the status is the subresource's.
-        let keep = [
-            "name",
-            "namespace",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-        ];
-        for k in keep {
-            match cur["metadata"].get(k) {
-                Some(v) => new["metadata"][k] = v.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(k);
-                    }
-                }
-            }
-        }
+        carry_over(t, &name, cur, &mut new, kind)?;
         if new.pointer("/metadata/managedFields").is_none()
             && let Some(mf) = cur.pointer("/metadata/managedFields")
         {
@@ -298,6 +264,9 @@ pub(crate) fn update_locked(
     // nothing.
     convert_in(t, &mut out)?;
     schema::admit(t, &mut out, Some(cur))?;
+    if !status {
+        check_update(t, &out, cur)?;
+    }
     let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
     let fins = |o: &Value| -> Vec<String> {
         o.pointer("/metadata/finalizers")
@@ -376,6 +345,52 @@ pub(crate) fn update_locked(
     Ok((*st.put(&t.key(), out)?).clone())
 }
 
+/// What an update may not set, carried over from the stored object as kube's
+/// `rest.BeforeUpdate` does: the name, namespace, generation and creation timestamp always, the
+/// deletion timestamp once deletion has started, the uid and grace period when the request
+/// leaves them out. A different uid is a failed precondition for a PUT (409, as kube's storage
+/// answers) and left to validation ("field is immutable") for a patch; so is a deletion
+/// timestamp or grace period set by hand.
+fn carry_over(t: &Target, name: &str, cur: &Value, new: &mut Value, kind: Kind) -> ApiResult<()> {
+    let old_uid = str_at(cur, "/metadata/uid");
+    let new_uid = str_at(new, "/metadata/uid");
+    if kind == Kind::Put && !new_uid.is_empty() && new_uid != old_uid {
+        let why = format!(
+            "Precondition failed: UID in precondition: {new_uid}, UID in object meta: {old_uid}"
+        );
+        return Err(ApiError::conflict(&t.res.group, &t.res.plural, name, &why));
+    }
+    let given = |new: &Value, k: &str| new["metadata"].get(k).is_some_and(|v| !v.is_null());
+    let deleting = given(cur, "deletionTimestamp");
+    for k in [
+        "name",
+        "namespace",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "uid",
+        "deletionGracePeriodSeconds",
+    ] {
+        let keep_given = match k {
+            "deletionTimestamp" => !deleting,
+            "uid" | "deletionGracePeriodSeconds" => true,
+            _ => false,
+        };
+        if keep_given && given(new, k) {
+            continue;
+        }
+        match cur["metadata"].get(k) {
+            Some(v) => new["metadata"][k] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// PUT.
 pub fn update(
     inner: &Inner,
@@ -406,6 +421,19 @@ pub fn update(
     }
     let mut st = inner.store.lock();
     let cur = current(&st, t, name).ok_or_else(|| t.not_found(name))?;
+    if str_at(&obj, "/metadata/resourceVersion").is_empty() && !t.res.allows_unconditional_update()
+    {
+        // Worded as kube's store words it: the resource, not the kind, names the object.
+        return Err(ApiError::invalid(
+            &t.res.plural,
+            &t.res.group,
+            name,
+            &[(
+                "metadata.resourceVersion".into(),
+                "Invalid value: 0x0: must be specified for an update".into(),
+            )],
+        ));
+    }
     let out = update_locked(&mut st, t, q, &cur, obj, Kind::Put, ua)?;
     let rv = st.rv;
     drop(st);

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::controller::Host;
 use crate::leader::{self, Leadership};
 use crate::loader::{self, Loader};
+use k8s_openapi::api::core::v1::ObjectReference;
+
 use crate::metrics::Metrics;
 use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
@@ -194,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The host's own Pod, named by the downward API (`POD_NAME`, `POD_NAMESPACE`), as an Event's
 /// `regarding`; its UID is looked up when the API allows (events still land without it).
-async fn own_pod(client: &kube::Client) -> Option<serde_json::Value> {
+async fn own_pod(client: &kube::Client) -> Option<ObjectReference> {
     let (name, namespace) = (
         std::env::var("POD_NAME").ok()?,
         std::env::var("POD_NAMESPACE").ok()?,
@@ -208,13 +210,14 @@ async fn own_pod(client: &kube::Client) -> Option<serde_json::Value> {
             None
         }
     };
-    let mut regarding = serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name,
-    });
-    if let Some(uid) = uid {
-        regarding["uid"] = serde_json::json!(uid);
-    }
-    Some(regarding)
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace),
+        name: Some(name),
+        uid,
+        ..ObjectReference::default()
+    })
 }
 
 /// Ready once the plugin directory was loaded and every cache of every plugin has synced.

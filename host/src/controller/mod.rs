@@ -12,11 +12,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::Applier;
+use crate::events::Note;
 use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Watch};
 use crate::leader::Leadership;
 use crate::loader;
@@ -130,7 +132,7 @@ pub struct Host {
     stats: Mutex<HashMap<String, Arc<Stats>>>,
     metrics: Arc<Metrics>,
     /// The host's own Pod (an Event `regarding`), told about plugins loaded and refused.
-    pod: Option<serde_json::Value>,
+    pod: Option<ObjectReference>,
     /// Workers take keys only while this replica leads; standbys keep their caches and queues
     /// warm and reconcile nothing.
     leadership: Leadership,
@@ -175,8 +177,11 @@ impl Host {
     /// applier sends nothing for plugins once its fence has closed.
     pub fn led(client: kube::Client, metrics: Arc<Metrics>, leadership: Leadership) -> Self {
         let informers = Arc::new(Informers::new(client.clone()));
-        let applier =
-            Arc::new(Applier::new(client, informers.clone()).fenced(leadership.fence().clone()));
+        let applier = Arc::new(
+            Applier::new(client, informers.clone())
+                .fenced(leadership.fence().clone())
+                .counted(metrics.clone()),
+        );
         Self {
             informers,
             applier,
@@ -191,7 +196,7 @@ impl Host {
     /// Reports plugin loads (Normal `PluginLoaded`) and load failures (Warning
     /// `PluginLoadFailed`) as Events on this object, the host's Pod, so `kubectl describe pod`
     /// shows them.
-    pub fn report_to(mut self, pod: serde_json::Value) -> Self {
+    pub fn report_to(mut self, pod: ObjectReference) -> Self {
         self.pod = Some(pod);
         self
     }
@@ -416,14 +421,15 @@ impl Host {
             }
             loader::Change::Removed(_) => return,
         };
-        if let Err(e) = self
-            .applier
-            .host_event(pod.clone(), type_, reason, &note)
-            .await
-        {
-            tracing::warn!(error = %e, reason, "could not record the event on the host's Pod");
-        }
+        let note = Note {
+            warning: type_ == "Warning",
+            reason,
+            note: &note,
+            action: "Load",
+        };
+        self.applier.host_event(pod, &note).await;
     }
+
 
     /// Stops every controller (graceful shutdown), then the informers.
     pub async fn shutdown(&self, grace: Duration) {

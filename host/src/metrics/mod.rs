@@ -126,6 +126,7 @@ pub struct Metrics {
     pub(crate) plugin_info: Family<PluginLabels, Gauge>,
     loads: Family<LoadLabel, Counter>,
     failures: Family<FailureLabels, Counter>,
+    events_failed: Family<ControllerLabel, Counter>,
     sandbox_call: Family<ControllerLabel, Histogram, fn() -> Histogram>,
     pub(crate) guest_memory: Family<ControllerLabel, Gauge>,
     pub(crate) cached: Family<KindLabel, Gauge>,
@@ -163,6 +164,7 @@ impl Metrics {
             plugin_info: Family::default(),
             loads: Family::default(),
             failures: Family::default(),
+            events_failed: Family::default(),
             sandbox_call: Family::new_with_constructor(fast_histogram),
             guest_memory: Family::default(),
             cached: Family::default(),
@@ -273,6 +275,11 @@ impl Metrics {
             m.failures.clone(),
         );
         r.register(
+            "wasmctrl_events_failed",
+            "Events the API server refused (recorded best effort: the reconcile stands)",
+            m.events_failed.clone(),
+        );
+        r.register(
             "wasmctrl_sandbox_call_seconds",
             "Time of one sandboxed call: fresh instance, reconcile and checks",
             m.sandbox_call.clone(),
@@ -325,6 +332,11 @@ impl Metrics {
                 kind: kind.into(),
             })
             .inc();
+    }
+
+    /// Records an Event of `controller` the API server refused.
+    pub fn event_failed(&self, controller: &str) {
+        self.events_failed.get_or_create(&label(controller)).inc();
     }
 
     /// Records a plugin file that loaded (`true`) or failed to.

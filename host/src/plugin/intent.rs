@@ -5,6 +5,7 @@
 use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use wasmctrl_scope::validation::{self, EVENT_REASON_MAX, NameRule};
 use wasmctrl_scope::{Kind, Refusal, Scope, Verb};
 
 use super::{Manifest, wit};
@@ -213,6 +214,7 @@ pub fn check_actions(
                     {
                         add_owner_reference(&mut object, owner);
                     }
+                    admissible(&target, &object).map_err(&malformed)?;
                     Intent::Apply { target, object }
                 }
                 wit::Action::Patch(p) => {
@@ -246,7 +248,7 @@ pub fn check_actions(
                 }
                 wit::Action::AddFinalizer(f) | wit::Action::RemoveFinalizer(f) => {
                     needs_object()?;
-                    if !is_qualified_name(f) {
+                    if !validation::qualified_name(f).is_empty() {
                         return Err(malformed(format!(
                             "{f:?} is not a qualified finalizer name"
                         )));
@@ -260,8 +262,13 @@ pub fn check_actions(
                 }
                 wit::Action::EmitEvent(e) => {
                     needs_object()?;
-                    if e.reason.is_empty() || e.reason.len() > 128 {
-                        return Err(malformed("event reason must be 1-128 characters".into()));
+                    // What the API server would refuse (the note is cut to its limit instead).
+                    for (field, value) in [("reason", &e.reason), ("action", &e.action)] {
+                        if value.is_empty() || value.len() > EVENT_REASON_MAX {
+                            return Err(malformed(format!(
+                                "event {field} must be 1-{EVENT_REASON_MAX} characters"
+                            )));
+                        }
                     }
                     let type_ = match e.type_ {
                         wit::EventType::Normal => "Normal",
@@ -270,7 +277,7 @@ pub fn check_actions(
                     Intent::Event {
                         type_: type_.into(),
                         reason: e.reason.clone(),
-                        note: e.note.chars().take(1024).collect(),
+                        note: e.note.clone(),
                         action: e.action.clone(),
                     }
                 }
@@ -301,6 +308,7 @@ pub fn check_actions(
                             return Err(malformed(format!("child {} appears twice", target.name)));
                         }
                         add_owner_reference(&mut object, owner);
+                        admissible(&target, &object).map_err(&malformed)?;
                         objects.push(Child { target, object });
                     }
                     Intent::Children {
@@ -348,18 +356,22 @@ fn checked_ref(r: &wit::ObjectRef) -> Result<Target, String> {
     })
 }
 
-/// `[prefix/]name` as Kubernetes requires for finalizers.
-fn is_qualified_name(s: &str) -> bool {
-    let name = s.rsplit_once('/').map_or(
-        s,
-        |(prefix, name)| if prefix.is_empty() { "" } else { name },
-    );
-    !name.is_empty()
-        && s.len() <= 316
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+/// What the API server would refuse of an object a plugin sends whole, said before anything is
+/// sent and in the server's words: its name by its kind's rule, labels, annotations, owner
+/// references (the one the host adds included) and finalizers.
+fn admissible(target: &Target, object: &Value) -> Result<(), String> {
+    let kind = Kind::from_api_version(&target.api_version, &target.kind);
+    let errors = validation::sent_meta(&object["metadata"], NameRule::of(&kind.group, &kind.kind));
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    Err(format!(
+        "the API server would refuse {} {}: {}",
+        target.kind,
+        target.name,
+        errors.join("; ")
+    ))
 }
 
 /// Makes the reconciled object the controller owner of a child (unless it already is), so that

@@ -23,6 +23,7 @@
 //!   "every namespace the plugin may read", and results are filtered to those.
 
 pub mod selector;
+pub mod validation;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
