@@ -24,8 +24,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::events::{HOST_CONTROLLER, Note, Recorders};
 use crate::informer::{Entry, Informer, Informers, ObjectKey, Version};
-use crate::metrics::Metrics;
 use crate::leader::Fence;
+use crate::metrics::Metrics;
 use crate::plugin::{Child, Intent, Manifest, Target};
 
 /// Why carrying out an intent failed.

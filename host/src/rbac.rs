@@ -229,9 +229,16 @@ fn plugin_grants(
     } else {
         vec![Place::Cluster]
     };
+    // `patch`: a repeated event updates its series (kube-runtime's Recorder).
     for place in event_places {
         let grants = by_place.entry(place).or_default();
-        grant(grants, "events.k8s.io", "events", None, &["create"]);
+        grant(
+            grants,
+            "events.k8s.io",
+            "events",
+            None,
+            &["create", "patch"],
+        );
     }
     by_place
 }
@@ -256,7 +263,13 @@ fn host_grants(options: &Options) -> Grants {
         &["get", "update"],
     );
     grant(&mut grants, "", "pods", None, &["get"]);
-    grant(&mut grants, "events.k8s.io", "events", None, &["create"]);
+    grant(
+        &mut grants,
+        "events.k8s.io",
+        "events",
+        None,
+        &["create", "patch"],
+    );
     grants
 }
 
@@ -396,7 +409,7 @@ mod tests {
             team_a["rules"],
             json!([
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
-                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+                {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
                 {"apiGroups": ["example.com"], "resources": ["things"], "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
                 {"apiGroups": ["example.com"], "resources": ["things/finalizers"], "verbs": ["update"]},
                 {"apiGroups": ["example.com"], "resources": ["things/status"], "verbs": ["patch"]},

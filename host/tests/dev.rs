@@ -1,6 +1,6 @@
 //! `wasmctrl dev` through the real binary and kubectl: the virtualmachine plugin reports status
-//! for `kubectl apply`, follows a spec edit, handles deletion without complaint, and the process
-//! shuts down cleanly on SIGTERM.
+//! for `kubectl apply` and an Event `kubectl describe` shows, follows a spec edit, handles
+//! deletion without complaint, and the process shuts down cleanly on SIGTERM.
 
 // Helpers outside #[test] fns panic on failure too: they are part of the tests.
 #![allow(clippy::unwrap_used)]
@@ -47,6 +47,18 @@ fn kubectl_drives_the_virtualmachine_plugin_and_sigterm_stops_cleanly() {
         vm_status(&kubeconfig)["phase"] == "Active"
     });
     assert_eq!(vm_status(&kubeconfig)["server"]["cpu"], 2);
+    // The plugin's Event, as the real kubectl shows it (recorded through events.k8s.io/v1 by
+    // kube-runtime's recorder, which a real kube-apiserver accepts).
+    wait_for(30, "the Active event in kubectl describe", || {
+        let (ok, out) = kubectl(&kubeconfig, &["describe", "vm", "test-vm"]);
+        ok && out.lines().any(|l| {
+            l.contains("Normal") && l.contains("Active") && l.contains("test-vm is Active")
+        })
+    });
+    // ... emitted by a reconcile that succeeded at once.
+    let errors = r#"controller_runtime_reconcile_errors_total{controller="virtualmachine"}"#;
+    assert_eq!(host.sample(errors), Some(0.0), "{}", host.log());
+    assert!(!host.log().contains("reconcile failed"), "{}", host.log());
 
     let (ok, out) = kubectl(
         &kubeconfig,

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -16,27 +16,6 @@ use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::{Host, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
-
-/// Collects every WARN and ERROR the host logs, so tests can assert there were none.
-#[derive(Clone, Default)]
-struct Complaints(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Complaints {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Complaints {
-    type Writer = Complaints;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
 
 fn vm_api(client: &kube::Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
@@ -62,12 +41,7 @@ async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::V
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
-    let complaints = Complaints::default();
-    tracing_subscriber::fmt()
-        .with_writer(complaints.clone())
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .init();
+    let complaints = common::Captured::global(tracing::Level::WARN);
 
     let server = ApiServer::new().unwrap();
     let client = server.client();
@@ -130,7 +104,7 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
     .await;
     host.shutdown(Duration::from_secs(5)).await;
 
-    let logged = String::from_utf8(complaints.0.lock().unwrap().clone()).unwrap();
+    let logged = complaints.text();
     assert!(
         logged.is_empty(),
         "the host logged warnings or errors:\n{logged}"

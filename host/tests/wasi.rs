@@ -10,9 +10,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -36,27 +35,6 @@ fn status(plugin: &Plugin) -> Value {
     match done.intents.as_slice() {
         [Intent::UpdateStatus { status }] => status.clone(),
         other => panic!("expected one status update, got {other:?}"),
-    }
-}
-
-/// Tracing output of the current thread, as text.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 }
 
@@ -92,7 +70,7 @@ fn a_wasi_plugin_has_clocks_and_random_and_no_files_environment_or_sockets() {
         .expect("a wasm32-wasip1 plugin loads");
     assert_eq!(probe.manifest().name, "wasi-probe");
 
-    let log = Captured::default();
+    let log = common::Captured::default();
     let writer = log.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::{
-    check_create, check_crd, check_namespace, check_shape, check_type, check_update, convert_in,
+    check_crd, check_create, check_namespace, check_shape, check_type, check_update, convert_in,
     decode_yaml, dry_run, invalid, manager, now, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};

@@ -430,7 +430,6 @@ impl Host {
         self.applier.host_event(pod, &note).await;
     }
 
-
     /// Stops every controller (graceful shutdown), then the informers.
     pub async fn shutdown(&self, grace: Duration) {
         let controllers: Vec<Controller> =

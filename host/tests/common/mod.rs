@@ -6,6 +6,7 @@ pub mod postgres;
 pub mod process;
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 /// Where `make plugins` and `make test-plugins` put built components.
 pub fn plugin_dirs() -> [PathBuf; 2] {
@@ -199,4 +200,53 @@ pub async fn rbac_client(
         )
         .expect("the ServiceAccount exists");
     server.client_with_token(&token)
+}
+
+/// What the code under test logs, kept for assertions: a `tracing` writer (`with_writer`).
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Captured {
+    /// Everything logged at `level` or above by the whole test binary, from its first call on
+    /// (the global subscriber is installed once; later calls share it, whatever their level).
+    pub fn global(level: tracing::Level) -> Self {
+        static GLOBAL: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+        GLOBAL
+            .get_or_init(|| {
+                let captured = Captured::default();
+                tracing_subscriber::fmt()
+                    .with_writer(captured.clone())
+                    .with_max_level(level)
+                    .with_ansi(false)
+                    .init();
+                captured
+            })
+            .clone()
+    }
+
+    /// What was logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    }
 }

@@ -168,7 +168,8 @@ fn max_len_error(max: usize) -> String {
 }
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
@@ -517,7 +518,11 @@ pub fn owner_references(meta: &Value) -> Vec<FieldError> {
             ("uid", str_of(r, "uid"), "uid"),
         ] {
             if value.is_empty() {
-                let shown = if key == "apiVersion" { api_version } else { value };
+                let shown = if key == "apiVersion" {
+                    api_version
+                } else {
+                    value
+                };
                 errors.push(FieldError::invalid(
                     format!("{FIELD}.{key}"),
                     shown,
@@ -577,11 +582,7 @@ pub fn finalizers(meta: &Value) -> Vec<FieldError> {
 /// and `old` are `metadata` objects.
 pub fn object_meta_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    for key in [
-        "uid",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-    ] {
+    for key in ["uid", "deletionTimestamp", "deletionGracePeriodSeconds"] {
         let (n, o) = (new.get(key), old.get(key));
         if n.filter(|v| !v.is_null()) != o.filter(|v| !v.is_null()) {
             let shown = match n {
@@ -628,7 +629,11 @@ pub fn event(event: &Value, events_v1: bool) -> Vec<FieldError> {
             errors.push(FieldError::invalid(key, "", "needs to be unset"));
         }
     }
-    if event.get("count").and_then(Value::as_i64).is_some_and(|c| c != 0) {
+    if event
+        .get("count")
+        .and_then(Value::as_i64)
+        .is_some_and(|c| c != 0)
+    {
         errors.push(FieldError::invalid("count", "", "needs to be unset"));
     }
     let source = &event["source"];
@@ -708,7 +713,11 @@ fn event_series(event: &Value) -> Vec<FieldError> {
         return errors;
     };
     if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
-        errors.push(FieldError::invalid("series.count", "", "should be at least 2"));
+        errors.push(FieldError::invalid(
+            "series.count",
+            "",
+            "should be at least 2",
+        ));
     }
     if str_of(series, "lastObservedTime").is_empty() {
         errors.push(FieldError::required("series.lastObservedTime", ""));
@@ -749,7 +758,11 @@ pub fn event_update(new: &Value, old: &Value, events_v1: bool) -> Vec<FieldError
                 key
             };
             let shown = n.map_or_else(|| "null".to_string(), Value::to_string);
-            errors.push(FieldError::invalid_printed(field, shown, "field is immutable"));
+            errors.push(FieldError::invalid_printed(
+                field,
+                shown,
+                "field is immutable",
+            ));
         }
     }
     if micros(str_of(new, "eventTime")) != micros(str_of(old, "eventTime")) {

@@ -37,7 +37,9 @@ fn names_follow_their_kind_s_grammar_as_apimachinery_words_it() {
     }
     assert_eq!(
         dns1123_subdomain("test-vm."),
-        ["a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+        [
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        ]
     );
     assert_eq!(dns1123_label("a.b"), ["must not contain dots"]);
     assert_eq!(
@@ -85,26 +87,80 @@ fn create_metadata_rules_and_kube_s_causes() {
     // (metadata, the field kube names, its cause reason)
     let long = "x".repeat(ANNOTATIONS_MAX_BYTES);
     let refused = [
-        (json!({"generateName": "test-vm.", "namespace": "default", "name": "test-vm.x1"}), "metadata.generateName", "FieldValueInvalid"),
-        (json!({"namespace": "default"}), "metadata.name", "FieldValueRequired"),
-        (json!({"name": "a", "labels": {"bad key!": "v"}, "namespace": "default"}), "metadata.labels", "FieldValueInvalid"),
-        (json!({"name": "a", "labels": {"k": "bad value!"}, "namespace": "default"}), "metadata.labels", "FieldValueInvalid"),
-        (json!({"name": "a", "annotations": {"no spaces": ""}, "namespace": "default"}), "metadata.annotations", "FieldValueInvalid"),
-        (json!({"name": "a", "annotations": {"big": long}, "namespace": "default"}), "metadata.annotations", "FieldValueTooLong"),
-        (json!({"name": "a", "finalizers": ["not/a/name"], "namespace": "default"}), "metadata.finalizers", "FieldValueInvalid"),
-        (json!({"name": "a", "finalizers": ["orphan", "foregroundDeletion"], "namespace": "default"}), "metadata.finalizers", "FieldValueInvalid"),
-        (json!({"name": "a", "namespace": "default", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o"}]}), "metadata.ownerReferences.uid", "FieldValueInvalid"),
-        (json!({"name": "a", "namespace": "default", "ownerReferences": [{"apiVersion": "example.com/", "kind": "X", "name": "o", "uid": "1"}]}), "metadata.ownerReferences.apiVersion", "FieldValueInvalid"),
-        (json!({"name": "a", "namespace": "default", "ownerReferences": [
+        (
+            json!({"generateName": "test-vm.", "namespace": "default", "name": "test-vm.x1"}),
+            "metadata.generateName",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"namespace": "default"}),
+            "metadata.name",
+            "FieldValueRequired",
+        ),
+        (
+            json!({"name": "a", "labels": {"bad key!": "v"}, "namespace": "default"}),
+            "metadata.labels",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "labels": {"k": "bad value!"}, "namespace": "default"}),
+            "metadata.labels",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "annotations": {"no spaces": ""}, "namespace": "default"}),
+            "metadata.annotations",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "annotations": {"big": long}, "namespace": "default"}),
+            "metadata.annotations",
+            "FieldValueTooLong",
+        ),
+        (
+            json!({"name": "a", "finalizers": ["not/a/name"], "namespace": "default"}),
+            "metadata.finalizers",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "finalizers": ["orphan", "foregroundDeletion"], "namespace": "default"}),
+            "metadata.finalizers",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "namespace": "default", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o"}]}),
+            "metadata.ownerReferences.uid",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "namespace": "default", "ownerReferences": [{"apiVersion": "example.com/", "kind": "X", "name": "o", "uid": "1"}]}),
+            "metadata.ownerReferences.apiVersion",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "namespace": "default", "ownerReferences": [
             {"apiVersion": "v1", "kind": "A", "name": "a", "uid": "1", "controller": true},
-            {"apiVersion": "v1", "kind": "B", "name": "b", "uid": "2", "controller": true}]}), "metadata.ownerReferences", "FieldValueInvalid"),
-        (json!({"name": "a", "namespace": "default", "ownerReferences": [{"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "1"}]}), "metadata.ownerReferences", "FieldValueInvalid"),
-        (json!({"name": "a"}), "metadata.namespace", "FieldValueRequired"),
+            {"apiVersion": "v1", "kind": "B", "name": "b", "uid": "2", "controller": true}]}),
+            "metadata.ownerReferences",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a", "namespace": "default", "ownerReferences": [{"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "1"}]}),
+            "metadata.ownerReferences",
+            "FieldValueInvalid",
+        ),
+        (
+            json!({"name": "a"}),
+            "metadata.namespace",
+            "FieldValueRequired",
+        ),
     ];
     for (meta, field, reason) in refused {
         let errors = object_meta(&meta, true, NameRule::Subdomain);
         assert!(
-            errors.iter().any(|e| e.field == field && e.kind.reason() == reason),
+            errors
+                .iter()
+                .any(|e| e.field == field && e.kind.reason() == reason),
             "{meta}: want {field} {reason}, got {errors:?}"
         );
     }
@@ -153,14 +209,20 @@ fn update_metadata_keeps_what_only_the_server_sets() {
     let old = json!({"name": "a", "uid": "1", "deletionTimestamp": null});
     assert_eq!(object_meta_update(&old.clone(), &old), vec![]);
     let changed_uid = json!({"name": "a", "uid": "2"});
-    assert_eq!(fields(&object_meta_update(&changed_uid, &old)), ["metadata.uid"]);
+    assert_eq!(
+        fields(&object_meta_update(&changed_uid, &old)),
+        ["metadata.uid"]
+    );
     let deleting = json!({"name": "a", "uid": "1", "deletionTimestamp": "2026-01-01T00:00:00Z"});
     assert_eq!(
         fields(&object_meta_update(&deleting, &old)),
         ["metadata.deletionTimestamp"]
     );
     let bad_label = json!({"name": "a", "uid": "1", "labels": {"k": "no spaces"}});
-    assert_eq!(fields(&object_meta_update(&bad_label, &old)), ["metadata.labels"]);
+    assert_eq!(
+        fields(&object_meta_update(&bad_label, &old)),
+        ["metadata.labels"]
+    );
 }
 
 /// An events.k8s.io/v1 Event as kube-runtime's Recorder writes it, in the core form.
@@ -181,13 +243,21 @@ fn events_rules_per_group() {
     // (change, the field kube names through events.k8s.io/v1)
     let cases: [(&str, serde_json::Value, &str); 8] = [
         ("/eventTime", serde_json::Value::Null, "eventTime"),
-        ("/reportingComponent", json!("not a name"), "reportingController"),
+        (
+            "/reportingComponent",
+            json!("not a name"),
+            "reportingController",
+        ),
         ("/reportingComponent", json!(""), "reportingController"),
         ("/message", json!("n".repeat(EVENT_NOTE_MAX + 1)), "message"),
         ("/reason", json!("r".repeat(EVENT_REASON_MAX + 1)), "reason"),
         ("/action", json!(""), "action"),
         ("/type", json!("Info"), "type"),
-        ("/series", json!({"count": 1, "lastObservedTime": "2026-11-26T05:00:00.000000Z"}), "series.count"),
+        (
+            "/series",
+            json!({"count": 1, "lastObservedTime": "2026-11-26T05:00:00.000000Z"}),
+            "series.count",
+        ),
     ];
     for (pointer, value, field) in cases {
         let mut e = recorded();

@@ -3,7 +3,9 @@
 //! `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
 //! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
 //! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings (after `{"iterations": n}` of spinning), `own` applies an owned ConfigMap
-//! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`. `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
+//! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`, `warn`
+//! writes `{"warned": true}` to the status and the same Warning `NotReady` on every reconcile,
+//! then asks to run again after `{"afterMs": n}` (default 10). `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
 //! and reports the object's generation in its status. `sql` declares `sql:<declare>` and runs
 //! `{"query": ..., "identifiers": [...], "params": [...]}` on database `<use>`, reporting the rows
 //! (or the error) in its status. `scope` is declared for namespace `team-a` (owning ConfigMaps,
@@ -194,6 +196,14 @@ impl Reconciler for Hostile {
                     Action::children(&config_map(), &children)?,
                     Action::update_status(&json!({"observedGeneration": generation}))?,
                 ]))
+            }
+            "warn" => {
+                let after = settings["afterMs"].as_u64().unwrap_or(10);
+                Ok(Outcome::with(vec![
+                    Action::update_status(&json!({"warned": true}))?,
+                    Action::warning("NotReady", "waiting for a dependency; retrying"),
+                ])
+                .requeue_after(std::time::Duration::from_millis(after)))
             }
             "requeue" => {
                 let after = settings["afterMs"].as_u64().unwrap_or(1000);
