@@ -196,3 +196,38 @@ fn deleting_holds_the_object_with_the_finalizer_the_plugin_itself_adds() {
         "{report}"
     );
 }
+
+#[test]
+fn an_action_the_api_server_would_refuse_is_reported_with_the_server_s_words() {
+    let dir = tempfile::tempdir().unwrap();
+    // The hostile plugin's `own` mode applies a ConfigMap named `<object>-child`: from a Thing
+    // named with capitals, a name kube-apiserver refuses.
+    let thing = dir.path().join("thing.yaml");
+    std::fs::write(
+        &thing,
+        "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: Big.Thing\n  namespace: default\n",
+    )
+    .unwrap();
+    let settings = dir.path().join("settings.yaml");
+    std::fs::write(&settings, "mode: own\n").unwrap();
+    let plugin = common::plugin_path("hostile").display().to_string();
+    let out = common::process::wasmctrl_test(&[
+        &plugin,
+        "--object",
+        thing.to_str().unwrap(),
+        "--settings",
+        settings.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["result"], "error", "{report}");
+    assert_eq!(report["error"]["retryable"], false, "{report}");
+    let message = report["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "the API server would refuse ConfigMap Big.Thing-child: metadata.name: Invalid value: \
+             \"Big.Thing-child\": a lowercase RFC 1123 subdomain must consist of lower case"
+        ),
+        "{message}"
+    );
+}
