@@ -8,7 +8,7 @@
 //! embedded, protocol-faithful Kubernetes API server with its own module tree. [`sql`] is the
 //! database capability plugins reach through the `sql` import. [`leader`] elects the one
 //! replica that reconciles. [`probes`] serves the kubelet's health and readiness probes.
-//! [`cli`] wires them to commands.
+//! [`tls`] is the HTTPS servers of the host serve. [`cli`] wires them to commands.
 
 pub mod apiserver;
 pub mod apply;
@@ -27,4 +27,5 @@ pub mod rbac;
 pub mod runtime;
 pub use wasmctrl_scope::selector;
 pub mod sql;
+pub mod tls;
 pub mod view;
