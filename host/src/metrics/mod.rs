@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 
 use crate::queue;
 
+pub mod auth;
 mod rest;
 
 pub use rest::{RestClient, RestClientLayer};
