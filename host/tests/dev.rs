@@ -1,6 +1,6 @@
 //! `wasmctrl dev` through the real binary and kubectl: the virtualmachine plugin reports status
-//! for `kubectl apply`, follows a spec edit, handles deletion without complaint, and the process
-//! shuts down cleanly on SIGTERM.
+//! for `kubectl apply`, follows a spec edit, handles deletion without complaint, its metrics are
+//! served over plain HTTP, and the process shuts down cleanly on SIGTERM.
 
 // Helpers outside #[test] fns panic on failure too: they are part of the tests.
 #![allow(clippy::unwrap_used)]
@@ -47,6 +47,9 @@ fn kubectl_drives_the_virtualmachine_plugin_and_sigterm_stops_cleanly() {
         vm_status(&kubeconfig)["phase"] == "Active"
     });
     assert_eq!(vm_status(&kubeconfig)["server"]["cpu"], 2);
+    // dev serves its metrics over plain HTTP (on loopback), without a token.
+    let loaded = host.sample(r#"wasmctrl_plugin_loads_total{result="loaded"}"#);
+    assert_eq!(loaded, Some(1.0));
 
     let (ok, out) = kubectl(
         &kubeconfig,

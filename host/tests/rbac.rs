@@ -84,7 +84,10 @@ fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
     let spec = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 2);
     assert_eq!(spec["serviceAccountName"], "wasmctrl");
-    assert!((spec["containers"][0]["args"].as_array().unwrap()).contains(&"--leader-elect".into()));
+    let args = spec["containers"][0]["args"].as_array().unwrap();
+    assert!(args.contains(&"--leader-elect".into()));
+    assert!(args.contains(&"--metrics-bind-address=:8443".into()));
+    assert_eq!(spec["containers"][0]["ports"][0]["containerPort"], 8443);
     let plugin = cluster
         .get_json(&["configmap", "plugin-virtualmachine", "-n", "wasmctrl"])
         .unwrap();
