@@ -28,6 +28,6 @@ LABEL org.opencontainers.image.title=wasmctrl \
 COPY --from=build /wasmctrl /usr/local/bin/wasmctrl
 COPY --from=build /plugins /plugins
 USER 65532:65532
-# Metrics and health probes (--metrics-bind-address, --health-probe-bind-address).
-EXPOSE 8080 8081
+# Metrics over HTTPS and health probes (--metrics-bind-address, --health-probe-bind-address).
+EXPOSE 8443 8081
 ENTRYPOINT ["wasmctrl", "run", "--plugins", "/plugins"]

@@ -101,7 +101,7 @@ umoci config --image "$image" --created "$created" --history.created "$created" 
     --config.entrypoint --plugins --config.entrypoint /plugins \
     --config.env PATH=/usr/local/bin:/usr/bin:/bin \
     --config.workingdir / \
-    --config.exposedports 8080/tcp --config.exposedports 8081/tcp \
+    --config.exposedports 8443/tcp --config.exposedports 8081/tcp \
     --config.label org.opencontainers.image.title=wasmctrl \
     --config.label "org.opencontainers.image.source=$source" \
     --config.label "org.opencontainers.image.version=$version"

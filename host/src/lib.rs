@@ -7,8 +7,10 @@
 //! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
 //! embedded, protocol-faithful Kubernetes API server with its own module tree. [`sql`] is the
 //! database capability plugins reach through the `sql` import. [`leader`] elects the one
-//! replica that reconciles. [`probes`] serves the kubelet's health and readiness probes.
-//! [`cli`] wires them to commands.
+//! replica that reconciles. [`probes`] serves the kubelet's health and readiness probes,
+//! [`metrics`] the Prometheus metrics (over HTTPS, behind TokenReview and SubjectAccessReview,
+//! by default); [`tls`] is the HTTPS both it and the API server serve. [`cli`] wires them to
+//! commands.
 
 pub mod apiserver;
 pub mod apply;
@@ -28,4 +30,5 @@ pub mod rbac;
 pub mod runtime;
 pub use wasmctrl_scope::selector;
 pub mod sql;
+pub mod tls;
 pub mod view;

@@ -43,23 +43,27 @@ pub async fn serve(addr: SocketAddr, readiness: Arc<dyn Readiness>) -> std::io::
         .route("/livez", get(live))
         .route("/readyz", get(ready))
         .with_state(readiness);
-    serve_router(addr, app, "health probe").await
+    serve_router(addr, app, "health probe", None).await
 }
 
-/// Serves `app` on `addr` in the background for the life of the process; returns the bound
-/// address. (The probes' and the metrics' endpoints.)
+/// Serves `app` on `addr` in the background for the life of the process, over HTTPS when given
+/// `tls`; returns the bound address. (The probes' and the metrics' endpoints.)
 pub async fn serve_router(
     addr: SocketAddr,
     app: axum::Router,
     what: &'static str,
+    tls: Option<&crate::tls::Server>,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "{what} server stopped");
+    let stopped = move |e: std::io::Error| tracing::error!(error = %e, "{what} server stopped");
+    match tls {
+        None => tokio::spawn(async move { axum::serve(listener, app).await.map_err(stopped) }),
+        Some(tls) => {
+            let listener = tls.listener(listener)?;
+            tokio::spawn(async move { axum::serve(listener, app).await.map_err(stopped) })
         }
-    });
+    };
     Ok(bound)
 }
 

@@ -2,6 +2,12 @@
 //! Role (or ClusterRole, only where it must be) per plugin granting exactly the requests the
 //! host makes for it, and a Role for the host's own needs (leader election, events on its Pod).
 //!
+//! Beside them, what the secure `/metrics` endpoint needs, as kubebuilder's scaffold ships it:
+//! the host's ClusterRole (`<sa>:host`, kubebuilder's `metrics-auth-role`) lets it create
+//! TokenReviews and SubjectAccessReviews to check its scrapers, and ClusterRole
+//! `<sa>-metrics-reader` (kubebuilder's `metrics-reader`) grants `get` on `/metrics`: bind it
+//! to Prometheus's ServiceAccount. It is not bound here: who scrapes is the cluster's choice.
+//!
 //! The requests the host makes, and so the verbs granted:
 //! - informers list and watch every watched, owned and read kind (`get` too, for tools that
 //!   inspect the same objects);
@@ -273,6 +279,37 @@ fn host_grants(options: &Options) -> Grants {
     grants
 }
 
+/// What the host needs everywhere: to ask the API server who a scraper's token belongs to and
+/// whether it may get `/metrics` (the secure metrics endpoint's TokenReview and
+/// SubjectAccessReview).
+fn host_cluster_grants() -> Grants {
+    let mut grants = Grants::new();
+    grant(
+        &mut grants,
+        "authentication.k8s.io",
+        "tokenreviews",
+        None,
+        &["create"],
+    );
+    grant(
+        &mut grants,
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        None,
+        &["create"],
+    );
+    grants
+}
+
+/// The ClusterRole a scraper of the secure `/metrics` endpoint is bound to.
+fn metrics_reader(options: &Options, labels: &Value) -> Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": format!("{}-metrics-reader", options.service_account), "labels": labels},
+        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    })
+}
+
 /// The RBAC objects, and notes about guesses made (kinds whose CRD was not given).
 pub fn generate(
     plugins: &[(String, Scope)],
@@ -293,15 +330,22 @@ pub fn generate(
         ),
         host_grants(options),
     );
+    roles.insert(
+        (Place::Cluster, format!("{sa}:host")),
+        host_cluster_grants(),
+    );
     for (name, scope) in plugins {
         for (place, grants) in plugin_grants(scope, resolver, &mut notes) {
             roles.insert((place, format!("{sa}:{name}")), grants);
         }
     }
-    let mut objects = vec![json!({
-        "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": sa, "namespace": options.namespace, "labels": labels},
-    })];
+    let mut objects = vec![
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": sa, "namespace": options.namespace, "labels": labels},
+        }),
+        metrics_reader(options, &labels),
+    ];
     let mut bindings = Vec::new();
     for ((place, name), grants) in &roles {
         let (role_kind, binding_kind, mut metadata) = match place {
@@ -400,9 +444,14 @@ mod tests {
         let (objects, notes) =
             generate(&[("things".into(), scope)], &resolver, &Options::default());
         assert!(notes.is_empty(), "{notes:?}");
-        assert!(
-            !objects.iter().any(|o| o["kind"] == "ClusterRole"),
-            "nothing cluster-wide: {objects:#?}"
+        let cluster_wide: Vec<_> = (objects.iter())
+            .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding")
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            cluster_wide,
+            ["wasmctrl-metrics-reader", "wasmctrl:host", "wasmctrl:host"],
+            "nothing cluster-wide for the plugin"
         );
         let team_a = role(&objects, "Role", Some("team-a"), "wasmctrl:things");
         assert_eq!(
@@ -432,6 +481,38 @@ mod tests {
         );
         let text = to_yaml(&objects);
         assert!(!text.contains('*'), "no wildcards:\n{text}");
+    }
+
+    #[test]
+    fn the_host_may_review_scrapers_and_a_metrics_reader_role_is_there_to_bind() {
+        let options = Options {
+            service_account: "ctl".into(),
+            ..Options::default()
+        };
+        let (objects, _) = generate(&[], &Resolver::default(), &options);
+        let host = role(&objects, "ClusterRole", None, "ctl:host");
+        assert_eq!(
+            host["rules"],
+            json!([
+                {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+            ])
+        );
+        let binding = role(&objects, "ClusterRoleBinding", None, "ctl:host");
+        assert_eq!(binding["roleRef"]["name"], "ctl:host");
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "ctl", "namespace": "wasmctrl"}])
+        );
+        let reader = role(&objects, "ClusterRole", None, "ctl-metrics-reader");
+        assert_eq!(
+            reader["rules"],
+            json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+        );
+        assert!(
+            !(objects.iter()).any(|o| o["roleRef"]["name"] == "ctl-metrics-reader"),
+            "scrapers are bound by whoever runs Prometheus"
+        );
     }
 
     /// A plugin of Widgets in all namespaces that reads Namespaces.

@@ -1,6 +1,7 @@
 //! `wasmctrl dev` through the real binary and kubectl: the virtualmachine plugin reports status
 //! for `kubectl apply` and an Event `kubectl describe` shows, follows a spec edit, handles
-//! deletion without complaint, and the process shuts down cleanly on SIGTERM.
+//! deletion without complaint, its metrics are served over plain HTTP, and the process shuts
+//! down cleanly on SIGTERM.
 
 // Helpers outside #[test] fns panic on failure too: they are part of the tests.
 #![allow(clippy::unwrap_used)]
@@ -59,6 +60,9 @@ fn kubectl_drives_the_virtualmachine_plugin_and_sigterm_stops_cleanly() {
     let errors = r#"controller_runtime_reconcile_errors_total{controller="virtualmachine"}"#;
     assert_eq!(host.sample(errors), Some(0.0), "{}", host.log());
     assert!(!host.log().contains("reconcile failed"), "{}", host.log());
+    // dev serves its metrics over plain HTTP (on loopback), without a token.
+    let loaded = host.sample(r#"wasmctrl_plugin_loads_total{result="loaded"}"#);
+    assert_eq!(loaded, Some(1.0));
 
     let (ok, out) = kubectl(
         &kubeconfig,

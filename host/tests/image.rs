@@ -182,7 +182,7 @@ fn image_entrypoint_reconciles_the_virtualmachine_example_as_nonroot() {
     );
     assert_eq!(
         config["ExposedPorts"],
-        json!({"8080/tcp": {}, "8081/tcp": {}})
+        json!({"8443/tcp": {}, "8081/tcp": {}})
     );
     assert_eq!(
         config["Labels"]["org.opencontainers.image.title"],

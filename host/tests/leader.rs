@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::process::{Cluster, Process, http_get, plugin_dir, wait_for};
+use common::http;
+use common::process::{Cluster, Process, plugin_dir, wait_for};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -47,7 +48,7 @@ fn wait_leading(host: &Process, secs: u64) {
 /// Waits until `host`'s caches have synced (`/readyz` 200): a standby is as ready as a leader.
 fn wait_ready(host: &Process) {
     let addr = host.address("health probes");
-    wait_for(60, "readyz", || http_get(&addr, "/readyz").0 == 200);
+    wait_for(60, "readyz", || http::get(&addr, "/readyz").0 == 200);
 }
 
 /// Sets `spec.replicas` of Thing `name`.

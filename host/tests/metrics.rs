@@ -1,6 +1,9 @@
-//! `/metrics` of the real host: it parses with a real Prometheus exposition parser (the Python
+//! `/metrics` of the real host, scraped as Prometheus scrapes it: over HTTPS with a
+//! ServiceAccount's token. It parses with a real Prometheus exposition parser (the Python
 //! `prometheus_client`'s), controller-runtime's reconcile counter agrees with the reconciles the
-//! host's JSON log shows, and each kind of sandbox failure counts under its own label.
+//! host's JSON log shows, and each kind of sandbox failure counts under its own label. The
+//! secure endpoint serves only tokens allowed to get `/metrics` (401 without one, 403 for a
+//! user without the metrics-reader role), and `--metrics-secure=false` serves plain HTTP.
 
 // Helpers outside #[test] fns panic on failure too: they are part of the tests.
 #![allow(clippy::unwrap_used)]
@@ -24,9 +27,11 @@ const FAILURES: [(&str, &str); 6] = [
     ("terminal", "plugin_error"),
 ];
 
-/// `GET /metrics`, which must answer 200 in the Prometheus text format: the body.
-fn scrape(addr: &str) -> String {
-    let (code, head, body) = common::process::http_get_with_headers(addr, "/metrics");
+/// `GET /metrics` over HTTPS with `token` (the certificate taken unverified, as a scrape
+/// config with `insecure_skip_verify` takes a self-signed one), which must answer 200 in the
+/// Prometheus text format: the body.
+fn scrape(addr: &str, token: &str) -> String {
+    let (code, head, body) = common::http::get_tls(addr, "/metrics", Some(token), None);
     assert_eq!(code, 200, "{body}");
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
     body
@@ -107,8 +112,9 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
         let config = format!("deadline_ms = 200\n[settings]\nmode = \"{mode}\"\n");
         std::fs::write(plugins.join(format!("{mode}.toml")), config).unwrap();
     }
-    let host = cluster.run_host(&plugins, &["--log-format", "json"], &[]);
+    let host = cluster.run_host(&plugins, &["--log-format", "json", "--metrics-secure"], &[]);
     let addr = host.address("metrics");
+    let token = cluster.scraper_token("prometheus", true);
 
     let vms = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
@@ -132,7 +138,7 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
     let success =
         r#"controller_runtime_reconcile_total{controller="virtualmachine",result="success"}"#;
     wait_for(60, "metrics that agree with the log", || {
-        let samples = parse(&scrape(&addr));
+        let samples = parse(&scrape(&addr, &token));
         let failures_seen = FAILURES.iter().all(|(mode, kind)| {
             let key = format!(
                 r#"wasmctrl_sandbox_failures_total{{controller="hostile-{mode}",kind="{kind}"}}"#
@@ -143,7 +149,7 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
         failures_seen && logged >= 5.0 && samples.get(success) == Some(&logged)
     });
 
-    let samples = parse(&scrape(&addr));
+    let samples = parse(&scrape(&addr, &token));
     let get = |key: &str| {
         samples
             .get(key)
@@ -210,4 +216,87 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
             >= 1.0
     );
     assert!(get(r#"controller_runtime_reconcile_errors_total{controller="hostile-loop"}"#) >= 1.0);
+}
+
+/// A CA and a serving certificate it signed for 127.0.0.1, written as `tls.crt` and `tls.key`
+/// into `dir` (as cert-manager writes a Secret); the CA's PEM.
+fn certificates(dir: &std::path::Path) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
+    ca_pem
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secure_endpoint_serves_only_tokens_allowed_to_get_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    let plugins = common::process::plugin_dir(dir.path(), &[]);
+    let certs = dir.path().join("certs");
+    let ca = certificates(&certs);
+    // As ServiceAccount wasmctrl/wasmctrl with only what `wasmctrl rbac` grants it: its
+    // ClusterRole lets it review its scrapers' tokens and access.
+    let host = cluster.run_host_rbac(
+        &plugins,
+        &[
+            "--metrics-secure=true",
+            "--metrics-cert-dir",
+            certs.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let addr = host.address("metrics");
+    let reader = cluster.scraper_token("prometheus", true);
+    let nobody = cluster.scraper_token("nobody", false);
+
+    // The certificate is the one in the directory: it verifies against its CA.
+    let get = |token: Option<&str>| common::http::get_tls(&addr, "/metrics", token, Some(&ca));
+    let (code, _, body) = get(None);
+    assert_eq!((code, body.trim()), (401, "Unauthorized"));
+    let (code, _, body) = get(Some("not-a-token"));
+    assert_eq!((code, body.trim()), (401, "Unauthorized"));
+    let (code, _, body) = get(Some(&nobody));
+    assert_eq!(
+        (code, body.trim()),
+        (
+            403,
+            "Authorization denied for user system:serviceaccount:monitoring:nobody"
+        )
+    );
+    for _ in 0..3 {
+        let (code, head, body) = get(Some(&reader));
+        assert_eq!(code, 200, "{body}");
+        assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+        // The host's own reviews, as client-go counts requests.
+        assert!(
+            body.contains(r#"rest_client_requests_total{code="201",method="POST""#),
+            "{body}"
+        );
+    }
+    // Each token was reviewed once: the later scrapes were answered from the cache.
+    let requests = cluster.requests().await;
+    let reviews = |resource: &str| {
+        (requests.iter())
+            .filter(|r| r["resource"] == resource && r["verb"] == "create")
+            .count()
+    };
+    assert_eq!(reviews("tokenreviews"), 3);
+    assert_eq!(reviews("subjectaccessreviews"), 2);
+    host.assert_quiet("host");
+
+    // --metrics-secure=false: plain HTTP, no token needed, as before.
+    let plain = cluster.run_host(&plugins, &["--metrics-secure=false"], &[]);
+    let (code, body) = common::http::get(&plain.address("metrics"), "/metrics");
+    assert_eq!(code, 200, "{body}");
 }

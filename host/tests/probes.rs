@@ -7,7 +7,8 @@
 
 mod common;
 
-use common::process::{Cluster, http_get as get, plugin_dir, wait_for};
+use common::http::get;
+use common::process::{Cluster, plugin_dir, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_the_caches_and_healthz_answers_throughout() {

@@ -84,7 +84,10 @@ fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
     let spec = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 2);
     assert_eq!(spec["serviceAccountName"], "wasmctrl");
-    assert!((spec["containers"][0]["args"].as_array().unwrap()).contains(&"--leader-elect".into()));
+    let args = spec["containers"][0]["args"].as_array().unwrap();
+    assert!(args.contains(&"--leader-elect".into()));
+    assert!(args.contains(&"--metrics-bind-address=:8443".into()));
+    assert_eq!(spec["containers"][0]["ports"][0]["containerPort"], 8443);
     let plugin = cluster
         .get_json(&["configmap", "plugin-virtualmachine", "-n", "wasmctrl"])
         .unwrap();
@@ -122,6 +125,31 @@ fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
         &["update", "leases/another", "-n", "wasmctrl"]
     ));
     assert!(!can_i(&cluster, &["create", "leases", "-n", "default"]));
+
+    // The secure metrics endpoint: the host asks the API server about its scrapers' tokens
+    // and access, and may not read metrics itself; a ServiceAccount bound to the
+    // metrics-reader ClusterRole may.
+    assert!(can_i(
+        &cluster,
+        &["create", "tokenreviews.authentication.k8s.io", "-A"]
+    ));
+    assert!(can_i(
+        &cluster,
+        &["create", "subjectaccessreviews.authorization.k8s.io", "-A"]
+    ));
+    assert!(!can_i(&cluster, &["get", "/metrics"]));
+    let prometheus = "--as=system:serviceaccount:monitoring:prometheus";
+    let scrape = ["auth", "can-i", "get", "/metrics", prometheus];
+    assert!(!cluster.kubectl(&scrape).0);
+    cluster.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "scrape",
+        "--clusterrole=wasmctrl-metrics-reader",
+        "--serviceaccount=monitoring:prometheus",
+    ]);
+    let (allowed, out) = cluster.kubectl(&scrape);
+    assert!(allowed, "{out}");
 }
 
 /// The generated RBAC for `plugins` with the rule granting `resource` taken out.
@@ -136,10 +164,7 @@ fn without_rule(plugins: &Path, resource: &str) -> String {
             if let Some(rules) = doc["rules"].as_array_mut() {
                 let before = rules.len();
                 rules.retain(|r| {
-                    !r["resources"]
-                        .as_array()
-                        .unwrap()
-                        .contains(&resource.into())
+                    !(r["resources"].as_array()).is_some_and(|rs| rs.contains(&resource.into()))
                 });
                 removed += before - rules.len();
             }

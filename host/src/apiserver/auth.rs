@@ -8,7 +8,7 @@
 //!   the account's uid and an expiry, and stop working when the account is deleted. Both the
 //!   admin token and the key live in the data directory when there is one, so tokens survive a
 //!   restart. No token: `system:anonymous` in `system:unauthenticated`. A token that does not
-//!   verify: 401.
+//!   verify: 401. A TokenReview asks the same question of a token ([`Auth::verify`]).
 //! - **Impersonation** (`Impersonate-User`, `Impersonate-Group`; `kubectl --as`), checked as
 //!   kube checks it: the `impersonate` verb on `users`, `groups` or `serviceaccounts`.
 //! - **RBAC** as kube's authorizer: ClusterRoleBindings grant their ClusterRole's rules
@@ -36,7 +36,13 @@ pub struct User {
     pub name: String,
     /// Groups, `system:authenticated` or `system:unauthenticated` among them.
     pub groups: Vec<String>,
+    /// A ServiceAccount's uid; empty for other users.
+    pub uid: String,
 }
+
+/// The audience every token this server knows is for: kube-apiserver's default
+/// `--api-audiences` (its service-account issuer) as kubeadm and kind set it.
+pub const AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 const MASTERS: &str = "system:masters";
 const AUTHENTICATED: &str = "system:authenticated";
@@ -49,6 +55,7 @@ impl User {
         Self {
             name: "wasmctrl-admin".into(),
             groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+            uid: String::new(),
         }
     }
 
@@ -56,6 +63,7 @@ impl User {
         Self {
             name: "system:anonymous".into(),
             groups: vec!["system:unauthenticated".into()],
+            uid: String::new(),
         }
     }
 
@@ -71,6 +79,7 @@ impl User {
         Self {
             name: name.into(),
             groups,
+            uid: String::new(),
         }
     }
 
@@ -272,36 +281,41 @@ impl Auth {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .ok_or_else(unauthorized)?;
+        self.verify(token, state).ok_or_else(unauthorized)
+    }
+
+    /// Who `token` is: the admin, or a ServiceAccount whose token verifies, has not expired
+    /// and names the account as it is now. `None` for any other token. (What a request's
+    /// bearer token and a TokenReview are both answered by.)
+    pub fn verify(&self, token: &str, state: &State) -> Option<User> {
         if token == self.admin_token {
-            return Ok(User::admin());
+            return Some(User::admin());
         }
-        let (payload, signature) = token
-            .strip_prefix(TOKEN_PREFIX)
-            .and_then(|rest| rest.split_once('.'))
-            .ok_or_else(unauthorized)?;
-        let payload = hex::decode(payload).map_err(|_| unauthorized())?;
+        let (payload, signature) = token.strip_prefix(TOKEN_PREFIX)?.split_once('.')?;
+        let payload = hex::decode(payload).ok()?;
         if self.sign(&payload) != signature {
-            return Err(unauthorized());
+            return None;
         }
-        let claims: Value = serde_json::from_slice(&payload).map_err(|_| unauthorized())?;
+        let claims: Value = serde_json::from_slice(&payload).ok()?;
         let (namespace, name, uid) = (
             claims["namespace"].as_str().unwrap_or_default(),
             claims["name"].as_str().unwrap_or_default(),
             claims["uid"].as_str().unwrap_or_default(),
         );
         if claims["exp"].as_i64().unwrap_or(0) <= chrono::Utc::now().timestamp() {
-            return Err(unauthorized());
+            return None;
         }
         // A token outlives nothing: a deleted (or recreated) account's tokens stop working.
         let key = (String::new(), "serviceaccounts".to_string());
-        let account = state.get(&key, namespace, name).ok_or_else(unauthorized)?;
+        let account = state.get(&key, namespace, name)?;
         if account["metadata"]["uid"] != uid {
-            return Err(unauthorized());
+            return None;
         }
-        Ok(User::named(
-            &format!("{SA_PREFIX}{namespace}:{name}"),
-            Vec::new(),
-        ))
+        let user = User::named(&format!("{SA_PREFIX}{namespace}:{name}"), Vec::new());
+        Some(User {
+            uid: uid.to_string(),
+            ..user
+        })
     }
 }
 
@@ -616,6 +630,53 @@ mod tests {
         let discovery = json!({"nonResourceURLs": ["/apis", "/apis/*"], "verbs": ["get"]});
         assert!(rule_allows(&discovery, &path("/apis/apps/v1")));
         assert!(!rule_allows(&discovery, &path("/api")));
+    }
+
+    #[test]
+    fn non_resource_urls_are_granted_by_cluster_role_bindings_only_as_kube_grants_them() {
+        let store = super::super::store::Store::new(100, None);
+        let mut state = store.lock();
+        let mut put = |plural: &str, object: Value| {
+            let key = (RBAC.to_string(), plural.to_string());
+            state.put(&key, object).unwrap();
+        };
+        put(
+            "clusterroles",
+            json!({"metadata": {"name": "metrics-reader"},
+                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
+        );
+        let role_ref = json!({"apiGroup": RBAC, "kind": "ClusterRole", "name": "metrics-reader"});
+        let account = |name: &str| json!([{"kind": "ServiceAccount", "name": name, "namespace": "monitoring"}]);
+        put(
+            "clusterrolebindings",
+            json!({"metadata": {"name": "scrape"}, "roleRef": role_ref, "subjects": account("prometheus")}),
+        );
+        put(
+            "rolebindings",
+            json!({"metadata": {"name": "scrape", "namespace": "monitoring"}, "roleRef": role_ref,
+                "subjects": account("other")}),
+        );
+        let request = |verb: &str, path: &str| Attributes::NonResource {
+            verb: verb.into(),
+            path: path.into(),
+        };
+        let prometheus = User::named("system:serviceaccount:monitoring:prometheus", Vec::new());
+        let decision = authorize(&state, &prometheus, &request("get", "/metrics"));
+        assert!(decision.allowed);
+        assert!(
+            decision
+                .reason
+                .contains(r#"ClusterRoleBinding "scrape" of ClusterRole "metrics-reader""#),
+            "{}",
+            decision.reason
+        );
+        assert!(!authorize(&state, &prometheus, &request("post", "/metrics")).allowed);
+        assert!(!authorize(&state, &prometheus, &request("get", "/metrics/x")).allowed);
+        let other = User::named("system:serviceaccount:monitoring:other", Vec::new());
+        assert!(
+            !authorize(&state, &other, &request("get", "/metrics")).allowed,
+            "a RoleBinding grants no non-resource URLs"
+        );
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //!
 //! Authentication is by bearer token (the kubeconfig's admin token, ServiceAccount tokens from
 //! the TokenRequest API) and authorization is kube's RBAC (`auth`), with impersonation and
-//! SelfSubjectAccessReview/SubjectAccessReview, so `kubectl auth can-i` answers.
+//! SelfSubjectAccessReview/SubjectAccessReview, so `kubectl auth can-i` answers; TokenReview
+//! tells delegating servers (the host's secure `/metrics`) whom a token belongs to.
 //!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources are pruned and validated against their CRD's structural schema
@@ -34,7 +35,7 @@
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service, Deployment and the access-control kinds (ServiceAccount, TokenRequest,
-//! access reviews, RBAC) only (others 415); no Jobs, ReplicaSets, Nodes or other kinds beyond
+//! TokenReview, access reviews, RBAC) only (others 415); no Jobs, ReplicaSets, Nodes or other kinds beyond
 //! the seeds' and the host's (`registry`), and no controllers of kube's own (no default
 //! ServiceAccount per namespace, no ReplicaSets from Deployments);
 //! field selectors on `metadata.name`, `metadata.namespace`, the fields kube selects core

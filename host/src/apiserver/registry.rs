@@ -148,24 +148,17 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> Resource {
     builtin(RBAC, "v1", plural, kind, namespaced, &[], false, false)
 }
 
-/// A create-only, never stored resource of `authorization.k8s.io/v1` (an access review).
-fn review(plural: &str, kind: &str) -> Resource {
+/// A create-only, never stored resource of `group`/v1: an access review
+/// (`authorization.k8s.io`) or a token review (`authentication.k8s.io`).
+fn review(group: &str, plural: &str, kind: &str) -> Resource {
     Resource {
         create_only: true,
-        ..builtin(
-            "authorization.k8s.io",
-            "v1",
-            plural,
-            kind,
-            false,
-            &[],
-            false,
-            false,
-        )
+        ..builtin(group, "v1", plural, kind, false, &[], false, false)
     }
 }
 
 const RBAC: &str = "rbac.authorization.k8s.io";
+const AUTHORIZATION: &str = "authorization.k8s.io";
 
 /// One of a CRD's `additionalPrinterColumns`.
 #[derive(Debug, Clone, PartialEq)]
@@ -255,8 +248,13 @@ impl Default for Registry {
             rbac("rolebindings", "RoleBinding", true),
             rbac("clusterroles", "ClusterRole", false),
             rbac("clusterrolebindings", "ClusterRoleBinding", false),
-            review("selfsubjectaccessreviews", "SelfSubjectAccessReview"),
-            review("subjectaccessreviews", "SubjectAccessReview"),
+            review(
+                AUTHORIZATION,
+                "selfsubjectaccessreviews",
+                "SelfSubjectAccessReview",
+            ),
+            review(AUTHORIZATION, "subjectaccessreviews", "SubjectAccessReview"),
+            review("authentication.k8s.io", "tokenreviews", "TokenReview"),
             builtin(
                 "apiextensions.k8s.io",
                 "v1",

@@ -1,6 +1,8 @@
 //! The create-only APIs of authentication and authorization: SelfSubjectAccessReview and
-//! SubjectAccessReview (`kubectl auth can-i`, with or without `--as`) and TokenRequest
-//! (`kubectl create token`), answered from the RBAC objects in the store.
+//! SubjectAccessReview (`kubectl auth can-i`, with or without `--as`), answered from the RBAC
+//! objects in the store; TokenRequest (`kubectl create token`); and TokenReview, which tells a
+//! delegating server (a controller's secure metrics endpoint, kube-rbac-proxy) who a bearer
+//! token belongs to.
 
 use serde_json::{Value, json};
 
@@ -36,7 +38,7 @@ fn attributes(spec: &Value) -> ApiResult<Attributes> {
 
 /// Answers a SelfSubjectAccessReview (about `requester`) or SubjectAccessReview (about the
 /// user its spec names): the review back with its `status`.
-pub fn review(inner: &Inner, kind: &str, requester: &User, mut body: Value) -> ApiResult<Value> {
+pub fn review(inner: &Inner, kind: &str, requester: &User, body: Value) -> ApiResult<Value> {
     let spec = body.get("spec").cloned().unwrap_or_else(|| json!({}));
     let attrs = attributes(&spec)?;
     let subject = if kind == "SelfSubjectAccessReview" {
@@ -56,6 +58,7 @@ pub fn review(inner: &Inner, kind: &str, requester: &User, mut body: Value) -> A
         User {
             name: user.to_string(),
             groups,
+            uid: spec["uid"].as_str().unwrap_or_default().to_string(),
         }
     };
     let decision = auth::authorize(&inner.store.lock(), &subject, &attrs);
@@ -63,13 +66,18 @@ pub fn review(inner: &Inner, kind: &str, requester: &User, mut body: Value) -> A
     if !decision.reason.is_empty() {
         status["reason"] = json!(decision.reason);
     }
-    body["apiVersion"] = json!("authorization.k8s.io/v1");
+    Ok(answered(body, "authorization.k8s.io/v1", kind, status))
+}
+
+/// A review as created: the request with its `status`.
+fn answered(mut body: Value, api_version: &str, kind: &str, status: Value) -> Value {
+    body["apiVersion"] = json!(api_version);
     body["kind"] = json!(kind);
     body["status"] = status;
     if body["metadata"].is_null() {
         body["metadata"] = json!({});
     }
-    Ok(body)
+    body
 }
 
 /// Longest token lifetime a TokenRequest gets (kube's default maximum is far longer; two days
@@ -107,4 +115,42 @@ pub fn token(inner: &Inner, namespace: &str, name: &str, mut body: Value) -> Api
         "expirationTimestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     });
     Ok(body)
+}
+
+/// Answers a TokenReview as kube-apiserver's does: the user `spec.token` authenticates as
+/// (`status.user`, with `authenticated: true` and the audiences it is good for), or
+/// `authenticated: false` and an `error`. Every token this server knows is for its one
+/// audience ([`auth::AUDIENCE`]); `spec.audiences` without it is refused as kube refuses a
+/// token for another audience.
+pub fn token_review(inner: &Inner, body: Value) -> ApiResult<Value> {
+    let token = body["spec"]["token"].as_str().unwrap_or_default();
+    if token.is_empty() {
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let wanted: Vec<&str> = (body["spec"]["audiences"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    let user = inner.auth.verify(token, &inner.store.lock());
+    let status = match user {
+        None => json!({"authenticated": false, "user": {}, "error": "invalid bearer token"}),
+        Some(_) if !wanted.is_empty() && !wanted.contains(&auth::AUDIENCE) => json!({
+            "authenticated": false, "user": {},
+            "error": format!("token audiences {:?} is invalid for the target audiences {wanted:?}", [auth::AUDIENCE]),
+        }),
+        Some(user) => {
+            let mut info = json!({"username": user.name, "groups": user.groups});
+            if !user.uid.is_empty() {
+                info["uid"] = json!(user.uid);
+            }
+            json!({"authenticated": true, "user": info, "audiences": [auth::AUDIENCE]})
+        }
+    };
+    Ok(answered(
+        body,
+        "authentication.k8s.io/v1",
+        "TokenReview",
+        status,
+    ))
 }

@@ -247,7 +247,11 @@ async fn resource(
         }
         let ct = content_type(&req);
         let body = body_bytes(req).await?;
-        let review = reviews::review(inner, &t.res.kind, user, decode_object(&ct, &body)?)?;
+        let object = decode_object(&ct, &body)?;
+        let review = match t.res.kind.as_str() {
+            "TokenReview" => reviews::token_review(inner, object)?,
+            kind => reviews::review(inner, kind, user, object)?,
+        };
         return Ok(json_response(201, &review));
     }
     if let (Some(ns), Some(name), Some("token")) = (&t.namespace, &t.name, t.sub.as_deref()) {

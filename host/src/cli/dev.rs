@@ -47,7 +47,8 @@ pub struct Args {
 const HOST_NAMESPACE: &str = "wasmctrl";
 
 /// Runs the subcommand until SIGINT/SIGTERM.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    args.host.metrics.dev_defaults();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -85,6 +86,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             (kube::Client::new(service, "default"), Extras::default())
         } else {
             let token = service_account(&server, &client).await?;
+            // The host's own needs (its Lease, its scrapers' reviews) before any plugin's.
+            grant_rbac(&client, &[]).await?;
             let service = tower::Layer::layer(&layer, server.service_with_token(&token));
             let extras = Extras {
                 grant: Some(grant(client.clone())),

@@ -10,12 +10,12 @@ use anyhow::Context as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use k8s_openapi::api::core::v1::ObjectReference;
+
 use crate::controller::Host;
 use crate::leader::{self, Leadership};
 use crate::loader::{self, Loader};
-use k8s_openapi::api::core::v1::ObjectReference;
-
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Secure};
 use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
 use crate::sql::{self, Databases};
@@ -48,12 +48,88 @@ pub struct HostArgs {
     /// are synced.
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
-    /// Where Prometheus metrics are served at `/metrics` (`:8080`, `127.0.0.1:8080`; `0`
-    /// serves none).
-    #[arg(long, default_value = ":8080")]
-    pub metrics_bind_address: String,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     #[command(flatten)]
     pub sql: SqlArgs,
+}
+
+/// Where and how `/metrics` is served: kubebuilder's flags, names and defaults.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MetricsArgs {
+    /// Where Prometheus metrics are served at `/metrics` (`:8443`, `127.0.0.1:8080`; `0`
+    /// serves none). Default: `:8443` (HTTPS), `:8080` with `--metrics-secure=false`; for
+    /// `dev`, the same ports on 127.0.0.1.
+    #[arg(long, value_name = "ADDRESS")]
+    pub metrics_bind_address: Option<String>,
+    /// Serve `/metrics` over HTTPS, only to bearer tokens the API server authenticates
+    /// (TokenReview) and allows `get` on `/metrics` (SubjectAccessReview), as kubebuilder's
+    /// scaffold does; `--metrics-secure=false` serves plain HTTP to anyone. Default: true, but
+    /// false for `dev` (loopback, one user).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub metrics_secure: Option<bool>,
+    /// Directory with the metrics server's certificate and key (a mounted cert-manager Secret;
+    /// read again when renewed). Without it, a self-signed certificate is made at start.
+    #[arg(long, visible_alias = "metrics-cert-dir", value_name = "DIR")]
+    pub metrics_cert_path: Option<PathBuf>,
+    /// The certificate's file name in `--metrics-cert-path`.
+    #[arg(long, default_value = "tls.crt", value_name = "FILE")]
+    pub metrics_cert_name: String,
+    /// The key's file name in `--metrics-cert-path`.
+    #[arg(long, default_value = "tls.key", value_name = "FILE")]
+    pub metrics_cert_key: String,
+}
+
+/// The metrics port kubebuilder's scaffold uses for HTTPS, and for HTTP.
+const fn metrics_port(secure: bool) -> u16 {
+    if secure { 8443 } else { 8080 }
+}
+
+impl MetricsArgs {
+    /// `dev`'s defaults: plain HTTP on loopback, beside the embedded API server, which listens
+    /// on loopback too.
+    pub fn dev_defaults(&mut self) {
+        let secure = *self.metrics_secure.get_or_insert(false);
+        (self.metrics_bind_address)
+            .get_or_insert_with(|| format!("127.0.0.1:{}", metrics_port(secure)));
+    }
+
+    /// Whether `/metrics` is served over HTTPS to allowed scrapers only.
+    pub fn secure(&self) -> bool {
+        self.metrics_secure.unwrap_or(true)
+    }
+
+    /// Where to serve `/metrics`, if at all.
+    pub fn address(&self) -> anyhow::Result<Option<std::net::SocketAddr>> {
+        let default = format!(":{}", metrics_port(self.secure()));
+        let flag = self.metrics_bind_address.as_deref().unwrap_or(&default);
+        probes::bind_address(flag).map_err(|e| anyhow::anyhow!("--metrics-bind-address: {e}"))
+    }
+
+    /// The HTTPS and the scrapers' checks, when secure; tokens are reviewed with `client`.
+    pub fn security(&self, client: &kube::Client) -> anyhow::Result<Option<Secure>> {
+        if !self.secure() {
+            if let Some(dir) = &self.metrics_cert_path {
+                tracing::warn!(dir = %dir.display(), "--metrics-cert-path is not used with --metrics-secure=false");
+            }
+            return Ok(None);
+        }
+        let files = (self.metrics_cert_path.as_ref()).map(|dir| {
+            (
+                dir.join(&self.metrics_cert_name),
+                dir.join(&self.metrics_cert_key),
+            )
+        });
+        let cert = files.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+        let secure = Secure::new(client.clone(), cert).context("the metrics certificate")?;
+        Ok(Some(secure))
+    }
 }
 
 /// The databases granted to plugins (`sql:<name>` capabilities).
@@ -288,8 +364,7 @@ pub(crate) async fn serve(
     };
     let probe_address =
         probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
-    let metrics_address =
-        probes::bind_address(&args.metrics_bind_address).map_err(anyhow::Error::msg)?;
+    let metrics_address = args.metrics.address()?;
     let runtime = Runtime::new(config)?;
     let mut host = Host::led(client.clone(), metrics, leadership.clone());
     if let Some(pod) = own_pod(&client).await {
@@ -313,10 +388,12 @@ pub(crate) async fn serve(
             scraped.metrics().sql_calls(databases.calls());
             scraped.metrics().encode(openmetrics)
         });
-        let bound = crate::metrics::serve(addr, render)
+        let secure = args.metrics.security(&client)?;
+        let https = secure.is_some();
+        let bound = crate::metrics::serve(addr, render, secure)
             .await
             .with_context(|| format!("serving metrics on {addr}"))?;
-        tracing::info!(address = %bound, "metrics listening");
+        tracing::info!(address = %bound, https, "metrics listening");
     }
     tokio::spawn(crate::memory::return_freed_memory(Duration::from_secs(10)));
     if let Some((lease, _)) = &election {
@@ -381,5 +458,71 @@ async fn follow_leadership(host: Arc<Host>, mut leadership: Leadership, lease: S
         if leading {
             host.requeue_all();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        metrics: MetricsArgs,
+    }
+
+    fn parse(args: &[&str]) -> MetricsArgs {
+        let argv = std::iter::once("wasmctrl").chain(args.iter().copied());
+        Flags::try_parse_from(argv).unwrap().metrics
+    }
+
+    fn address(metrics: &MetricsArgs) -> String {
+        metrics.address().unwrap().unwrap().to_string()
+    }
+
+    #[test]
+    fn metrics_flags_default_as_kubebuilder_and_dev_serves_plain_http_on_loopback() {
+        let secure = parse(&[]);
+        assert!(secure.secure());
+        assert_eq!(address(&secure), "0.0.0.0:8443");
+        let plain = parse(&["--metrics-secure=false"]);
+        assert!(!plain.secure());
+        assert_eq!(
+            address(&plain),
+            "0.0.0.0:8080",
+            "as before HTTPS was the default"
+        );
+        assert!(parse(&["--metrics-secure"]).secure());
+        let argv = ["wasmctrl", "--metrics-secure", "false"];
+        assert!(
+            Flags::try_parse_from(argv).is_err(),
+            "a boolean's value follows `=`, as Go's flags want it"
+        );
+        let certs = parse(&["--metrics-cert-dir", "/certs"]);
+        assert_eq!(certs.metrics_cert_path, Some(PathBuf::from("/certs")));
+        assert_eq!(
+            (
+                certs.metrics_cert_name.as_str(),
+                certs.metrics_cert_key.as_str()
+            ),
+            ("tls.crt", "tls.key")
+        );
+
+        let mut dev = parse(&[]);
+        dev.dev_defaults();
+        assert!(!dev.secure());
+        assert_eq!(address(&dev), "127.0.0.1:8080");
+        let mut dev = parse(&["--metrics-secure"]);
+        dev.dev_defaults();
+        assert_eq!(address(&dev), "127.0.0.1:8443");
+        let mut dev = parse(&["--metrics-bind-address=:9090"]);
+        dev.dev_defaults();
+        assert_eq!(address(&dev), "0.0.0.0:9090");
+        assert_eq!(
+            parse(&["--metrics-bind-address=0"]).address().unwrap(),
+            None
+        );
     }
 }

@@ -5,6 +5,9 @@
 //! Counters that the controller already keeps (reconcile outcomes, queue adds and retries) and
 //! gauges (depth, workers, cached objects) are read from their owners when scraped (see
 //! `controller::Host::refresh_metrics`); histograms are observed as things happen.
+//!
+//! `endpoint` serves them at `/metrics`: over HTTPS to scrapers the API server vouches for
+//! ([`auth`]), as kubebuilder's scaffold does, or over plain HTTP.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -18,8 +21,11 @@ use prometheus_client::registry::Registry;
 
 use crate::queue;
 
+pub mod auth;
+mod endpoint;
 mod rest;
 
+pub use endpoint::{Secure, serve};
 pub use rest::{RestClient, RestClientLayer};
 
 /// `controller=<plugin>`.
@@ -398,36 +404,6 @@ fn label(controller: &str) -> ControllerLabel {
     ControllerLabel {
         controller: controller.into(),
     }
-}
-
-/// The content type of each exposition format.
-const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
-const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// Serves `GET /metrics` on `addr` until the process ends; `render(openmetrics)` produces the
-/// exposition (OpenMetrics when the scraper's `Accept` asks for it). Returns the bound address.
-pub async fn serve(
-    addr: std::net::SocketAddr,
-    render: std::sync::Arc<dyn Fn(bool) -> String + Send + Sync>,
-) -> std::io::Result<std::net::SocketAddr> {
-    use axum::http::{HeaderMap, header};
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move |headers: HeaderMap| async move {
-            let openmetrics = headers
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.contains("application/openmetrics-text"));
-            let body = render(openmetrics);
-            let content_type = if openmetrics {
-                OPENMETRICS_TEXT
-            } else {
-                PROMETHEUS_TEXT
-            };
-            ([(header::CONTENT_TYPE, content_type)], body)
-        }),
-    );
-    crate::probes::serve_router(addr, app, "metrics").await
 }
 
 /// Sets a counter read from its owner (the queue, the controller's tallies).

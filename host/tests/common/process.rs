@@ -145,7 +145,7 @@ impl Process {
 
     /// `GET /metrics` from this host, which must answer 200: the exposition.
     pub fn scrape(&self) -> String {
-        let (code, body) = http_get(&self.address("metrics"), "/metrics");
+        let (code, body) = super::http::get(&self.address("metrics"), "/metrics");
         assert_eq!(code, 200, "{body}");
         body
     }
@@ -267,31 +267,6 @@ impl Drop for Process {
     }
 }
 
-/// `GET path` from `addr` over plain HTTP/1.1: the status code and the body.
-pub fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let (code, _, body) = http_get_with_headers(addr, path);
-    (code, body)
-}
-
-/// `GET path` from `addr` over plain HTTP/1.1: the status code, the header lines and the body.
-pub fn http_get_with_headers(addr: &str, path: &str) -> (u16, String, String) {
-    use std::io::{Read as _, Write as _};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let code = response
-        .get(9..12)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (code, head.to_string(), body.to_string())
-}
-
 /// The embedded API server as its own process (`wasmctrl apiserver`), persisting to a data
 /// directory, with garbage collection and the admin endpoints (faults, request log) on, plus
 /// what a test needs to drive hosts against it.
@@ -407,6 +382,27 @@ impl Cluster {
         path
     }
 
+    /// A token of a new ServiceAccount `monitoring/<name>`, as Prometheus would scrape with;
+    /// when `reader`, it is bound to the `wasmctrl-metrics-reader` ClusterRole that `wasmctrl
+    /// rbac` generates (applied first).
+    pub fn scraper_token(&self, name: &str, reader: bool) -> String {
+        let none = self.dir.join("no-plugins");
+        std::fs::create_dir_all(&none).expect("an empty plugin directory");
+        self.apply_yaml(&rbac_yaml(&none));
+        if !self.kubectl(&["get", "namespace", "monitoring"]).0 {
+            self.kubectl_ok(&["create", "namespace", "monitoring"]);
+        }
+        self.kubectl_ok(&["create", "serviceaccount", name, "-n", "monitoring"]);
+        if reader {
+            let account = format!("--serviceaccount=monitoring:{name}");
+            let binding = format!("scrape-{name}");
+            let role = "--clusterrole=wasmctrl-metrics-reader";
+            self.kubectl_ok(&["create", "clusterrolebinding", &binding, role, &account]);
+        }
+        let token = self.kubectl_ok(&["create", "token", name, "-n", "monitoring"]);
+        token.trim().to_string()
+    }
+
     /// As [`run_host`](Self::run_host), with another kubeconfig (a ServiceAccount's, say).
     pub fn run_host_with(
         &self,
@@ -429,6 +425,11 @@ impl Cluster {
             if !extra.contains(&flag) {
                 args.extend([flag, "127.0.0.1:0"]);
             }
+        }
+        // Metrics over plain HTTP, which `Process::scrape` reads without a token, unless the
+        // test asks for the secure endpoint.
+        if !extra.iter().any(|a| a.starts_with("--metrics-secure")) {
+            args.push("--metrics-secure=false");
         }
         args.extend_from_slice(extra);
         Process::wasmctrl(&args, self.dir.join(format!("host-{n}.log")), envs)

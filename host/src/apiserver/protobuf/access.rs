@@ -1,8 +1,9 @@
 //! Field tables for the kinds of access control kubectl's typed commands send as protobuf:
 //! ServiceAccount (`kubectl create serviceaccount`), TokenRequest (`kubectl create token`),
 //! Self/SubjectAccessReview (`kubectl auth can-i`), and the RBAC kinds (`kubectl create role|
-//! clusterrole|rolebinding|clusterrolebinding`). Numbers follow k8s.io/api's `generated.proto`
-//! of core/v1, authentication/v1, authorization/v1 and rbac/v1.
+//! clusterrole|rolebinding|clusterrolebinding`); and TokenReview, which a delegating server's
+//! client-go may send so. Numbers follow k8s.io/api's `generated.proto` of core/v1,
+//! authentication/v1, authorization/v1 and rbac/v1.
 
 use super::schema::{Field, META, Ty};
 
@@ -44,6 +45,16 @@ pub(super) const TOKEN_REQUEST: &[Field] = &[
             ),
             (4, "expirationSeconds", Ty::IntSet),
         ]),
+    ),
+];
+
+/// authentication/v1 TokenReview (client-go's typed clients send it as protobuf when asked to).
+pub(super) const TOKEN_REVIEW: &[Field] = &[
+    (1, "metadata", Ty::Msg(META)),
+    (
+        2,
+        "spec",
+        Ty::Msg(&[(1, "token", Ty::Str), (2, "audiences", Ty::Strs)]),
     ),
 ];
 

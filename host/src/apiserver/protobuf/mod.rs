@@ -39,6 +39,7 @@ fn kind_table(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("apps/v1", "Deployment") => apps::DEPLOYMENT,
         ("v1", "ServiceAccount") => access::SERVICE_ACCOUNT,
         ("authentication.k8s.io/v1", "TokenRequest") => access::TOKEN_REQUEST,
+        ("authentication.k8s.io/v1", "TokenReview") => access::TOKEN_REVIEW,
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
             access::SELF_SUBJECT_ACCESS_REVIEW
         }

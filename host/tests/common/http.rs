@@ -1,0 +1,129 @@
+//! One-shot HTTP/1.1 GETs of the host's endpoints (probes, metrics): over plain HTTP, or over
+//! HTTPS with a bearer token as Prometheus scrapes the secure `/metrics`.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+/// `GET path` from `addr` over plain HTTP/1.1: the status code and the body.
+pub fn get(addr: &str, path: &str) -> (u16, String) {
+    let (code, _, body) = get_with_headers(addr, path);
+    (code, body)
+}
+
+/// `GET path` from `addr` over plain HTTP/1.1: the status code, the header lines and the body.
+pub fn get_with_headers(addr: &str, path: &str) -> (u16, String, String) {
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    exchange(&mut stream, addr, path, "")
+}
+
+/// `GET path` from `addr` over HTTPS, with `Authorization: Bearer <token>` when given: the
+/// status code, the header lines and the body. The server's certificate is verified against
+/// the authority `ca` (PEM) when given, and not at all without one (Prometheus's
+/// `insecure_skip_verify`, for a self-signed certificate).
+pub fn get_tls(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+    ca: Option<&str>,
+) -> (u16, String, String) {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    let config = match ca {
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                roots.add(cert.expect("a PEM certificate")).expect("a CA");
+            }
+            builder.with_root_certificates(roots)
+        }
+        None => {
+            (builder.dangerous()).with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+        }
+    }
+    .with_no_client_auth();
+    let host = addr.rsplit_once(':').expect("host:port").0;
+    let name = ServerName::try_from(host.to_string()).expect("a server name");
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).expect("TLS client");
+    let tcp = std::net::TcpStream::connect(addr).expect("connect");
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    exchange(&mut stream, addr, path, &auth)
+}
+
+/// Sends the request (with `headers`, each line ending in CRLF) and reads the response until
+/// the server closes.
+fn exchange(
+    stream: &mut (impl Read + Write),
+    addr: &str,
+    path: &str,
+    headers: &str,
+) -> (u16, String, String) {
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut bytes = Vec::new();
+    match stream.read_to_end(&mut bytes) {
+        Ok(_) => {}
+        // A TLS server that closes without close_notify: what came before is the response.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !bytes.is_empty() => {}
+        Err(e) => panic!("reading from {addr}: {e}"),
+    }
+    let response = String::from_utf8(bytes).expect("a UTF-8 response");
+    let code = response
+        .get(9..12)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (code, head.to_string(), body.to_string())
+}
+
+/// Takes any certificate, checking only that the handshake is signed by its key.
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
