@@ -52,8 +52,11 @@ fn causes<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> Vec<(String, St
     }
 }
 
-/// Creates each `(api, body)`, expecting kube's cause `(field, reason)` or, for `None`, success.
-async fn creates(cases: Vec<(Api<DynamicObject>, Value, Option<(&str, &str)>)>) {
+/// A create to try: where, the body, and kube's cause `(field, reason)` or, for `None`, success.
+type Case<'a> = (Api<DynamicObject>, Value, Option<(&'a str, &'a str)>);
+
+/// Creates each case's body, expecting its outcome.
+async fn creates(cases: Vec<Case<'_>>) {
     for (api, body, want) in cases {
         let result = api
             .create(&PostParams::default(), &object(body.clone()))

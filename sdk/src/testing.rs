@@ -19,6 +19,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use wasmctrl_scope::validation;
 use wasmctrl_scope::{Kind, Namespaces, Refusal, Scope, Selector, Verb};
 
 use crate::sql::{Rows, SqlError, Statement};
@@ -353,14 +354,23 @@ fn check_action(
     };
     let on_self = |verb| scope.check_reconciled(verb, reconciled, &request.name);
     let apply = |json: &str| {
-        // A malformed object is the host's to report; only its scope is checked here.
+        // A malformed object is the host's to report; its scope and what the API server would
+        // refuse of its metadata (the host's check, on the same rules) are checked here.
         let Ok(object) = serde_json::from_str::<serde_json::Value>(json) else {
             return Ok(());
         };
         let Ok((kind, namespace, name)) = wasmctrl_scope::object_id(&object) else {
             return Ok(());
         };
-        scope.check_write(Verb::Apply, &kind, &namespace, &name, reconciled)
+        scope.check_write(Verb::Apply, &kind, &namespace, &name, reconciled)?;
+        let rule = validation::NameRule::of(&kind.group, &kind.kind);
+        let refused = validation::sent_meta(&object["metadata"], rule);
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let errors: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        let reason = format!("the API server would refuse it: {}", errors.join("; "));
+        Err(Refusal::new(Verb::Apply, &kind, &namespace, &name, reason))
     };
     match action {
         Action::Apply(json) => apply(json),

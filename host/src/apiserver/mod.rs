@@ -27,6 +27,13 @@
 //! SelfSubjectAccessReview/SubjectAccessReview, so `kubectl auth can-i` answers; TokenReview
 //! tells delegating servers (the host's secure `/metrics`) whom a token belongs to.
 //!
+//! Object metadata is validated on every write as kube's `rest.BeforeCreate`/`BeforeUpdate` and
+//! apimachinery's validation do (`admission`, rules in `wasmctrl_scope::validation`): names and
+//! `generateName` by each kind's rule, labels, annotations (and their 256 KiB), finalizers,
+//! owner references, what only the server sets (uid, timestamps, generation), a resourceVersion
+//! required on PUT where kube requires one, and Events by kube's Event rules; refusals are 422
+//! `Invalid` with kube's causes.
+//!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources are pruned and validated against their CRD's structural schema
 //! (`schema`), but without `default`s, CEL rules, `format` checks or

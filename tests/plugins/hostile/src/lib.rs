@@ -371,6 +371,24 @@ mod tests {
     }
 
     #[test]
+    fn an_object_the_api_server_would_refuse_fails_as_on_the_host() {
+        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": "Big.Thing", "namespace": "default"}});
+        let err = Harness::new()
+            .settings(json!({"mode": "own"}))
+            .reconcile::<Hostile>(&thing)
+            .unwrap_err();
+        assert!(!err.retryable);
+        assert!(
+            err.message.contains(
+                "the API server would refuse it: metadata.name: Invalid value: \"Big.Thing-child\""
+            ),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
     fn the_same_plugin_works_inside_its_scope() {
         let outcome = harness()
             .reconcile::<Hostile>(&thing("team-a", "legit"))
