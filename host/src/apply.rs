@@ -349,8 +349,11 @@ fn is_not_found(e: &kube::Error) -> bool {
 impl Applier {
     /// An applier over `client`, consulting `informers` to skip unchanged writes.
     pub fn new(client: kube::Client, informers: Arc<Informers>) -> Self {
-        // In a Pod the hostname is the Pod's name, which is what kube-runtime reports too.
-        let instance = std::env::var("HOSTNAME").unwrap_or_else(|_| HOST_CONTROLLER.into());
+        // The Pod's name (downward API), else the hostname, which in a Pod is the same and is
+        // what kube-runtime reports.
+        let instance = std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| HOST_CONTROLLER.into());
         Self {
             recorders: Recorders::new(client.clone(), &instance),
             client,

@@ -355,8 +355,21 @@ fn carry_over(t: &Target, name: &str, cur: &Value, new: &mut Value, kind: Kind) 
     let old_uid = str_at(cur, "/metadata/uid");
     let new_uid = str_at(new, "/metadata/uid");
     if kind == Kind::Put && !new_uid.is_empty() && new_uid != old_uid {
+        // Worded as kube's storage layer words it, etcd key and all.
+        let group = if t.res.custom {
+            format!("{}/", t.res.group)
+        } else {
+            String::new()
+        };
+        let namespace = t
+            .namespace
+            .as_deref()
+            .map_or(String::new(), |n| format!("{n}/"));
         let why = format!(
-            "Precondition failed: UID in precondition: {new_uid}, UID in object meta: {old_uid}"
+            "StorageError: invalid object, Code: 4, Key: /registry/{group}{}/{namespace}{name}, \
+             ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: \
+             {new_uid}, UID in object meta: {old_uid}",
+            t.res.plural
         );
         return Err(ApiError::conflict(&t.res.group, &t.res.plural, name, &why));
     }

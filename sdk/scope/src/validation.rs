@@ -155,10 +155,11 @@ fn quote(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
 }
 
+/// apimachinery's `RegexError`, its doubled spaces included (`'a',  or 'b', regex ...`).
 fn regex_error(msg: &str, regex: &str, examples: &[&str]) -> String {
-    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}'")).collect();
+    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
     format!(
-        "{msg} (e.g. {}, regex used for validation is '{regex}')",
+        "{msg} (e.g. {}regex used for validation is '{regex}')",
         examples.join(" or ")
     )
 }
@@ -568,9 +569,11 @@ pub fn finalizers(meta: &Value) -> Vec<FieldError> {
         }
     }
     if names.contains(&"orphan") && names.contains(&"foregroundDeletion") {
+        // Printed as Go prints a []string.
+        let quoted: Vec<String> = names.iter().map(|n| quote(n)).collect();
         errors.push(FieldError::invalid_printed(
             FIELD,
-            Value::from(names.clone()).to_string(),
+            format!("[]string{{{}}}", quoted.join(", ")),
             "finalizer orphan and foregroundDeletion cannot be both set",
         ));
     }
@@ -586,6 +589,8 @@ pub fn object_meta_update(new: &Value, old: &Value) -> Vec<FieldError> {
         let (n, o) = (new.get(key), old.get(key));
         if n.filter(|v| !v.is_null()) != o.filter(|v| !v.is_null()) {
             let shown = match n {
+                // A time, printed as Go prints a time.Time (`2030-01-01 00:00:00 +0000 UTC`).
+                Some(Value::String(s)) if key == "deletionTimestamp" => go_time(s),
                 Some(Value::String(s)) => quote(s),
                 Some(v) if !v.is_null() => v.to_string(),
                 _ => "null".into(),
@@ -773,6 +778,14 @@ pub fn event_update(new: &Value, old: &Value, events_v1: bool) -> Vec<FieldError
         ));
     }
     errors
+}
+
+/// An RFC 3339 UTC time as Go's `time.Time` prints itself; other text as it is.
+fn go_time(time: &str) -> String {
+    match time.strip_suffix('Z').and_then(|t| t.split_once('T')) {
+        Some((date, clock)) => format!("{date} {clock} +0000 UTC"),
+        None => time.to_owned(),
+    }
 }
 
 /// An RFC 3339 time to microseconds, as kube compares `eventTime`s (sub-microsecond

@@ -69,7 +69,7 @@ fn qualified_names_and_label_values() {
     assert_eq!(qualified_name("/app"), ["prefix part must be non-empty"]);
     assert_eq!(
         qualified_name("a/b/c")[0],
-        "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName' or 'my.name' or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
     );
     assert!(qualified_name("Example.com/app")[0].starts_with("prefix part a lowercase RFC 1123"));
     assert_eq!(
@@ -217,6 +217,10 @@ fn update_metadata_keeps_what_only_the_server_sets() {
     assert_eq!(
         fields(&object_meta_update(&deleting, &old)),
         ["metadata.deletionTimestamp"]
+    );
+    assert_eq!(
+        object_meta_update(&deleting, &old)[0].to_string(),
+        "metadata.deletionTimestamp: Invalid value: 2026-01-01 00:00:00 +0000 UTC: field is immutable"
     );
     let bad_label = json!({"name": "a", "uid": "1", "labels": {"k": "no spaces"}});
     assert_eq!(
