@@ -13,6 +13,9 @@
 //! keys, patch type, body bytes) and the two are printed side by side, with the CPU time the
 //! whole process (API server, driver, observer and controller alike) used in each phase.
 //!
+//! Then the VirtualMachine workload ([`vm`]): the seed plugin against a plain kube-runtime
+//! controller doing what it does, each against its own API server process.
+//!
 //! The native controller is written as kube-rs users write one: it applies its child on every
 //! reconcile (server-side apply is idempotent) and patches its status only when it differs from
 //! what it read, as the host does.
@@ -23,6 +26,8 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 mod support;
+#[path = "convergence/vm.rs"]
+mod vm;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +46,7 @@ use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::{Host, Tuning};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
 
-use support::{cpu_seconds, env_or, spread};
+use support::{cpu_seconds, env_or, print_figures, spread};
 
 const WORKERS: u16 = 4;
 /// Spec changes per object in the update storm.
@@ -138,22 +143,62 @@ fn verb(req: &http::Request<kube::client::Body>) -> String {
     }
 }
 
+/// A client service that counts every request it sends into `requests` (response bytes only
+/// where the body's length is known up front, as in-process; over HTTP bodies stream).
+#[derive(Clone)]
+struct Counting<S> {
+    inner: S,
+    requests: Arc<Requests>,
+}
+
+impl<S, B> tower::Service<http::Request<kube::client::Body>> for Counting<S>
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+        let key = (verb(&req), shape(req.uri()));
+        let sent = req.body().size_hint().exact().unwrap_or(0);
+        let requests = self.requests.clone();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let resp = response.await?;
+            let received = resp.body().size_hint().exact().unwrap_or(0);
+            requests.record(key, sent, received);
+            Ok(resp)
+        })
+    }
+}
+
 /// An in-process admin client of `server` that counts every request into `requests`.
 fn counting_client(server: &ApiServer, requests: Arc<Requests>) -> kube::Client {
     let inner = server.service_with_token(server.admin_token());
-    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
-        let inner = inner.clone();
-        let requests = requests.clone();
-        let key = (verb(&req), shape(req.uri()));
-        let sent = req.body().size_hint().exact().unwrap_or(0);
-        async move {
-            let resp = tower::ServiceExt::oneshot(inner, req).await?;
-            let received = resp.body().size_hint().exact().unwrap_or(0);
-            requests.record(key, sent, received);
-            Ok::<_, std::convert::Infallible>(resp)
-        }
+    kube::Client::new(Counting { inner, requests }, "default")
+}
+
+/// A client over HTTP(S) with `config` that counts every request into `requests`.
+fn counting(config: kube::Config, requests: Arc<Requests>) -> kube::Client {
+    let layer = tower::layer::layer_fn(move |inner| Counting {
+        inner,
+        requests: requests.clone(),
     });
-    kube::Client::new(service, "default")
+    kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&layer)
+        .build()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,6 +414,49 @@ enum Side {
     Native,
 }
 
+impl Side {
+    fn label(self) -> &'static str {
+        match self {
+            Side::Wasmctrl => "wasmctrl",
+            Side::Native => "native",
+        }
+    }
+}
+
+/// The host running `plugin` over `client`, with the benchmark's workers.
+async fn start_host(client: kube::Client, plugin: &Arc<Plugin>) -> Host {
+    let host = Host::new(client);
+    let tuning = Tuning {
+        concurrency: Some(WORKERS as usize),
+    };
+    host.upsert(plugin.clone(), tuning).await;
+    host
+}
+
+/// Runs `rounds` rounds of both sides, alternating which goes first so that drift in the
+/// machine's speed hits both alike; `run` measures one side's round and says what to print of
+/// it. The results by side label.
+async fn interleaved<R, F, Fut>(rounds: usize, mut run: F) -> BTreeMap<&'static str, Vec<R>>
+where
+    F: FnMut(Side) -> Fut,
+    Fut: std::future::Future<Output = (R, String)>,
+{
+    let mut results: BTreeMap<&str, Vec<R>> = BTreeMap::new();
+    for r in 0..rounds {
+        let order = if r % 2 == 0 {
+            [Side::Wasmctrl, Side::Native]
+        } else {
+            [Side::Native, Side::Wasmctrl]
+        };
+        for side in order {
+            let (result, line) = run(side).await;
+            println!("  round {}: {side:?}: {line}", r + 1);
+            results.entry(side.label()).or_default().push(result);
+        }
+    }
+    results
+}
+
 struct Round {
     converge: f64,
     storm: f64,
@@ -395,14 +483,7 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     let started = Instant::now();
     let cpu = cpu_seconds();
     let (host, native) = match side {
-        Side::Wasmctrl => {
-            let host = Host::new(client);
-            let tuning = Tuning {
-                concurrency: Some(WORKERS as usize),
-            };
-            host.upsert(plugin.clone(), tuning).await;
-            (Some(host), None)
-        }
+        Side::Wasmctrl => (Some(start_host(client, plugin).await), None),
         Side::Native => (None, Some(start_native(client))),
     };
     observer.converged(n).await;
@@ -449,8 +530,17 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     }
 }
 
-fn print_requests(label: &str, rounds: &[Round]) {
-    let last = &rounds[rounds.len() - 1].requests;
+/// Requests and request body bytes in all.
+fn requests_sent(requests: &BTreeMap<(String, String), Tally>) -> (f64, f64) {
+    let (count, sent) = requests
+        .values()
+        .fold((0, 0), |(c, s), t| (c + t.count, s + t.sent));
+    (count as f64, sent as f64)
+}
+
+/// What one side sent in one round (its last), by verb and path shape.
+fn print_requests(label: &str, last: Option<&BTreeMap<(String, String), Tally>>) {
+    let Some(last) = last else { return };
     let (count, sent, received) = last.values().fold((0, 0, 0), |(c, s, r), t| {
         (c + t.count, s + t.sent, r + t.received)
     });
@@ -479,19 +569,12 @@ async fn main() {
         "convergence: {n} Things, each one owned ConfigMap (SSA) + status, {WORKERS} workers, \
          {rounds} rounds interleaved, then {STORM} spec changes per object"
     );
-    let mut results: BTreeMap<&str, Vec<Round>> = BTreeMap::new();
-    for r in 0..rounds {
-        // Alternate which side goes first, so drift in the machine's speed hits both alike.
-        let order = if r % 2 == 0 {
-            [Side::Wasmctrl, Side::Native]
-        } else {
-            [Side::Native, Side::Wasmctrl]
-        };
-        for side in order {
-            let result = round(side, &plugin, n).await;
-            println!(
-                "  round {}: {side:?}: converged in {:.2} s ({:.2} s CPU), storm {:.2} s ({:.2} s CPU), {} reconciles in all ({} converging), {} keys held for their echoes",
-                r + 1,
+    let results = interleaved(rounds, |side| {
+        let plugin = &plugin;
+        async move {
+            let result = round(side, plugin, n).await;
+            let line = format!(
+                "converged in {:.2} s ({:.2} s CPU), storm {:.2} s ({:.2} s CPU), {} reconciles in all ({} converging), {} keys held for their echoes",
                 result.converge,
                 result.converge_cpu,
                 result.storm,
@@ -500,45 +583,40 @@ async fn main() {
                 result.initial_reconciles,
                 result.held
             );
-            let label = if side == Side::Wasmctrl {
-                "wasmctrl"
-            } else {
-                "native"
-            };
-            results.entry(label).or_default().push(result);
+            (result, line)
         }
-    }
-    let stat = |label: &str, f: fn(&Round) -> f64| spread(results[label].iter().map(f).collect());
-    println!("  figures: median (min..max) over {rounds} rounds");
-    for (what, f) in [
-        (
-            "initial convergence s",
-            (|r: &Round| r.converge) as fn(&Round) -> f64,
-        ),
-        ("update storm s", |r: &Round| r.storm),
-        ("convergence CPU s", |r: &Round| r.converge_cpu),
-        ("storm CPU s", |r: &Round| r.storm_cpu),
-        ("reconciles", |r: &Round| r.reconciles as f64),
-        ("requests", |r: &Round| {
-            r.requests.values().map(|t| t.count).sum::<u64>() as f64
-        }),
-        ("request bytes sent", |r: &Round| {
-            r.requests.values().map(|t| t.sent).sum::<u64>() as f64
-        }),
-    ] {
-        let (wmin, wmed, wmax) = stat("wasmctrl", f);
-        let (nmin, nmed, nmax) = stat("native", f);
-        println!(
-            "  {what:<22} wasmctrl {wmed:>10.2} ({wmin:.2}..{wmax:.2})   native {nmed:>10.2} ({nmin:.2}..{nmax:.2})   ratio {:.2}",
-            wmed / nmed
-        );
-    }
-    print_requests("wasmctrl", &results["wasmctrl"]);
-    print_requests("native", &results["native"]);
-    let (_, w, _) = stat("wasmctrl", |r| r.converge);
-    let (_, nat, _) = stat("native", |r| r.converge);
+    })
+    .await;
+    print_figures(
+        &results,
+        &[
+            ("initial convergence s", |r| r.converge),
+            ("update storm s", |r| r.storm),
+            ("convergence CPU s", |r| r.converge_cpu),
+            ("storm CPU s", |r| r.storm_cpu),
+            ("reconciles", |r| r.reconciles as f64),
+            ("requests", |r| requests_sent(&r.requests).0),
+            ("request bytes sent", |r| requests_sent(&r.requests).1),
+        ],
+    );
+    print_requests("wasmctrl", results["wasmctrl"].last().map(|r| &r.requests));
+    print_requests("native", results["native"].last().map(|r| &r.requests));
+    let median = |label: &str| spread(results[label].iter().map(|r| r.converge).collect()).1;
+    let (w, nat) = (median("wasmctrl"), median("native"));
     println!(
         "convergence: wasmctrl {w:.2} s, native {nat:.2} s, ratio {:.2}",
         w / nat
     );
+
+    let vms = env_or("WASMCTRL_BENCH_VMS", 5_000);
+    let vm_plugin = Arc::new(
+        runtime
+            .load(
+                "virtualmachine.wasm",
+                &common::plugin_bytes("virtualmachine"),
+                "{}",
+            )
+            .unwrap(),
+    );
+    vm::compare(&vm_plugin, vms, rounds).await;
 }

@@ -46,10 +46,15 @@ pub fn rss(pid: &str) -> u64 {
     pages * 4096
 }
 
-/// CPU time (user + system) this process has used, in seconds, from /proc. The kernel reports
-/// it in USER_HZ ticks, which Linux fixes at 100 per second for user space.
+/// CPU time (user + system) this process has used, in seconds, from /proc.
 pub fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    process_cpu_seconds("self")
+}
+
+/// CPU time (user + system) process `pid` (or `self`) has used, in seconds, from /proc. The
+/// kernel reports it in USER_HZ ticks, which Linux fixes at 100 per second for user space.
+pub fn process_cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The command name (field 2) may hold spaces; the fields after its closing parenthesis
     // start at field 3, so utime and stime (fields 14 and 15) are the 12th and 13th of them.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
@@ -95,4 +100,26 @@ pub fn run_host(kubeconfig: &Path, plugins: &Path, cache: Option<&Path>, log: Pa
         args.extend(["--cache-dir", cache.to_str().unwrap()]);
     }
     Process::wasmctrl(&args, log, &[])
+}
+
+/// One row of figures: its label and how to read it off a round.
+pub type Figure<'a, R> = (&'a str, fn(&R) -> f64);
+
+/// Prints `rows` of figures for the wasmctrl and native sides: median (min..max) of each over
+/// the rounds in `results`, and the ratio of the medians.
+pub fn print_figures<R>(
+    results: &std::collections::BTreeMap<&str, Vec<R>>,
+    rows: &[Figure<'_, R>],
+) {
+    let stat = |label: &str, f: fn(&R) -> f64| spread(results[label].iter().map(f).collect());
+    let rounds = results.values().map(Vec::len).max().unwrap_or(0);
+    println!("  figures: median (min..max) over {rounds} rounds");
+    for &(what, f) in rows {
+        let (wmin, wmed, wmax) = stat("wasmctrl", f);
+        let (nmin, nmed, nmax) = stat("native", f);
+        println!(
+            "  {what:<22} wasmctrl {wmed:>10.2} ({wmin:.2}..{wmax:.2})   native {nmed:>10.2} ({nmin:.2}..{nmax:.2})   ratio {:.2}",
+            wmed / nmed
+        );
+    }
 }

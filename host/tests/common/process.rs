@@ -331,11 +331,20 @@ impl Cluster {
 
     /// A kube client for this server.
     pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.client_config().await).expect("client")
+    }
+
+    /// The client configuration for this server (its kubeconfig's).
+    pub async fn client_config(&self) -> kube::Config {
         let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
-            .expect("client config");
-        kube::Client::try_from(config).expect("client")
+            .expect("client config")
+    }
+
+    /// The API server process's id.
+    pub fn server_pid(&self) -> u32 {
+        self.server.pid().expect("the API server is running")
     }
 
     /// Starts `wasmctrl run --plugins <plugins> --kubeconfig <ours> <extra>`; each start logs to

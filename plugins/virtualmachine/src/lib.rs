@@ -115,11 +115,7 @@ impl Reconciler for VirtualMachineController {
 
         let desired = desired_status(&vm);
         let current = vm.status.clone().unwrap_or_default();
-        let unchanged = current.phase == desired.phase
-            && current.reason == desired.reason
-            && current.server == desired.server
-            && current.observed_generation == desired.observed_generation;
-        if unchanged {
+        if reports(&current, &desired) {
             return Ok(Outcome::done());
         }
 
@@ -141,6 +137,15 @@ impl Reconciler for VirtualMachineController {
         }
         Ok(outcome)
     }
+}
+
+/// Whether `current` already reports what `desired` says (the timestamp aside), so there is
+/// nothing to write.
+pub fn reports(current: &Status, desired: &Status) -> bool {
+    current.phase == desired.phase
+        && current.reason == desired.reason
+        && current.server == desired.server
+        && current.observed_generation == desired.observed_generation
 }
 
 /// The status the spec calls for, without a timestamp.

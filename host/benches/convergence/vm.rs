@@ -1,0 +1,247 @@
+//! The VirtualMachine workload, as a user comparing wasmctrl with the controller they would
+//! otherwise write measures it: N VirtualMachines (default 5,000; `WASMCTRL_BENCH_VMS`) are
+//! created first, then the controller is started; the clock runs from its start until every VM
+//! reports `Active`. (a) the host with the seed `virtualmachine` plugin; (b) a plain kube-runtime
+//! `Controller` over a `watcher` + `reflector` with the `generation` predicate and
+//! `concurrency(4)`, doing per VM what the plugin does, with the plugin's own `desired_status`:
+//! a JSON Patch `add /status` on the status subresource and one events.k8s.io/v1 Event through
+//! kube-runtime's `Recorder`. Each side gets a fresh `wasmctrl apiserver` process over HTTPS, so
+//! the API server's CPU is measured apart from the controller's (this process: the controller,
+//! the driver creating VMs and the observer, the same for both sides).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::json;
+use virtualmachine::{VirtualMachine, desired_status, reports};
+use wasmctrl::runtime::Plugin;
+
+use super::common::process::Cluster;
+use super::support::{cpu_seconds, print_figures, process_cpu_seconds, spread};
+use super::{Requests, Side, Tally, WORKERS, counting, interleaved, start_host};
+
+/// What one round of one side measured.
+pub struct Round {
+    /// Controller start to every VM `Active`, seconds.
+    pub converge: f64,
+    /// CPU seconds of this process (controller, driver, observer) while converging.
+    pub controller_cpu: f64,
+    /// CPU seconds of the API server process while converging.
+    pub server_cpu: f64,
+    /// Seconds from controller start until each VM was seen `Active`: p50, p90, p99.
+    pub latency: (f64, f64, f64),
+    /// What the controller sent, by verb and path shape.
+    pub requests: std::collections::BTreeMap<(String, String), Tally>,
+}
+
+async fn create_vms(client: &kube::Client, n: usize) {
+    let api: Api<VirtualMachine> = Api::namespaced(client.clone(), "default");
+    futures::stream::iter(0..n)
+        .for_each_concurrent(32, |i| {
+            let api = api.clone();
+            async move {
+                let vm = json!({"apiVersion": "cloudnative.tw/v1alpha1", "kind": "VirtualMachine",
+                    "metadata": {"name": format!("vm-{i}"), "namespace": "default"},
+                    "spec": {"resource": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}}});
+                api.create(&Default::default(), &serde_json::from_value(vm).unwrap())
+                    .await
+                    .unwrap();
+            }
+        })
+        .await;
+}
+
+/// Watches VMs and returns, once all `n` are `Active`, when each was first seen so.
+async fn all_active(client: &kube::Client, n: usize, started: Instant) -> Vec<f64> {
+    let api: Api<VirtualMachine> = Api::namespaced(client.clone(), "default");
+    let mut seen = std::collections::HashMap::with_capacity(n);
+    let mut events = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let deadline = started + Duration::from_secs(1800);
+    while seen.len() < n {
+        let next = tokio::time::timeout_at(deadline.into(), events.next()).await;
+        let vm = match next {
+            Ok(Some(Ok(vm))) => vm,
+            Ok(Some(Err(_))) => continue,
+            _ => panic!("VMs not Active after 30 min: {} of {n}", seen.len()),
+        };
+        if vm.status.as_ref().is_some_and(|s| s.phase == "Active") {
+            seen.entry(vm.name_any())
+                .or_insert_with(|| started.elapsed().as_secs_f64());
+        }
+    }
+    seen.into_values().collect()
+}
+
+/// The native controller's context.
+struct Native {
+    client: kube::Client,
+    recorder: Recorder,
+    reconciles: AtomicU64,
+}
+
+async fn native_reconcile(
+    vm: Arc<VirtualMachine>,
+    ctx: Arc<Native>,
+) -> Result<Action, kube::Error> {
+    ctx.reconciles.fetch_add(1, Ordering::Relaxed);
+    let desired = desired_status(&vm);
+    let current = vm.status.clone().unwrap_or_default();
+    if reports(&current, &desired) {
+        return Ok(Action::await_change());
+    }
+    let mut status = desired;
+    status.last_update_time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let api: Api<VirtualMachine> =
+        Api::namespaced(ctx.client.clone(), &vm.namespace().unwrap_or_default());
+    let ops: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}])).unwrap();
+    api.patch_status(
+        &vm.name_any(),
+        &PatchParams::default(),
+        &Patch::<()>::Json(ops),
+    )
+    .await?;
+    if current.phase != status.phase {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: status.phase.clone(),
+            note: Some(format!("{} is {}", vm.name_any(), status.phase)),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        // Best effort, as the host records events.
+        let _ = ctx.recorder.publish(&event, &vm.object_ref(&())).await;
+    }
+    Ok(Action::await_change())
+}
+
+fn native_error(_: Arc<VirtualMachine>, _: &kube::Error, _: Arc<Native>) -> Action {
+    Action::requeue(Duration::from_millis(100))
+}
+
+/// The native controller, running until the returned task is aborted.
+fn start_native(client: kube::Client) -> tokio::task::JoinHandle<()> {
+    let api: Api<VirtualMachine> = Api::all(client.clone());
+    let (reader, writer) = reflector::store();
+    let trigger = watcher::watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
+    let reporter = Reporter {
+        controller: "native/virtualmachine".into(),
+        instance: Some("bench".into()),
+    };
+    let ctx = Arc::new(Native {
+        recorder: Recorder::new(client.clone(), reporter),
+        client,
+        reconciles: AtomicU64::new(0),
+    });
+    let run = Controller::for_stream(trigger, reader)
+        .with_config(controller::Config::default().concurrency(WORKERS))
+        .run(native_reconcile, native_error, ctx)
+        .for_each(|_| async {});
+    tokio::spawn(run)
+}
+
+/// One round of one side against a fresh API server process.
+pub async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    let server_pid = cluster.server_pid().to_string();
+    let driver = cluster.client().await;
+    super::common::install_crd(
+        &driver,
+        super::common::yaml_objects("examples/virtualmachine/crd.yaml").remove(0),
+    )
+    .await;
+    create_vms(&driver, n).await;
+    let requests = Arc::new(Requests::default());
+    let client = counting(cluster.client_config().await, requests.clone());
+
+    let started = Instant::now();
+    let (cpu, server_cpu) = (cpu_seconds(), process_cpu_seconds(&server_pid));
+    let observer = tokio::spawn({
+        let driver = driver.clone();
+        async move { all_active(&driver, n, started).await }
+    });
+    let (host, native) = match side {
+        Side::Wasmctrl => (Some(start_host(client, plugin).await), None),
+        Side::Native => (None, Some(start_native(client))),
+    };
+    let mut latencies = observer.await.unwrap();
+    let converge = started.elapsed().as_secs_f64();
+    let controller_cpu = cpu_seconds() - cpu;
+    let server_cpu = process_cpu_seconds(&server_pid) - server_cpu;
+    if let Some(host) = host {
+        host.shutdown(Duration::from_secs(5)).await;
+    }
+    if let Some(native) = native {
+        native.abort();
+    }
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+    Round {
+        converge,
+        controller_cpu,
+        server_cpu,
+        latency: (at(0.5), at(0.9), at(0.99)),
+        requests: requests.snapshot(),
+    }
+}
+
+/// Runs `rounds` interleaved rounds of both sides over `n` VMs and prints the comparison,
+/// ending with `convergence(vm): wasmctrl <s> s, native <s> s, ratio <r>`.
+pub async fn compare(plugin: &Arc<Plugin>, n: usize, rounds: usize) {
+    println!(
+        "convergence(vm): {n} VirtualMachines created first, then the controller started; \
+         {WORKERS} workers, {rounds} rounds interleaved, a wasmctrl apiserver process per round"
+    );
+    let results = interleaved(rounds, |side| async move {
+        let result = round(side, plugin, n).await;
+        let line = format!(
+            "all Active in {:.2} s, controller CPU {:.2} s, API server CPU {:.2} s, latency p50/p90/p99 {:.2}/{:.2}/{:.2} s",
+            result.converge,
+            result.controller_cpu,
+            result.server_cpu,
+            result.latency.0,
+            result.latency.1,
+            result.latency.2
+        );
+        (result, line)
+    })
+    .await;
+    print_figures(
+        &results,
+        &[
+            ("all Active s", |r| r.converge),
+            ("controller CPU s", |r| r.controller_cpu),
+            ("API server CPU s", |r| r.server_cpu),
+            ("latency p50 s", |r| r.latency.0),
+            ("latency p90 s", |r| r.latency.1),
+            ("latency p99 s", |r| r.latency.2),
+            ("requests", |r| super::requests_sent(&r.requests).0),
+            ("request bytes sent", |r| {
+                super::requests_sent(&r.requests).1
+            }),
+        ],
+    );
+    super::print_requests("wasmctrl", results["wasmctrl"].last().map(|r| &r.requests));
+    super::print_requests("native", results["native"].last().map(|r| &r.requests));
+    let median = |label: &str| spread(results[label].iter().map(|r| r.converge).collect()).1;
+    let (w, nat) = (median("wasmctrl"), median("native"));
+    println!(
+        "convergence(vm): wasmctrl {w:.2} s, native {nat:.2} s, ratio {:.2}",
+        w / nat
+    );
+}
