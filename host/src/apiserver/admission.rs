@@ -18,13 +18,16 @@ pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// Who is writing: the `fieldManager` query parameter, else the User-Agent's program name.
-pub fn manager(q: &Query, user_agent: &str) -> Option<String> {
+/// Who is writing: the `fieldManager` query parameter, else the User-Agent's program name, else
+/// `unknown`, as kube-apiserver names a client that sends neither (kube-rs sends no User-Agent).
+pub fn manager(q: &Query, user_agent: &str) -> String {
     if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
-        return Some(m.clone());
+        return m.clone();
     }
-    let ua = user_agent.split('/').next().unwrap_or("").trim();
-    (!ua.is_empty()).then(|| ua.to_string())
+    match user_agent.split('/').next().unwrap_or("").trim() {
+        "" => "unknown".into(),
+        ua => ua.to_string(),
+    }
 }
 
 /// `dryRun=All`.

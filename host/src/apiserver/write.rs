@@ -47,20 +47,21 @@ pub fn create(
         ));
     }
     let mut st = inner.store.lock();
-    let out = create_locked(&mut st, t, q, obj, ua)?;
+    let out = create_locked(&mut st, t, q, obj, Some(&manager(q, ua)))?;
     let rv = st.rv;
     drop(st);
     inner.store.notify(rv);
     Ok((201, out))
 }
 
-/// Create under the lock (also used by apply's upsert).
+/// Create under the lock (also used by apply's upsert, which records its own managedFields
+/// entry and passes no `manager`).
 pub fn create_locked(
     st: &mut State,
     t: &Target,
     q: &Query,
     mut obj: Value,
-    ua: &str,
+    manager: Option<&str>,
 ) -> ApiResult<Value> {
     if obj.get("metadata").is_none() {
         obj["metadata"] = json!({});
@@ -139,14 +140,14 @@ pub fn create_locked(
     }
     convert_in(t, &mut obj)?;
     schema::admit(t, &mut obj, None)?;
-    if let Some(mgr) = manager(q, ua) {
+    if let Some(mgr) = manager {
         let scope = Scope::Main {
             status_sub: t.res.status,
         };
         apply::record_update(
             None,
             &mut obj,
-            &mgr,
+            mgr,
             &t.api_version(),
             t.res.custom,
             scope,
@@ -308,9 +309,8 @@ pub(crate) fn update_locked(
         }
         out["status"] = s;
     }
-    if kind != Kind::Apply
-        && let Some(mgr) = manager(q, ua)
-    {
+    if kind != Kind::Apply {
+        let mgr = manager(q, ua);
         let scope = if status {
             Scope::Status
         } else {
@@ -526,9 +526,7 @@ pub fn patch(
                         }
                     }
                     applied["metadata"]["name"] = json!(name);
-                    let mut q2 = q.clone();
-                    q2.remove("fieldManager");
-                    let out = create_locked(&mut st, t, &q2, applied, "")?;
+                    let out = create_locked(&mut st, t, q, applied, None)?;
                     let rv = st.rv;
                     drop(st);
                     inner.store.notify(rv);
