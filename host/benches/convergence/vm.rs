@@ -5,9 +5,10 @@
 //! `Controller` over a `watcher` + `reflector` with the `generation` predicate and
 //! `concurrency(4)`, doing per VM what the plugin does, with the plugin's own `desired_status`:
 //! a JSON Patch `add /status` on the status subresource and one events.k8s.io/v1 Event through
-//! kube-runtime's `Recorder`. Each side gets a fresh `wasmctrl apiserver` process over HTTPS, so
-//! the API server's CPU is measured apart from the controller's (this process: the controller,
-//! the driver creating VMs and the observer, the same for both sides).
+//! kube-runtime's `Recorder`. Each side gets a fresh `wasmctrl apiserver` process over HTTPS
+//! (objects in memory, its default), so the API server's CPU is measured apart from the
+//! controller's (this process: the controller, the driver creating VMs and the observer, the
+//! same for both sides).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -157,7 +158,7 @@ fn start_native(client: kube::Client) -> tokio::task::JoinHandle<()> {
 /// One round of one side against a fresh API server process.
 pub async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(dir.path());
+    let cluster = Cluster::in_memory(dir.path());
     let server_pid = cluster.server_pid().to_string();
     let driver = cluster.client().await;
     super::common::install_crd(

@@ -281,22 +281,30 @@ pub struct Cluster {
 impl Cluster {
     /// Starts the server with its kubeconfig, data and logs under `dir`.
     pub fn start(dir: &Path) -> Self {
+        Self::started(dir, true)
+    }
+
+    /// Starts the server keeping its objects in memory only (`wasmctrl apiserver`'s default),
+    /// kubeconfig and logs under `dir`.
+    pub fn in_memory(dir: &Path) -> Self {
+        Self::started(dir, false)
+    }
+
+    fn started(dir: &Path, persist: bool) -> Self {
         let kubeconfig = dir.join("kubeconfig");
         let data = dir.join("apiserver-data");
-        let server = Process::wasmctrl(
-            &[
-                "apiserver",
-                "--listen",
-                "127.0.0.1:0",
-                "--kubeconfig-out",
-                kubeconfig.to_str().expect("utf-8 path"),
-                "--data-dir",
-                data.to_str().expect("utf-8 path"),
-                "--admin",
-            ],
-            dir.join("apiserver.log"),
-            &[],
-        );
+        let mut args = vec![
+            "apiserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig-out",
+            kubeconfig.to_str().expect("utf-8 path"),
+            "--admin",
+        ];
+        if persist {
+            args.extend(["--data-dir", data.to_str().expect("utf-8 path")]);
+        }
+        let server = Process::wasmctrl(&args, dir.join("apiserver.log"), &[]);
         wait_for(30, "the API server's kubeconfig", || kubeconfig.exists());
         Self {
             dir: dir.to_path_buf(),
