@@ -61,6 +61,19 @@ fn pass(inner: &Arc<Inner>, f: fn(&mut State) -> bool) {
 }
 
 fn collect_garbage(st: &mut State) -> bool {
+    // Nothing written since the last quiet pass can have orphaned or unblocked an object: a
+    // pass would scan every object for nothing, under the store's lock.
+    if !std::mem::take(&mut st.gc_pending) {
+        return false;
+    }
+    let changed = collect(st);
+    // What this pass changed (an owner's finalizer released, references dropped) may give the
+    // next one work: run again until a pass changes nothing.
+    st.gc_pending |= changed;
+    changed
+}
+
+fn collect(st: &mut State) -> bool {
     let uids: HashSet<String> = st
         .tables
         .values()

@@ -84,6 +84,11 @@ pub struct State {
     snapshots: VecDeque<(u64, Arc<Snapshot>)>,
     next_snapshot: u64,
     log: Option<Log>,
+    /// Whether a write since the garbage collector's last pass could have given it work: an
+    /// object removed, or one written with owner references or a deletion timestamp. Writes of
+    /// anything else (status updates, Events) cannot orphan or unblock an object, so the
+    /// collector skips its whole-store scan after them.
+    pub gc_pending: bool,
 }
 
 const SNAPSHOTS_KEPT: usize = 256;
@@ -121,6 +126,11 @@ impl State {
             .map_err(|e| ApiError::internal(format!("persisting: {e}")))?;
         }
         self.rv = rv;
+        let owned = obj
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| !refs.is_empty());
+        self.gc_pending |= owned || obj.pointer("/metadata/deletionTimestamp").is_some();
         let obj = Arc::new(obj);
         let cap = self.history_cap;
         let t = self.table(key);
@@ -164,6 +174,7 @@ impl State {
             .map_err(|e| ApiError::internal(format!("persisting: {e}")))?;
         }
         self.rv = rv;
+        self.gc_pending = true;
         let mut last = (*cur).clone();
         last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let last = Arc::new(last);
@@ -266,6 +277,7 @@ impl Store {
             snapshots: VecDeque::new(),
             next_snapshot: 0,
             log: None,
+            gc_pending: true,
         };
         let mut log_handle = None;
         if let Some((log, records)) = log {
