@@ -50,14 +50,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// `note` cut to at most `max` bytes on a character boundary (the server counts bytes).
 fn cut(note: &str, max: usize) -> &str {
-    if note.len() <= max {
-        return note;
-    }
-    let mut end = max;
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    &note[..end]
+    &note[..note.floor_char_boundary(max)]
 }
 
 impl Recorders {

@@ -35,13 +35,7 @@ mod things {
         let client = server.client();
         install(&client).await;
         let runtime = Runtime::new(Config::default()).unwrap();
-        let plugin = runtime
-            .load(
-                "hostile.wasm",
-                &common::plugin_bytes("hostile"),
-                &settings.to_string(),
-            )
-            .unwrap();
+        let plugin = common::load_plugin(&runtime, "hostile", &settings);
         let host = Host::new(client.clone());
         host.upsert(Arc::new(plugin), tuning).await;
         (server, host, api(&client))
@@ -449,13 +443,7 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
     })
     .unwrap();
     let load = |settings: serde_json::Value| {
-        let plugin = runtime
-            .load(
-                "hostile.wasm",
-                &common::plugin_bytes("hostile"),
-                &settings.to_string(),
-            )
-            .unwrap();
+        let plugin = common::load_plugin(&runtime, "hostile", &settings);
         Arc::new(plugin)
     };
     // Version 1 spins for seconds; version 2 answers at once.

@@ -26,13 +26,7 @@ async fn warning_plugin(name: &str) -> (ApiServer, Host, Api<DynamicObject>) {
     common::things::install(&client).await;
     let runtime = Runtime::new(Config::default()).unwrap();
     let settings = json!({"mode": "warn", "afterMs": 10, "name": name});
-    let plugin = runtime
-        .load(
-            "hostile.wasm",
-            &common::plugin_bytes("hostile"),
-            &settings.to_string(),
-        )
-        .unwrap();
+    let plugin = common::load_plugin(&runtime, "hostile", &settings);
     let host = Host::new(common::rbac_client(&server, &[&plugin]).await);
     host.upsert(Arc::new(plugin), Tuning::default()).await;
     (server, host, common::things::api(&client))

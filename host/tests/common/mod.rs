@@ -43,6 +43,22 @@ pub fn plugin_bytes(name: &str) -> Vec<u8> {
     std::fs::read(plugin_path(name)).expect("read plugin")
 }
 
+/// The built plugin `name` loaded into `runtime` with `settings`, as the host loads
+/// `<name>.wasm` beside a config holding them.
+pub fn load_plugin(
+    runtime: &wasmctrl::runtime::Runtime,
+    name: &str,
+    settings: &serde_json::Value,
+) -> wasmctrl::runtime::Plugin {
+    runtime
+        .load(
+            &format!("{name}.wasm"),
+            &plugin_bytes(name),
+            &settings.to_string(),
+        )
+        .expect("the plugin loads")
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -72,14 +72,7 @@ impl Throttle {
 pub(super) const MAX_TEXT: usize = 4096;
 
 fn clip(s: &str) -> &str {
-    if s.len() <= MAX_TEXT {
-        return s;
-    }
-    let mut end = MAX_TEXT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
+    &s[..s.floor_char_boundary(MAX_TEXT)]
 }
 
 /// Whether one more line of `plugin` may be logged, spending a line of the call's `budget` and
