@@ -14,7 +14,8 @@
 //! whole process (API server, driver, observer and controller alike) used in each phase.
 //!
 //! Then the VirtualMachine workload ([`vm`]): the seed plugin against a plain kube-runtime
-//! controller doing what it does, each against its own API server process.
+//! controller doing what it does, each against its own API server process, at 100,000 VMs and
+//! at 5,000. `WASMCTRL_BENCH_WORKLOADS` (default `things,vm`) picks the workloads.
 //!
 //! The native controller is written as kube-rs users write one: it applies its child on every
 //! reconcile (server-side apply is idempotent) and patches its status only when it differs from
@@ -559,7 +560,35 @@ fn print_requests(label: &str, last: Option<&BTreeMap<(String, String), Tally>>)
 async fn main() {
     let n = env_or("WASMCTRL_BENCH_OBJECTS", 10_000);
     let rounds = env_or("WASMCTRL_BENCH_ROUNDS", 5).max(1);
+    let workloads = std::env::var("WASMCTRL_BENCH_WORKLOADS").unwrap_or("things,vm".into());
     let runtime = Runtime::new(Config::default()).unwrap();
+    if workloads.split(',').any(|w| w == "things") {
+        things(&runtime, n, rounds).await;
+    }
+    if workloads.split(',').any(|w| w == "vm") {
+        let vms = env_or("WASMCTRL_BENCH_VMS", 5_000);
+        let vm_plugin = Arc::new(
+            runtime
+                .load(
+                    "virtualmachine.wasm",
+                    &common::plugin_bytes("virtualmachine"),
+                    "{}",
+                )
+                .unwrap(),
+        );
+        // The large run first, so that the output ends with the standard comparison's line.
+        let large = env_or("WASMCTRL_BENCH_VMS_LARGE", 100_000);
+        if large > 0 {
+            let large_rounds = env_or("WASMCTRL_BENCH_LARGE_ROUNDS", 3).max(1);
+            let tag = format!("convergence(vm, {large} VMs)");
+            vm::compare(&tag, &vm_plugin, large, large_rounds).await;
+        }
+        vm::compare("convergence(vm)", &vm_plugin, vms, rounds).await;
+    }
+}
+
+/// The `Thing` workload: `n` objects, `rounds` rounds of each side.
+async fn things(runtime: &Runtime, n: usize, rounds: usize) {
     let plugin = Arc::new(
         runtime
             .load("converge.wasm", &common::plugin_bytes("converge"), "{}")
@@ -607,16 +636,4 @@ async fn main() {
         "convergence: wasmctrl {w:.2} s, native {nat:.2} s, ratio {:.2}",
         w / nat
     );
-
-    let vms = env_or("WASMCTRL_BENCH_VMS", 5_000);
-    let vm_plugin = Arc::new(
-        runtime
-            .load(
-                "virtualmachine.wasm",
-                &common::plugin_bytes("virtualmachine"),
-                "{}",
-            )
-            .unwrap(),
-    );
-    vm::compare(&vm_plugin, vms, rounds).await;
 }

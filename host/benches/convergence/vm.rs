@@ -9,6 +9,13 @@
 //! (objects in memory, its default), so the API server's CPU is measured apart from the
 //! controller's (this process: the controller, the driver creating VMs and the observer, the
 //! same for both sides).
+//!
+//! At scale (`WASMCTRL_BENCH_VMS_LARGE`, default 100,000; 0 skips it;
+//! `WASMCTRL_BENCH_LARGE_ROUNDS`, default 3) the same comparison also reports the time until the
+//! controller's cache held the first (paginated) list, and the resident memory the controller
+//! added to this process: trimmed (`malloc_trim`) before it started and again once every VM was
+//! `Active`, with the controller still running, so it is what the controller holds (cache, queue,
+//! the Recorder's event series, the host's write memory), per VM.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +32,7 @@ use virtualmachine::{VirtualMachine, desired_status, reports};
 use wasmctrl::runtime::Plugin;
 
 use super::common::process::Cluster;
-use super::support::{cpu_seconds, print_figures, process_cpu_seconds, spread};
+use super::support::{cpu_seconds, mib, print_figures, process_cpu_seconds, rss, spread};
 use super::{Requests, Side, Tally, WORKERS, counting, interleaved, start_host};
 
 /// What one round of one side measured.
@@ -38,6 +45,10 @@ pub struct Round {
     pub server_cpu: f64,
     /// Seconds from controller start until each VM was seen `Active`: p50, p90, p99.
     pub latency: (f64, f64, f64),
+    /// Controller start until its cache held the first full list, seconds.
+    pub synced: f64,
+    /// Resident bytes the controller added to this process, once converged.
+    pub resident: f64,
     /// What the controller sent, by verb and path shape.
     pub requests: std::collections::BTreeMap<(String, String), Tally>,
 }
@@ -130,8 +141,13 @@ fn native_error(_: Arc<VirtualMachine>, _: &kube::Error, _: Arc<Native>) -> Acti
     Action::requeue(Duration::from_millis(100))
 }
 
-/// The native controller, running until the returned task is aborted.
-fn start_native(client: kube::Client) -> tokio::task::JoinHandle<()> {
+/// The native controller, running until the returned task is aborted, and its cache.
+fn start_native(
+    client: kube::Client,
+) -> (
+    tokio::task::JoinHandle<()>,
+    reflector::Store<VirtualMachine>,
+) {
     let api: Api<VirtualMachine> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
     let trigger = watcher::watcher(api, watcher::Config::default().any_semantic())
@@ -148,11 +164,36 @@ fn start_native(client: kube::Client) -> tokio::task::JoinHandle<()> {
         client,
         reconciles: AtomicU64::new(0),
     });
-    let run = Controller::for_stream(trigger, reader)
+    let run = Controller::for_stream(trigger, reader.clone())
         .with_config(controller::Config::default().concurrency(WORKERS))
         .run(native_reconcile, native_error, ctx)
         .for_each(|_| async {});
-    tokio::spawn(run)
+    (tokio::spawn(run), reader)
+}
+
+/// Seconds from `started` until the host's caches hold their first full lists.
+async fn host_synced(host: &wasmctrl::controller::Host, started: Instant) -> f64 {
+    // The host says which caches are still listing; a 5 ms poll is well under the times read.
+    while !host.unsynced().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed().as_secs_f64()
+}
+
+/// Seconds from `started` until the native controller's store holds the first full list.
+async fn native_synced(reader: &reflector::Store<VirtualMachine>, started: Instant) -> f64 {
+    // Polled as the host's is: kube-runtime's `wait_until_ready` wakes only the last of
+    // several waiters (a oneshot receiver keeps one waker), and the controller waits on it too.
+    while futures::FutureExt::now_or_never(reader.wait_until_ready()).is_none() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed().as_secs_f64()
+}
+
+/// This process's resident bytes with the allocator's free pages returned first.
+fn held() -> f64 {
+    wasmctrl::memory::trim();
+    rss("self") as f64
 }
 
 /// One round of one side against a fresh API server process.
@@ -170,20 +211,30 @@ pub async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     let requests = Arc::new(Requests::default());
     let client = counting(cluster.client_config().await, requests.clone());
 
+    let before = held();
     let started = Instant::now();
     let (cpu, server_cpu) = (cpu_seconds(), process_cpu_seconds(&server_pid));
     let observer = tokio::spawn({
         let driver = driver.clone();
         async move { all_active(&driver, n, started).await }
     });
-    let (host, native) = match side {
-        Side::Wasmctrl => (Some(start_host(client, plugin).await), None),
-        Side::Native => (None, Some(start_native(client))),
+    let (host, native, synced) = match side {
+        Side::Wasmctrl => {
+            let host = start_host(client, plugin).await;
+            let synced = host_synced(&host, started).await;
+            (Some(host), None, synced)
+        }
+        Side::Native => {
+            let (native, reader) = start_native(client);
+            let synced = native_synced(&reader, started).await;
+            (None, Some(native), synced)
+        }
     };
     let mut latencies = observer.await.unwrap();
     let converge = started.elapsed().as_secs_f64();
     let controller_cpu = cpu_seconds() - cpu;
     let server_cpu = process_cpu_seconds(&server_pid) - server_cpu;
+    let resident = held() - before;
     if let Some(host) = host {
         host.shutdown(Duration::from_secs(5)).await;
     }
@@ -197,27 +248,31 @@ pub async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
         controller_cpu,
         server_cpu,
         latency: (at(0.5), at(0.9), at(0.99)),
+        synced,
+        resident,
         requests: requests.snapshot(),
     }
 }
 
 /// Runs `rounds` interleaved rounds of both sides over `n` VMs and prints the comparison,
-/// ending with `convergence(vm): wasmctrl <s> s, native <s> s, ratio <r>`.
-pub async fn compare(plugin: &Arc<Plugin>, n: usize, rounds: usize) {
+/// ending with `<tag>: wasmctrl <s> s, native <s> s, ratio <r>`.
+pub async fn compare(tag: &str, plugin: &Arc<Plugin>, n: usize, rounds: usize) {
     println!(
-        "convergence(vm): {n} VirtualMachines created first, then the controller started; \
+        "{tag}: {n} VirtualMachines created first, then the controller started; \
          {WORKERS} workers, {rounds} rounds interleaved, a wasmctrl apiserver process per round"
     );
     let results = interleaved(rounds, |side| async move {
         let result = round(side, plugin, n).await;
         let line = format!(
-            "all Active in {:.2} s, controller CPU {:.2} s, API server CPU {:.2} s, latency p50/p90/p99 {:.2}/{:.2}/{:.2} s",
+            "cache synced in {:.2} s, all Active in {:.2} s, controller CPU {:.2} s, API server CPU {:.2} s, latency p50/p90/p99 {:.2}/{:.2}/{:.2} s, controller resident +{:.1} MiB",
+            result.synced,
             result.converge,
             result.controller_cpu,
             result.server_cpu,
             result.latency.0,
             result.latency.1,
-            result.latency.2
+            result.latency.2,
+            mib(result.resident)
         );
         (result, line)
     })
@@ -225,12 +280,14 @@ pub async fn compare(plugin: &Arc<Plugin>, n: usize, rounds: usize) {
     print_figures(
         &results,
         &[
+            ("cache synced s", |r| r.synced),
             ("all Active s", |r| r.converge),
             ("controller CPU s", |r| r.controller_cpu),
             ("API server CPU s", |r| r.server_cpu),
             ("latency p50 s", |r| r.latency.0),
             ("latency p90 s", |r| r.latency.1),
             ("latency p99 s", |r| r.latency.2),
+            ("resident MiB", |r| mib(r.resident)),
             ("requests", |r| super::requests_sent(&r.requests).0),
             ("request bytes sent", |r| {
                 super::requests_sent(&r.requests).1
@@ -241,8 +298,15 @@ pub async fn compare(plugin: &Arc<Plugin>, n: usize, rounds: usize) {
     super::print_requests("native", results["native"].last().map(|r| &r.requests));
     let median = |label: &str| spread(results[label].iter().map(|r| r.converge).collect()).1;
     let (w, nat) = (median("wasmctrl"), median("native"));
+    let per_vm =
+        |label: &str| spread(results[label].iter().map(|r| r.resident).collect()).1 / n as f64;
     println!(
-        "convergence(vm): wasmctrl {w:.2} s, native {nat:.2} s, ratio {:.2}",
+        "  resident per VM: wasmctrl {:.0} B, native {:.0} B (median)",
+        per_vm("wasmctrl"),
+        per_vm("native")
+    );
+    println!(
+        "{tag}: wasmctrl {w:.2} s, native {nat:.2} s, ratio {:.2}",
         w / nat
     );
 }
