@@ -226,7 +226,7 @@ impl Subject<'_> {
 pub struct Applier {
     client: kube::Client,
     informers: Arc<Informers>,
-    resources: Mutex<HashMap<GroupVersionKind, (ApiResource, bool)>>,
+    resources: Mutex<HashMap<GroupVersionKind, Arc<Discovered>>>,
     /// target -> plugin -> what it last wrote there. Keyed by target first so that an object's
     /// deletion forgets it at once ([`Applier::forget_object`]).
     last: Mutex<HashMap<String, Written>>,
@@ -290,6 +290,9 @@ fn status_of(json: &str) -> Option<Value> {
     }
     serde_json::from_str::<Status>(json).ok()?.status
 }
+
+/// A kind's discovered resource and whether it is namespaced, once some worker has found it.
+type Discovered = tokio::sync::OnceCell<(ApiResource, bool)>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Caches only: a panic mid-update leaves at worst a stale entry, which costs one write.
@@ -869,19 +872,26 @@ impl Applier {
         }
     }
 
+    /// A kind's resource and whether it is namespaced, discovered once: workers that need the
+    /// same kind at once wait for one discovery request instead of each sending their own. A
+    /// failed discovery is not kept; the next caller tries again.
     async fn resource(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), Error> {
-        if let Some(r) = lock(&self.resources).get(gvk) {
-            return Ok(r.clone());
-        }
-        let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
-            .await
-            .map_err(|source| Error::Discovery {
-                kind: format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind),
-                source,
-            })?;
-        let entry = (resource, caps.scope == Scope::Namespaced);
-        lock(&self.resources).insert(gvk.clone(), entry.clone());
-        Ok(entry)
+        let cell = lock(&self.resources)
+            .entry(gvk.clone())
+            .or_default()
+            .clone();
+        let discovered = cell
+            .get_or_try_init(|| async {
+                let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
+                    .await
+                    .map_err(|source| Error::Discovery {
+                        kind: format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind),
+                        source,
+                    })?;
+                Ok::<_, Error>((resource, caps.scope == Scope::Namespaced))
+            })
+            .await?;
+        Ok(discovered.clone())
     }
 
     /// The API for a target; a namespaced target without a namespace defaults to the

@@ -155,3 +155,65 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
     let child = configmaps.get("t-child").await.unwrap();
     assert_eq!(child.data.unwrap()["value"], "0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_writing_the_same_kind_at_once_discover_it_once() {
+    let server = ApiServer::new().unwrap();
+    let driver = server.client();
+    common::things::install(&driver).await;
+    let names: Vec<String> = (0..8).map(|i| format!("t{i}")).collect();
+    for name in &names {
+        common::things::create(&common::things::api(&driver), name, json!({})).await;
+    }
+    // The client counts the discovery documents asked for once the informer has synced (it
+    // discovers Things itself), by path.
+    let discovered = Arc::new(std::sync::Mutex::new(None::<Vec<String>>));
+    let service =
+        tower::ServiceExt::map_request(server.service_with_token(server.admin_token()), {
+            let discovered = discovered.clone();
+            move |req: http::Request<kube::client::Body>| {
+                let path = req.uri().path();
+                if let Some(paths) = discovered.lock().unwrap().as_mut()
+                    && ["/api/v1", "/apis/example.com/v1"].contains(&path)
+                {
+                    paths.push(path.to_string());
+                }
+                req
+            }
+        });
+    let client = kube::Client::new(service, "default");
+    let informers = Arc::new(Informers::new(client.clone()));
+    let things = informers.get(&watch(GroupVersionKind::gvk("example.com", "v1", "Thing")));
+    things.synced().await;
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let plugin = runtime
+        .load("converge.wasm", &common::plugin_bytes("converge"), "")
+        .unwrap();
+    let applier = Applier::new(client, informers.clone());
+    *discovered.lock().unwrap() = Some(Vec::new());
+
+    // Eight reconciles at once, each writing a ConfigMap and its Thing's status: the first
+    // writes of two kinds the applier has not resolved yet.
+    let keys: Vec<ObjectKey> = names.iter().map(|n| ObjectKey::new("default", n)).collect();
+    let applied = futures::future::join_all(keys.iter().map(|key| {
+        let (things, applier, plugin) = (&things, &applier, &plugin);
+        async move {
+            let entry = things.get(key).unwrap();
+            let subject = Subject {
+                manifest: plugin.manifest(),
+                key,
+                object: Some(&entry),
+                cache: Some(things),
+            };
+            applier
+                .apply(&subject, &reconcile(plugin, &entry))
+                .await
+                .unwrap()
+        }
+    }))
+    .await;
+    assert!(applied.iter().all(|a| a.writes == 2), "{applied:?}");
+    let mut discovered = discovered.lock().unwrap().take().unwrap();
+    discovered.sort();
+    assert_eq!(discovered, ["/api/v1", "/apis/example.com/v1"]);
+}
