@@ -235,7 +235,7 @@ fn plugin_grants(
     } else {
         vec![Place::Cluster]
     };
-    // `patch`: a repeated event updates its series (kube-runtime's Recorder).
+    // `patch`: a repeated event updates its series (`events::Recorders`).
     for place in event_places {
         let grants = by_place.entry(place).or_default();
         grant(

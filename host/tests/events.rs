@@ -1,5 +1,5 @@
 //! Plugin Events through the whole controller loop (embedded API server, informers, sandbox,
-//! applier): recorded as kube-runtime's Recorder records them, with a series for repeats, and
+//! applier): recorded as kube-runtime and client-go record them, with a series for repeats, and
 //! best effort, so an Event the server refuses never fails the reconcile that emitted it. Its own
 //! test binary because it captures the process's log.
 
@@ -135,4 +135,54 @@ async fn an_event_the_server_refuses_leaves_the_reconcile_and_its_status_write_s
         "{line}"
     );
     assert!(!logged.contains("reconcile failed"), "{logged}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_series_whose_first_event_is_gone_starts_again_with_a_new_event() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use wasmctrl::events::{Note, Recorders};
+
+    let server = ApiServer::new().unwrap();
+    let client = server.client();
+    let recorders = Recorders::new(client.clone(), "host-0");
+    let regarding = ObjectReference {
+        api_version: Some("example.com/v1".into()),
+        kind: Some("Thing".into()),
+        namespace: Some("default".into()),
+        name: Some("t3".into()),
+        uid: Some("u3".into()),
+        ..ObjectReference::default()
+    };
+    let note = Note {
+        warning: true,
+        reason: "NotReady",
+        note: "t3 is not ready",
+        action: "Reconcile",
+    };
+    let record = || recorders.record("wasmctrl/p", "p", &regarding, &note);
+    assert!(record().await);
+    assert!(record().await);
+    let events = events_about(&client, "t3", "NotReady").await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["series"]["count"], 2);
+    assert_eq!(events[0]["note"], "t3 is not ready");
+    assert_eq!(events[0]["reportingInstance"], "host-0");
+
+    // The server let it go (kube-apiserver keeps Events for an hour): the next occurrence
+    // creates a new one rather than failing on the missing first.
+    let first = events[0]["metadata"]["name"].as_str().unwrap().to_owned();
+    common::events(&client, "default")
+        .delete(&first, &Default::default())
+        .await
+        .unwrap();
+    assert!(record().await);
+    let events = events_about(&client, "t3", "NotReady").await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_ne!(events[0]["metadata"]["name"], first.as_str());
+    assert!(events[0]["series"].is_null(), "{}", events[0]);
+    // And the series goes on from there.
+    assert!(record().await);
+    let events = events_about(&client, "t3", "NotReady").await;
+    assert_eq!(events[0]["series"]["count"], 2);
+    assert_eq!(recorders.series(), 1);
 }
