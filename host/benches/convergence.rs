@@ -6,7 +6,8 @@
 //! native kube-runtime `Controller` sending the same requests. Each runs against its own fresh
 //! embedded API server in this process, 4 workers each, rounds interleaved
 //! (`WASMCTRL_BENCH_ROUNDS`, default 5). Timed: controller start to every object converged, then
-//! an update storm (10 spec changes per object) to every object converged again. A round ends
+//! an update storm (10 spec changes per object, `WASMCTRL_BENCH_STORM`; 0 skips it) to every
+//! object converged again. A round ends
 //! only once its API server is freed, so that the next round does not pay for its teardown.
 //!
 //! Every request each controller sends is counted on its client (method, path shape, query
@@ -50,8 +51,9 @@ use wasmctrl::runtime::{Config, Plugin, Runtime};
 use support::{cpu_seconds, env_or, print_figures, spread};
 
 const WORKERS: u16 = 4;
-/// Spec changes per object in the update storm.
-const STORM: i64 = 10;
+/// Spec changes per object in the update storm, unless `WASMCTRL_BENCH_STORM` says otherwise
+/// (0 skips it: at 100,000 objects a storm is a million patches per side).
+const STORM: usize = 10;
 
 // ---------------------------------------------------------------------------------------------
 // Counting what a client sends.
@@ -302,11 +304,11 @@ async fn create_things(client: &kube::Client, n: usize) {
         .await;
 }
 
-/// `STORM` spec changes per object, each a merge patch, 32 in flight.
-async fn storm(client: &kube::Client, n: usize) {
+/// `changes` spec changes per object, each a merge patch, 32 in flight.
+async fn storm(client: &kube::Client, n: usize, changes: usize) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), "default", &thing_resource());
-    let patches = (1..=STORM).flat_map(|v| (0..n).map(move |i| (i, v)));
+    let patches = (1..=changes).flat_map(|v| (0..n).map(move |i| (i, v)));
     futures::stream::iter(patches)
         .for_each_concurrent(32, |(i, v)| {
             let api = api.clone();
@@ -472,7 +474,7 @@ struct Round {
     requests: BTreeMap<(String, String), Tally>,
 }
 
-async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
+async fn round(side: Side, plugin: &Arc<Plugin>, n: usize, changes: usize) -> Round {
     let server = ApiServer::builder().history(100_000).build().unwrap();
     let driver = server.client();
     common::things::install(&driver).await;
@@ -499,8 +501,10 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
 
     let started = Instant::now();
     let cpu = cpu_seconds();
-    storm(&driver, n).await;
-    observer.converged(n).await;
+    if changes > 0 {
+        storm(&driver, n, changes).await;
+        observer.converged(n).await;
+    }
     let storm = started.elapsed().as_secs_f64();
     let storm_cpu = cpu_seconds() - cpu;
 
@@ -589,6 +593,7 @@ async fn main() {
 
 /// The `Thing` workload: `n` objects, `rounds` rounds of each side.
 async fn things(runtime: &Runtime, n: usize, rounds: usize) {
+    let changes = env_or("WASMCTRL_BENCH_STORM", STORM);
     let plugin = Arc::new(
         runtime
             .load("converge.wasm", &common::plugin_bytes("converge"), "{}")
@@ -596,12 +601,12 @@ async fn things(runtime: &Runtime, n: usize, rounds: usize) {
     );
     println!(
         "convergence: {n} Things, each one owned ConfigMap (SSA) + status, {WORKERS} workers, \
-         {rounds} rounds interleaved, then {STORM} spec changes per object"
+         {rounds} rounds interleaved, then {changes} spec changes per object"
     );
     let results = interleaved(rounds, |side| {
         let plugin = &plugin;
         async move {
-            let result = round(side, plugin, n).await;
+            let result = round(side, plugin, n, changes).await;
             let line = format!(
                 "converged in {:.2} s ({:.2} s CPU), storm {:.2} s ({:.2} s CPU), {} reconciles in all ({} converging), {} keys held for their echoes",
                 result.converge,
@@ -616,18 +621,20 @@ async fn things(runtime: &Runtime, n: usize, rounds: usize) {
         }
     })
     .await;
-    print_figures(
-        &results,
-        &[
-            ("initial convergence s", |r| r.converge),
-            ("update storm s", |r| r.storm),
-            ("convergence CPU s", |r| r.converge_cpu),
-            ("storm CPU s", |r| r.storm_cpu),
-            ("reconciles", |r| r.reconciles as f64),
-            ("requests", |r| requests_sent(&r.requests).0),
-            ("request bytes sent", |r| requests_sent(&r.requests).1),
-        ],
-    );
+    let figures: [support::Figure<'_, Round>; 7] = [
+        ("initial convergence s", |r| r.converge),
+        ("update storm s", |r| r.storm),
+        ("convergence CPU s", |r| r.converge_cpu),
+        ("storm CPU s", |r| r.storm_cpu),
+        ("reconciles", |r| r.reconciles as f64),
+        ("requests", |r| requests_sent(&r.requests).0),
+        ("request bytes sent", |r| requests_sent(&r.requests).1),
+    ];
+    let figures: Vec<_> = figures
+        .into_iter()
+        .filter(|(what, _)| changes > 0 || !what.contains("storm"))
+        .collect();
+    print_figures(&results, &figures);
     print_requests("wasmctrl", results["wasmctrl"].last().map(|r| &r.requests));
     print_requests("native", results["native"].last().map(|r| &r.requests));
     let median = |label: &str| spread(results[label].iter().map(|r| r.converge).collect()).1;
