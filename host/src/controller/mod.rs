@@ -30,7 +30,7 @@ use crate::queue::{self, Queue};
 use crate::runtime::Plugin;
 use crate::selector::Selector;
 use mapping::{Filter, Keys, Mapper, by_mapping, by_owner};
-use worker::Worker;
+use worker::{CallTime, Worker};
 
 /// Per-plugin settings from the operator for its controller. (Narrower namespaces and a
 /// deadline of its own are part of the loaded plugin: see `runtime::Overrides`.)
@@ -567,6 +567,7 @@ impl Host {
                     in_flight: in_flight.clone(),
                     leadership: self.leadership.clone(),
                     echoes: echoes.clone(),
+                    call_time: CallTime::default(),
                 };
                 tokio::spawn(worker.run())
             })

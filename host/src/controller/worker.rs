@@ -47,6 +47,37 @@ pub(super) struct Worker {
     pub(super) leadership: Leadership,
     /// What each key's last reconcile wrote that the caches have not shown yet.
     pub(super) echoes: Arc<Echoes>,
+    /// How long this worker's sandboxed calls have lately taken.
+    pub(super) call_time: CallTime,
+}
+
+/// Calls expected to take less than this run on the worker's own thread; longer ones are
+/// handed to another ([`sandboxed_call`]). Tokio's guidance for time between awaits is 10 to
+/// 100 µs; a typical reconcile call takes 30 to 80 µs (`benches/dispatch.rs`).
+const INLINE_UNDER: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// How long a worker's sandboxed calls have lately taken, as a decaying maximum (nanoseconds):
+/// one slow call counts at once, and its weight fades by an eighth with each call after it, so a
+/// plugin that turned slow is handed off from its next call on and is run in place again only
+/// after a run of short calls. It starts at the threshold: a plugin's first call is handed off.
+pub(super) struct CallTime(AtomicU64);
+
+impl Default for CallTime {
+    fn default() -> Self {
+        Self(AtomicU64::new(INLINE_UNDER.as_nanos() as u64))
+    }
+}
+
+impl CallTime {
+    fn short(&self) -> bool {
+        self.0.load(Ordering::Relaxed) < INLINE_UNDER.as_nanos() as u64
+    }
+
+    fn record(&self, took: std::time::Duration) {
+        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let last = self.0.load(Ordering::Relaxed);
+        self.0.store(took.max(last - last / 8), Ordering::Relaxed);
+    }
 }
 
 impl Worker {
@@ -131,8 +162,9 @@ impl Worker {
             let started = std::time::Instant::now();
             (sandboxed.reconcile(request, view), started.elapsed())
         };
-        let result = match sandboxed_call(called).await {
+        let result = match sandboxed_call(called, self.call_time.short()).await {
             Ok((result, took)) => {
+                self.call_time.record(took);
                 self.metrics.sandbox_call(&plugin.manifest().name, took);
                 result
             }
@@ -236,19 +268,56 @@ impl Worker {
 }
 
 /// Runs one sandboxed call (CPU-bound, bounded by the plugin's deadline) off the async code's
-/// way. On the multi-threaded runtime it stays on this worker's thread (`block_in_place` hands
-/// the worker's other tasks to another thread meanwhile) rather than hopping to the blocking
-/// pool and back: extra pool threads let the controller take CPU from everything else in the
-/// process (the embedded API server in `wasmctrl dev`, the benchmark's driver), so it answered
-/// each change on its own more often. `cargo bench --bench convergence`, 10,000 Things, 5
-/// rounds: update storm reconciles 1.51x -> 1.13x the native controller's, requests 1.00x ->
-/// 0.87x. A
-/// current-thread runtime (some tests) cannot block in place and uses the pool.
+/// way, unless it is expected to be `short`: then on the worker's own thread, as any short
+/// piece of async code runs.
+///
+/// On the multi-threaded runtime a longer call stays on this worker's thread (`block_in_place`
+/// hands the worker's other tasks to another thread meanwhile) rather than hopping to the
+/// blocking pool and back: extra pool threads let the controller take CPU from everything else
+/// in the process (the embedded API server in `wasmctrl dev`, the benchmark's driver), so it
+/// answered each change on its own more often. `cargo bench --bench convergence`, 10,000
+/// Things, 5 rounds: update storm reconciles 1.51x -> 1.13x the native controller's, requests
+/// 1.00x -> 0.87x. But the hand-off itself (waking a thread to take the worker's queue, and
+/// taking it back) cost about 20 µs of CPU per call, a third of a typical call: the VM workload
+/// (`convergence(vm)`, 5,000 VMs, two runs of 3 rounds, all calls handed off against short
+/// calls in place) went from 1.28x and 1.31x native's controller CPU to 1.07x and 1.14x.
+/// A current-thread runtime (some tests) cannot block in place and uses the pool.
 async fn sandboxed_call<R: Send + 'static>(
     call: impl FnOnce() -> R + Send + 'static,
+    short: bool,
 ) -> Result<R, tokio::task::JoinError> {
     match tokio::runtime::Handle::current().runtime_flavor() {
+        tokio::runtime::RuntimeFlavor::MultiThread if short => Ok(call()),
         tokio::runtime::RuntimeFlavor::MultiThread => Ok(tokio::task::block_in_place(call)),
         _ => tokio::task::spawn_blocking(call).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{CallTime, INLINE_UNDER};
+
+    #[test]
+    fn a_plugin_runs_in_place_only_while_its_calls_are_short() {
+        let calls = CallTime::default();
+        assert!(!calls.short(), "a plugin's first call is handed off");
+        calls.record(Duration::from_micros(40));
+        assert!(calls.short(), "short calls run in place");
+        calls.record(Duration::from_millis(200));
+        assert!(!calls.short(), "one slow call: the next is handed off");
+        // Its weight fades by an eighth per call: 200 ms to under 100 µs takes 57 short calls.
+        let mut short_calls = 0;
+        while !calls.short() {
+            calls.record(Duration::from_micros(40));
+            short_calls += 1;
+        }
+        assert_eq!(short_calls, 57);
+        calls.record(INLINE_UNDER);
+        assert!(
+            !calls.short(),
+            "a call as long as the threshold is not short"
+        );
     }
 }
