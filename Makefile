@@ -86,7 +86,7 @@ test: deps fmt-check clippy plugins test-plugins image sdk-package ## Everything
 
 # Whole-controller benchmarks take knobs from the environment for quicker runs:
 # WASMCTRL_BENCH_OBJECTS (convergence, 10000), WASMCTRL_BENCH_VMS (convergence, 5000),
-# WASMCTRL_BENCH_VMS_LARGE (convergence, 100000; 0 skips), WASMCTRL_BENCH_LARGE_ROUNDS (3),
+# WASMCTRL_BENCH_VMS_LARGE (convergence, 100000; 0 skips), WASMCTRL_BENCH_LARGE_ROUNDS (1),
 # WASMCTRL_BENCH_WORKLOADS (convergence, things,vm), WASMCTRL_BENCH_STORM (convergence, 10; 0 skips), WASMCTRL_BENCH_CACHE_OBJECTS (memory, 100000),
 # WASMCTRL_BENCH_RELOADS (lifecycle, 20), WASMCTRL_BENCH_ROUNDS (5).
 # Cargo runs bench targets in name order; convergence goes last, so that its VirtualMachine

@@ -583,7 +583,7 @@ async fn main() {
         // The large run first, so that the output ends with the standard comparison's line.
         let large = env_or("WASMCTRL_BENCH_VMS_LARGE", 100_000);
         if large > 0 {
-            let large_rounds = env_or("WASMCTRL_BENCH_LARGE_ROUNDS", 3).max(1);
+            let large_rounds = env_or("WASMCTRL_BENCH_LARGE_ROUNDS", 1).max(1);
             let tag = format!("convergence(vm, {large} VMs)");
             vm::compare(&tag, &vm_plugin, large, large_rounds).await;
         }
