@@ -13,9 +13,10 @@
 //! At scale (`WASMCTRL_BENCH_VMS_LARGE`, default 100,000; 0 skips it;
 //! `WASMCTRL_BENCH_LARGE_ROUNDS`, default 1: a native round takes minutes) the same comparison
 //! also reports the time until the controller's cache held the first (paginated) list, and the
-//! resident memory the controller added to this process: trimmed (`malloc_trim`) before it started and again once every VM was
-//! `Active`, with the controller still running, so it is what the controller holds (cache, queue,
-//! the Recorder's event series, the host's write memory), per VM.
+//! resident memory the controller added to this process: trimmed (`malloc_trim`) before it
+//! started and again once every VM was `Active`, with the controller still running, so it is
+//! what the controller holds (cache, queue, event series, the host's memory of its writes), per
+//! VM.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
