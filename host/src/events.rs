@@ -179,7 +179,7 @@ impl Recorders {
             Some(seen) => Occurrence::Repeat {
                 namespace: seen.namespace,
                 name: seen.name,
-                count: seen.count + 1,
+                count: seen.count.saturating_add(1),
             },
             None => Occurrence::Create(Box::new(self.event(controller, regarding, note, now))),
         };
