@@ -345,7 +345,8 @@ fn has_test(ops: &json_patch::Patch) -> bool {
         .any(|op| matches!(op, json_patch::PatchOperation::Test(_)))
 }
 
-fn is_not_found(e: &kube::Error) -> bool {
+/// Whether the server answered 404 Not Found.
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 

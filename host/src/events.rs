@@ -30,6 +30,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::apply::is_not_found;
 use crate::metrics::Metrics;
 use wasmctrl_scope::validation::EVENT_NOTE_MAX;
 
@@ -102,17 +103,6 @@ fn cut(note: &str, max: usize) -> &str {
     &note[..note.floor_char_boundary(max)]
 }
 
-/// What to send for one occurrence.
-enum Occurrence {
-    Create(Box<Event>),
-    /// The next count of the series whose first event is `name` in `namespace`.
-    Repeat {
-        namespace: String,
-        name: String,
-        count: i32,
-    },
-}
-
 impl Recorders {
     /// Recorders sending with `client`, reporting as `instance` (the host's Pod name).
     pub fn new(client: kube::Client, instance: &str) -> Self {
@@ -175,35 +165,25 @@ impl Recorders {
             ],
         };
         let now = Timestamp::now();
-        let occurrence = match self.seen(&key, now) {
-            Some(seen) => Occurrence::Repeat {
-                namespace: seen.namespace,
-                name: seen.name,
-                count: seen.count.saturating_add(1),
-            },
-            None => Occurrence::Create(Box::new(self.event(controller, regarding, note, now))),
-        };
-        let result = match occurrence {
-            Occurrence::Repeat {
-                namespace,
-                name,
-                count,
-            } => match self.repeat(&namespace, &name, count, now).await {
-                // The first event is gone from the server (its TTL, or someone deleted it):
-                // start the series again, as client-go does.
-                Err(kube::Error::Api(status)) if status.code == 404 => {
-                    let event = self.event(controller, regarding, note, now);
-                    self.create(event, now).await
+        let result = match self.seen(&key, now) {
+            Some(mut seen) => {
+                seen.count = seen.count.saturating_add(1);
+                seen.last = now;
+                match self.repeat(&seen).await {
+                    Ok(()) => Ok(seen),
+                    // The first event is gone from the server (its TTL, or someone deleted
+                    // it): start the series again, as client-go does.
+                    Err(e) if is_not_found(&e) => {
+                        let event = self.event(controller, regarding, note, now);
+                        self.create(event, now).await
+                    }
+                    Err(e) => Err(e),
                 }
-                Ok(()) => Ok(Seen {
-                    namespace,
-                    name,
-                    count,
-                    last: now,
-                }),
-                Err(e) => Err(e),
-            },
-            Occurrence::Create(event) => self.create(*event, now).await,
+            }
+            None => {
+                let event = self.event(controller, regarding, note, now);
+                self.create(event, now).await
+            }
         };
         match result {
             Ok(seen) => {
@@ -301,20 +281,14 @@ impl Recorders {
     }
 
     /// Sends only the series, as client-go does for a repeat.
-    async fn repeat(
-        &self,
-        namespace: &str,
-        name: &str,
-        count: i32,
-        now: Timestamp,
-    ) -> Result<(), kube::Error> {
+    async fn repeat(&self, seen: &Seen) -> Result<(), kube::Error> {
         let series = EventSeries {
-            count,
-            last_observed_time: MicroTime(now),
+            count: seen.count,
+            last_observed_time: MicroTime(seen.last),
         };
-        self.api(Some(namespace))
+        self.api(Some(&seen.namespace))
             .patch(
-                name,
+                &seen.name,
                 &PatchParams::default(),
                 &Patch::Merge(json!({ "series": series })),
             )
