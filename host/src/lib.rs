@@ -1,16 +1,19 @@
 //! wasmctrl: a Kubernetes controller host whose reconcilers are sandboxed WebAssembly plugins.
 //!
 //! Layers, each only reaching down: [`plugin`] (the contract: what a plugin declares and may do)
-//! -> [`runtime`] (wasmtime: one fresh sandbox per reconcile) -> [`build`] (turning plugin crates
-//! into components). The controller loop is [`informer`] (shared caches) -> [`queue`] (the
-//! client-go workqueue contract) -> [`controller`] (a plugin per queue) -> [`apply`] (carrying out
-//! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the plugin directory and hot-reloads it. [`apiserver`] is an
-//! embedded, protocol-faithful Kubernetes API server with its own module tree. [`sql`] is the
-//! database capability plugins reach through the `sql` import. [`leader`] elects the one
-//! replica that reconciles. [`probes`] serves the kubelet's health and readiness probes,
-//! [`metrics`] the Prometheus metrics (over HTTPS, behind TokenReview and SubjectAccessReview,
-//! by default); [`tls`] is the HTTPS both it and the API server serve. [`cli`] wires them to
-//! commands.
+//! -> [`runtime`] (wasmtime: one fresh sandbox per reconcile, reading through a [`view`]) ->
+//! [`build`] (turning plugin crates into components). The controller loop is [`informer`]
+//! (shared caches) -> [`queue`] (the client-go workqueue contract) -> [`controller`] (a plugin
+//! per queue) -> [`apply`] (carrying out checked intents; [`events`] records Kubernetes Events,
+//! best effort). [`loader`] owns the plugin directory and hot-reloads it. [`sql`] is the
+//! database capability plugins reach through the `sql` import. [`leader`] elects the one replica
+//! that reconciles. [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the
+//! Prometheus metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default);
+//! [`tls`] is the HTTPS both it and the API server serve. [`memory`] hands freed heap back to
+//! the system. [`kinds`] knows each Kubernetes kind's plural and scope (from `k8s-openapi` and
+//! CRDs), which [`rbac`] turns declarations into Roles with. [`apiserver`] is an embedded,
+//! protocol-faithful Kubernetes API server with its own module tree, for `dev`, `apiserver` and
+//! the tests. [`cli`] wires them to commands.
 
 pub mod apiserver;
 pub mod apply;
@@ -19,6 +22,7 @@ pub mod cli;
 pub mod controller;
 pub mod events;
 pub mod informer;
+pub mod kinds;
 pub mod leader;
 pub mod loader;
 pub mod memory;

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 use wasmctrl_scope::{Kind, Namespaces, Scope};
 
-use crate::apiserver::{self, KindInfo};
+use crate::kinds::{CrdError, KindInfo, Kinds};
 
 /// Who the RBAC is for.
 #[derive(Debug, Clone)]
@@ -50,75 +50,23 @@ impl Default for Options {
     }
 }
 
-/// Kubernetes' built-in cluster-scoped kinds the embedded API server does not serve, so that
-/// plugins watching or reading them get ClusterRoles in a real cluster too.
-const CLUSTER_SCOPED: &[(&str, &str, &str)] = &[
-    ("", "Node", "nodes"),
-    ("", "PersistentVolume", "persistentvolumes"),
-    ("storage.k8s.io", "StorageClass", "storageclasses"),
-    ("storage.k8s.io", "CSIDriver", "csidrivers"),
-    ("storage.k8s.io", "CSINode", "csinodes"),
-    ("storage.k8s.io", "VolumeAttachment", "volumeattachments"),
-    ("scheduling.k8s.io", "PriorityClass", "priorityclasses"),
-    ("networking.k8s.io", "IngressClass", "ingressclasses"),
-    ("node.k8s.io", "RuntimeClass", "runtimeclasses"),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-        "validatingwebhookconfigurations",
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-        "mutatingwebhookconfigurations",
-    ),
-    ("apiregistration.k8s.io", "APIService", "apiservices"),
-    (
-        "certificates.k8s.io",
-        "CertificateSigningRequest",
-        "certificatesigningrequests",
-    ),
-];
-
-/// Knows each kind's plural resource and scope: built-ins, plus CRDs it is given.
-#[derive(Debug, Clone)]
+/// Knows each kind's plural resource and scope: the built-in kinds (from `k8s-openapi`), plus
+/// the CRDs it is given.
+#[derive(Debug, Clone, Default)]
 pub struct Resolver {
-    known: BTreeMap<(String, String), KindInfo>,
-}
-
-impl Default for Resolver {
-    fn default() -> Self {
-        let mut known = BTreeMap::new();
-        let extra = CLUSTER_SCOPED.iter().map(|(group, kind, plural)| KindInfo {
-            group: group.to_string(),
-            kind: kind.to_string(),
-            plural: plural.to_string(),
-            namespaced: false,
-        });
-        for info in apiserver::builtin_kinds().into_iter().chain(extra) {
-            known.insert((info.group.clone(), info.kind.clone()), info);
-        }
-        Self { known }
-    }
+    kinds: Kinds,
 }
 
 impl Resolver {
-    /// Learns the kind a CRD (as JSON) defines; false if it is not a well-formed CRD.
-    pub fn add_crd(&mut self, crd: &Value) -> bool {
-        match apiserver::crd_kind(crd) {
-            Some(info) => {
-                self.known
-                    .insert((info.group.clone(), info.kind.clone()), info);
-                true
-            }
-            None => false,
-        }
+    /// Learns the kind a CRD (as JSON) defines, or says why it is not a usable CRD.
+    pub fn add_crd(&mut self, crd: &Value) -> Result<(), CrdError> {
+        self.kinds.add_crd(crd).map(drop)
     }
 
     /// The kind's plural and scope; for a kind it does not know, kube's plural rule and
     /// "namespaced", with a note saying so.
     fn resolve(&self, kind: &Kind, notes: &mut BTreeSet<String>) -> KindInfo {
-        if let Some(info) = self.known.get(&(kind.group.clone(), kind.kind.clone())) {
+        if let Some(info) = self.kinds.get(&kind.group, &kind.kind) {
             return info.clone();
         }
         let gvk = kube::core::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
@@ -436,11 +384,13 @@ mod tests {
             Selector::default(),
         );
         let mut resolver = Resolver::default();
-        assert!(resolver.add_crd(
-            &json!({"spec": {"group": "example.com", "scope": "Namespaced",
+        resolver
+            .add_crd(
+                &json!({"spec": {"group": "example.com", "scope": "Namespaced",
             "names": {"kind": "Thing", "plural": "things"},
-            "versions": [{"name": "v1", "served": true, "storage": true}]}})
-        ));
+            "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+            )
+            .unwrap();
         let (objects, notes) =
             generate(&[("things".into(), scope)], &resolver, &Options::default());
         assert!(notes.is_empty(), "{notes:?}");
@@ -516,6 +466,59 @@ mod tests {
     }
 
     /// A plugin of Widgets in all namespaces that reads Namespaces.
+    /// Plurals and scopes come from Kubernetes' types and the CRDs given, not from what the
+    /// embedded API server happens to serve: neither geese, nor CronJobs, nor CSIStorageCapacities
+    /// follow a rule that could guess them, and none of these is served by it.
+    #[test]
+    fn plurals_come_from_kubes_types_and_the_crds_given() {
+        let goose = Kind::new("birds.example.com", "v1", "Goose");
+        let scope = Scope::new(goose, Namespaces::declared(&["farm"]), Selector::default())
+            .owns(Kind::new("batch", "v1", "CronJob"))
+            .reads(
+                Kind::new("storage.k8s.io", "v1", "CSIStorageCapacity"),
+                &["farm"],
+                Selector::default(),
+            )
+            .reads(
+                Kind::new("networking.k8s.io", "v1", "IngressClass"),
+                &[] as &[&str],
+                Selector::default(),
+            );
+        let served = crate::apiserver::registry::Registry::default();
+        for (group, plural) in [
+            ("batch", "cronjobs"),
+            ("storage.k8s.io", "csistoragecapacities"),
+        ] {
+            assert!(
+                served.get(group, "v1", plural).is_none(),
+                "{plural} is served: pick another"
+            );
+        }
+        let mut resolver = Resolver::default();
+        resolver
+            .add_crd(
+                &json!({"spec": {"group": "birds.example.com", "scope": "Namespaced",
+            "names": {"kind": "Goose", "plural": "geese"},
+            "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+            )
+            .unwrap();
+        let (objects, notes) = generate(&[("geese".into(), scope)], &resolver, &Options::default());
+        assert!(notes.is_empty(), "{notes:?}");
+        let farm = role(&objects, "Role", Some("farm"), "wasmctrl:geese");
+        let text = farm["rules"].to_string();
+        for resource in ["geese", "geese/status", "cronjobs", "csistoragecapacities"] {
+            assert!(
+                text.contains(&format!("\"{resource}\"")),
+                "{resource}: {text}"
+            );
+        }
+        let cluster = role(&objects, "ClusterRole", None, "wasmctrl:geese");
+        assert_eq!(
+            cluster["rules"],
+            json!([{"apiGroups": ["networking.k8s.io"], "resources": ["ingressclasses"], "verbs": ["get", "list", "watch"]}])
+        );
+    }
+
     fn widgets() -> Scope {
         let widget = Kind::new("example.com", "v1", "Widget");
         Scope::new(widget, Namespaces::All, Selector::default()).reads(

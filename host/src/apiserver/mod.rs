@@ -68,7 +68,7 @@ mod patch;
 mod persist;
 mod printers;
 mod protobuf;
-mod registry;
+pub(crate) mod registry;
 mod reviews;
 mod router;
 mod scale;
@@ -387,41 +387,4 @@ impl ApiServer {
     pub fn resource_version(&self) -> u64 {
         self.inner.store.lock().rv
     }
-}
-
-/// How a kind is named in RBAC rules and discovery: its group, kind, plural resource and scope.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KindInfo {
-    /// API group (`""` for core).
-    pub group: String,
-    /// Kind (`ConfigMap`).
-    pub kind: String,
-    /// Plural resource (`configmaps`).
-    pub plural: String,
-    /// Namespaced or cluster-scoped.
-    pub namespaced: bool,
-}
-
-impl KindInfo {
-    fn of(r: &registry::Resource) -> Self {
-        Self {
-            group: r.group.clone(),
-            kind: r.kind.clone(),
-            plural: r.plural.clone(),
-            namespaced: r.namespaced,
-        }
-    }
-}
-
-/// The built-in kinds this server serves.
-pub fn builtin_kinds() -> Vec<KindInfo> {
-    registry::Registry::default()
-        .all()
-        .map(|r| KindInfo::of(r))
-        .collect()
-}
-
-/// The kind a CustomResourceDefinition (as JSON) defines, if it is well-formed.
-pub fn crd_kind(crd: &serde_json::Value) -> Option<KindInfo> {
-    registry::crd_resource(crd).map(|r| KindInfo::of(&r))
 }

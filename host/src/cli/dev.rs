@@ -147,7 +147,7 @@ async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> 
         )),
     );
     for crd in crds.list(&Default::default()).await? {
-        resolver.add_crd(&serde_json::to_value(&crd)?);
+        resolver.add_crd(&serde_json::to_value(&crd)?)?;
     }
     let options = rbac::Options {
         namespace: HOST_NAMESPACE.into(),

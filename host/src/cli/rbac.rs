@@ -38,11 +38,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for path in &args.crds {
         for file in super::dev::manifest_files(path)? {
             for doc in super::read_documents(&file)? {
-                if doc["kind"] == "CustomResourceDefinition" && !resolver.add_crd(&doc) {
-                    anyhow::bail!(
-                        "{}: a CustomResourceDefinition without usable names",
-                        file.display()
-                    );
+                if doc["kind"] == "CustomResourceDefinition" {
+                    resolver.add_crd(&doc).with_context(|| {
+                        format!("{}: not a usable CustomResourceDefinition", file.display())
+                    })?;
                 }
             }
         }

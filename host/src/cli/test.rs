@@ -188,15 +188,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// host will add (with the object's real uid).
 const SAMPLE_UID: &str = "00000000-0000-0000-0000-000000000000";
 
-/// Whether the object's kind is namespaced: built-in kinds by what the API serves, custom ones
+/// Whether the object's kind is namespaced: built-in kinds by what Kubernetes says, custom ones
 /// (whose CRD is not at hand) taken as namespaced, as most are.
 fn namespaced(object: &Value) -> bool {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
     let kind = object["kind"].as_str().unwrap_or_default();
-    crate::apiserver::builtin_kinds()
-        .into_iter()
-        .find(|k| k.group == group && k.kind == kind)
+    crate::kinds::Kinds::default()
+        .get(group, kind)
         .is_none_or(|k| k.namespaced)
 }
 

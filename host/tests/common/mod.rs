@@ -177,7 +177,9 @@ pub async fn rbac_client(
     let mut resolver = wasmctrl::rbac::Resolver::default();
     for example in ["postgres-writer", "virtualmachine", "workspace"] {
         for crd in yaml_objects(&format!("examples/{example}/crd.yaml")) {
-            assert!(resolver.add_crd(&crd), "{example}'s CRD");
+            resolver
+                .add_crd(&crd)
+                .unwrap_or_else(|e| panic!("{example}'s CRD: {e}"));
         }
     }
     let scopes: Vec<_> = (plugins.iter())

@@ -1,0 +1,275 @@
+//! What a kind is called in RBAC rules and URLs (its plural resource) and where its objects live
+//! (namespaced or cluster-scoped), from the two sources Kubernetes itself has: the built-in
+//! types' metadata as `k8s-openapi` carries it (`Resource::URL_PATH_SEGMENT` and `Scope`, for
+//! the Kubernetes version it targets), and the CustomResourceDefinitions the user gives.
+//!
+//! Never from the embedded API server: what it happens to serve is no guide to what a cluster
+//! serves, and production code (`wasmctrl rbac`, `wasmctrl dev`'s RBAC) must not depend on it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
+use serde::Deserialize as _;
+
+/// A kind's plural resource and scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindInfo {
+    /// API group (`""` for core).
+    pub group: String,
+    /// Kind (`ConfigMap`).
+    pub kind: String,
+    /// Plural resource (`configmaps`).
+    pub plural: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+}
+
+/// Whether a `k8s-openapi` scope marker is the namespaced one (the crate's `ResourceScope` is a
+/// marker trait with no value to read).
+trait Scoped {
+    const NAMESPACED: bool;
+}
+
+impl Scoped for NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl Scoped for ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+fn info<K: Resource>() -> KindInfo
+where
+    K::Scope: Scoped,
+{
+    KindInfo {
+        group: K::GROUP.into(),
+        kind: K::KIND.into(),
+        plural: K::URL_PATH_SEGMENT.into(),
+        namespaced: <K::Scope as Scoped>::NAMESPACED,
+    }
+}
+
+macro_rules! builtin_kinds {
+    ($($ty:path),* $(,)?) => {
+        /// Every listable built-in kind of the Kubernetes version `k8s-openapi` targets (one
+        /// version per group and kind: all versions of a kind share its plural and scope).
+        pub fn builtin() -> Vec<KindInfo> {
+            use k8s_openapi::*;
+            vec![$(info::<$ty>()),*]
+        }
+    };
+}
+
+// The paths are checked by the compiler and the names, plurals and scopes come from the types;
+// the list itself is every type implementing `k8s_openapi::ListableResource` (`a_kind_per_group`
+// below keeps it free of repeats).
+builtin_kinds![
+    api::admissionregistration::v1::MutatingAdmissionPolicy,
+    api::admissionregistration::v1::MutatingAdmissionPolicyBinding,
+    api::admissionregistration::v1::MutatingWebhookConfiguration,
+    api::admissionregistration::v1::ValidatingAdmissionPolicy,
+    api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+    api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    api::apiserverinternal::v1alpha1::StorageVersion,
+    api::apps::v1::ControllerRevision,
+    api::apps::v1::DaemonSet,
+    api::apps::v1::Deployment,
+    api::apps::v1::ReplicaSet,
+    api::apps::v1::StatefulSet,
+    api::autoscaling::v1::HorizontalPodAutoscaler,
+    api::batch::v1::CronJob,
+    api::batch::v1::Job,
+    api::certificates::v1::CertificateSigningRequest,
+    api::certificates::v1::ClusterTrustBundle,
+    api::certificates::v1::PodCertificateRequest,
+    api::coordination::v1::Lease,
+    api::coordination::v1alpha2::LeaseCandidate,
+    api::core::v1::ComponentStatus,
+    api::core::v1::ConfigMap,
+    api::core::v1::Endpoints,
+    api::core::v1::Event,
+    api::core::v1::LimitRange,
+    api::core::v1::Namespace,
+    api::core::v1::Node,
+    api::core::v1::PersistentVolume,
+    api::core::v1::PersistentVolumeClaim,
+    api::core::v1::Pod,
+    api::core::v1::PodTemplate,
+    api::core::v1::ReplicationController,
+    api::core::v1::ResourceQuota,
+    api::core::v1::Secret,
+    api::core::v1::Service,
+    api::core::v1::ServiceAccount,
+    api::discovery::v1::EndpointSlice,
+    api::events::v1::Event,
+    api::flowcontrol::v1::FlowSchema,
+    api::flowcontrol::v1::PriorityLevelConfiguration,
+    api::lifecycle::v1alpha1::Eviction,
+    api::lifecycle::v1alpha1::EvictionRequest,
+    api::networking::v1::Ingress,
+    api::networking::v1::IngressClass,
+    api::networking::v1::IPAddress,
+    api::networking::v1::NetworkPolicy,
+    api::networking::v1::ServiceCIDR,
+    api::node::v1::RuntimeClass,
+    api::policy::v1::PodDisruptionBudget,
+    api::rbac::v1::ClusterRole,
+    api::rbac::v1::ClusterRoleBinding,
+    api::rbac::v1::Role,
+    api::rbac::v1::RoleBinding,
+    api::resource::v1::DeviceClass,
+    api::resource::v1::DeviceTaintRule,
+    api::resource::v1::ResourceClaim,
+    api::resource::v1::ResourceClaimTemplate,
+    api::resource::v1::ResourceSlice,
+    api::resource::v1alpha3::ResourcePoolStatusRequest,
+    api::scheduling::v1::PriorityClass,
+    api::scheduling::v1alpha3::CompositePodGroup,
+    api::scheduling::v1alpha3::PodGroup,
+    api::scheduling::v1alpha3::Workload,
+    api::storage::v1::CSIDriver,
+    api::storage::v1::CSINode,
+    api::storage::v1::CSIStorageCapacity,
+    api::storage::v1::StorageClass,
+    api::storage::v1::VolumeAttachment,
+    api::storage::v1::VolumeAttributesClass,
+    api::storagemigration::v1::StorageVersionMigration,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+];
+
+/// Why a CustomResourceDefinition names no kind.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    /// Its `spec` is not a CRD's.
+    #[error("its spec is not a CustomResourceDefinition's")]
+    Spec(#[source] serde_json::Error),
+    /// A field kube-apiserver requires is empty.
+    #[error("spec.{0} is required")]
+    Required(&'static str),
+    /// `spec.scope` is neither `Namespaced` nor `Cluster`.
+    #[error("spec.scope must be Namespaced or Cluster, not {0:?}")]
+    Scope(String),
+}
+
+/// The kind a CustomResourceDefinition (as JSON) defines.
+pub fn of_crd(crd: &serde_json::Value) -> Result<KindInfo, CrdError> {
+    let spec = CustomResourceDefinitionSpec::deserialize(&crd["spec"]).map_err(CrdError::Spec)?;
+    for (field, value) in [
+        ("group", &spec.group),
+        ("names.kind", &spec.names.kind),
+        ("names.plural", &spec.names.plural),
+    ] {
+        if value.is_empty() {
+            return Err(CrdError::Required(field));
+        }
+    }
+    if spec.scope != "Namespaced" && spec.scope != "Cluster" {
+        return Err(CrdError::Scope(spec.scope));
+    }
+    Ok(KindInfo {
+        group: spec.group,
+        kind: spec.names.kind,
+        plural: spec.names.plural,
+        namespaced: spec.scope == "Namespaced",
+    })
+}
+
+/// Kinds by (group, kind): the built-in ones, then CRDs as they are added (a CRD may not redefine
+/// a built-in kind in a real cluster either: kube-apiserver refuses a CRD in a built-in group).
+#[derive(Debug, Clone)]
+pub struct Kinds {
+    known: BTreeMap<(String, String), KindInfo>,
+}
+
+impl Default for Kinds {
+    fn default() -> Self {
+        let known = builtin()
+            .into_iter()
+            .map(|info| ((info.group.clone(), info.kind.clone()), info))
+            .collect();
+        Self { known }
+    }
+}
+
+impl Kinds {
+    /// Learns the kind a CRD (as JSON) defines.
+    pub fn add_crd(&mut self, crd: &serde_json::Value) -> Result<&KindInfo, CrdError> {
+        let info = of_crd(crd)?;
+        let key = (info.group.clone(), info.kind.clone());
+        Ok(self.known.entry(key).insert_entry(info).into_mut())
+    }
+
+    /// The kind's plural and scope, if it is built in or a CRD defines it.
+    pub fn get(&self, group: &str, kind: &str) -> Option<&KindInfo> {
+        self.known.get(&(group.to_string(), kind.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_per_group() {
+        let all = builtin();
+        let kinds = Kinds::default();
+        assert_eq!(kinds.known.len(), all.len(), "a kind is listed twice");
+    }
+
+    #[test]
+    fn plurals_and_scopes_are_kubes() {
+        let kinds = Kinds::default();
+        let of = |group: &str, kind: &str| {
+            let info = kinds.get(group, kind).expect(kind);
+            (info.plural.as_str(), info.namespaced)
+        };
+        assert_eq!(of("", "Pod"), ("pods", true));
+        assert_eq!(of("", "Endpoints"), ("endpoints", true));
+        assert_eq!(of("", "Node"), ("nodes", false));
+        assert_eq!(of("batch", "CronJob"), ("cronjobs", true));
+        assert_eq!(
+            of("networking.k8s.io", "IngressClass"),
+            ("ingressclasses", false)
+        );
+        assert_eq!(
+            of("networking.k8s.io", "NetworkPolicy"),
+            ("networkpolicies", true)
+        );
+        assert_eq!(
+            of("storage.k8s.io", "CSIStorageCapacity"),
+            ("csistoragecapacities", true)
+        );
+        assert_eq!(
+            of("apiextensions.k8s.io", "CustomResourceDefinition"),
+            ("customresourcedefinitions", false)
+        );
+        assert_eq!(
+            of("apiregistration.k8s.io", "APIService"),
+            ("apiservices", false)
+        );
+        assert!(kinds.get("example.com", "Widget").is_none());
+    }
+
+    #[test]
+    fn a_crd_names_its_kind() {
+        let crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "geese.example.com"},
+            "spec": {
+                "group": "example.com",
+                "names": {"kind": "Goose", "plural": "geese", "singular": "goose", "listKind": "GooseList"},
+                "scope": "Cluster",
+                "versions": [{"name": "v1", "served": true, "storage": true}]
+            }
+        });
+        let mut kinds = Kinds::default();
+        let info = kinds.add_crd(&crd).unwrap().clone();
+        assert_eq!((info.plural.as_str(), info.namespaced), ("geese", false));
+        assert_eq!(kinds.get("example.com", "Goose"), Some(&info));
+        assert!(kinds.add_crd(&serde_json::json!({"spec": {}})).is_err());
+    }
+}
