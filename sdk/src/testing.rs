@@ -19,8 +19,9 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use wasmctrl_scope::validation;
-use wasmctrl_scope::{Kind, Namespaces, Refusal, Scope, Selector, Verb};
+use wasmctrl_scope::{
+    Act, ActionError, Declaration, DeclaredRead, Reconciled, Refusal, Scope, Selector, Target, Verb,
+};
 
 use crate::sql::{Rows, SqlError, Statement};
 use crate::{
@@ -190,8 +191,8 @@ impl Harness {
         let outcome = outcome?;
         if let Some(scope) = self.scope.borrow().as_ref() {
             for (index, action) in outcome.actions.iter().enumerate() {
-                check_action(&manifest, scope, &request, action)
-                    .map_err(|refusal| Error::terminal(format!("action {index}: {refusal}")))?;
+                check_action(scope, &request, action)
+                    .map_err(|refused| Error::terminal(format!("action {index}: {refused}")))?;
             }
         }
         Ok(outcome)
@@ -308,91 +309,85 @@ impl Host for Harness {
     }
 }
 
-/// The plugin's scope as the host derives it from the manifest (see the host's
-/// `plugin::Manifest::scope`), narrowed to the operator's namespaces.
+/// The plugin's scope as the host derives it from the manifest, narrowed to the operator's
+/// namespaces: the same `wasmctrl-scope` reading the host makes.
 fn scope_of(manifest: &Manifest, narrowed: Option<&[String]>) -> Result<Scope, String> {
-    let kind = |g: &Gvk| g.clone();
-    let selector = |s: &str| Selector::parse(s).map_err(|e| e.to_string());
-    let mut namespaces = Namespaces::declared(&manifest.watches.selector.namespaces);
-    if let Some(narrowed) = narrowed {
-        namespaces = namespaces.intersect(&Namespaces::declared(narrowed));
-    }
-    let watched = &manifest.watches;
-    let mut scope = Scope::new(
-        kind(&watched.kind),
-        namespaces,
-        selector(&watched.selector.labels)?,
-    );
-    for owned in &manifest.owns {
-        scope = scope.owns(kind(owned));
-    }
-    for read in &manifest.reads {
-        let labels = selector(&read.selector.labels)?;
-        scope = scope.reads(kind(&read.kind), &read.selector.namespaces, labels);
-    }
-    for written in &manifest.writes {
-        scope = scope.writes(kind(written));
-    }
-    for capability in &manifest.capabilities {
-        scope = scope.capability(capability);
-    }
-    Ok(scope)
+    let declaration = Declaration {
+        watched: manifest.watches.kind.clone(),
+        namespaces: manifest.watches.selector.namespaces.clone(),
+        labels: manifest.watches.selector.labels.clone(),
+        owns: manifest.owns.clone(),
+        reads: (manifest.reads.iter())
+            .map(|r| DeclaredRead {
+                kind: r.kind.clone(),
+                namespaces: r.selector.namespaces.clone(),
+                labels: r.selector.labels.clone(),
+            })
+            .collect(),
+        writes: manifest.writes.clone(),
+        capabilities: manifest.capabilities.clone(),
+    };
+    declaration.scope(narrowed).map_err(|e| e.to_string())
 }
 
-/// The host's scope check of one action (the host's `plugin::check_actions` makes the same
-/// calls on the same rules).
-fn check_action(
-    manifest: &Manifest,
-    scope: &Scope,
-    request: &Request,
-    action: &Action,
-) -> Result<(), Refusal> {
-    let reconciled = &request.namespace;
-    let on_target = |verb, api_version: &str, kind: &str, namespace: &str, name: &str| {
-        let kind = Kind::from_api_version(api_version, kind);
-        scope.check_write(verb, &kind, namespace, name, reconciled)
-    };
-    let on_self = |verb| scope.check_reconciled(verb, reconciled, &request.name);
-    let apply = |json: &str| {
-        // A malformed object is the host's to report; its scope and what the API server would
-        // refuse of its metadata (the host's check, on the same rules) are checked here.
-        let Ok(object) = serde_json::from_str::<serde_json::Value>(json) else {
-            return Ok(());
-        };
-        let Ok((kind, namespace, name)) = wasmctrl_scope::object_id(&object) else {
-            return Ok(());
-        };
-        scope.check_write(Verb::Apply, &kind, &namespace, &name, reconciled)?;
-        let rule = validation::NameRule::of(&kind.group, &kind.kind);
-        let refused = validation::sent_meta(&object["metadata"], rule);
-        if refused.is_empty() {
-            return Ok(());
-        }
-        let errors: Vec<String> = refused.iter().map(ToString::to_string).collect();
-        let reason = format!("the API server would refuse it: {}", errors.join("; "));
-        Err(Refusal::new(Verb::Apply, &kind, &namespace, &name, reason))
-    };
-    match action {
-        Action::Apply(json) => apply(json),
-        Action::Children(set) => {
-            if !manifest.owns.contains(&set.kind) {
-                let reason = "children sets are for owned kinds (declare it with `owns`)".into();
-                return Err(Refusal::new(Verb::Apply, &set.kind, reconciled, "", reason));
-            }
-            set.objects.iter().try_for_each(|json| apply(json))
-        }
-        Action::Patch(p) => {
-            let t = &p.target;
-            on_target(Verb::Patch, &t.api_version, &t.kind, &t.namespace, &t.name)
-        }
-        Action::Delete(t) => {
-            on_target(Verb::Delete, &t.api_version, &t.kind, &t.namespace, &t.name)
-        }
-        Action::UpdateStatus(_) => on_self(Verb::UpdateStatus),
-        Action::AddFinalizer(_) => on_self(Verb::AddFinalizer),
-        Action::RemoveFinalizer(_) => on_self(Verb::RemoveFinalizer),
-        Action::EmitEvent(_) => on_self(Verb::EmitEvent),
+fn target(r: &crate::ObjectRef) -> Target<'_> {
+    Target {
+        api_version: &r.api_version,
+        kind: &r.kind,
+        namespace: &r.namespace,
+        name: &r.name,
     }
+}
+
+/// The host's check of one action, on the same rules (`Scope::check_action`). The JSON is
+/// parsed here as the host parses it; the owner reference the host adds to owned children is
+/// not (the harness does not invent the reconciled object's uid).
+fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(), ActionError> {
+    let reconciled = Reconciled {
+        namespace: &request.namespace,
+        name: &request.name,
+        exists: request.object.is_some(),
+    };
+    let parse = |json: &str| {
+        serde_json::from_str::<serde_json::Value>(json)
+            .map_err(|e| ActionError::Malformed(format!("invalid JSON: {e}")))
+    };
+    let status;
+    let objects: Vec<serde_json::Value>;
+    let act = match action {
+        Action::Apply(json) => {
+            status = parse(json)?;
+            Act::Apply(&status)
+        }
+        Action::Children(set) => {
+            objects = set
+                .objects
+                .iter()
+                .map(|o| parse(o))
+                .collect::<Result<_, _>>()?;
+            Act::Children {
+                kind: &set.kind,
+                objects: &objects,
+            }
+        }
+        Action::Patch(p) => Act::Patch(target(&p.target)),
+        Action::Delete(r) => Act::Delete(target(r)),
+        Action::UpdateStatus(json) => {
+            status = if reconciled.exists {
+                parse(json)?
+            } else {
+                serde_json::Value::Null
+            };
+            Act::UpdateStatus(&status)
+        }
+        Action::AddFinalizer(f) => Act::AddFinalizer(f),
+        Action::RemoveFinalizer(f) => Act::RemoveFinalizer(f),
+        Action::EmitEvent(e) => Act::EmitEvent {
+            reason: &e.reason,
+            action: &e.action,
+        },
+    };
+    scope.check_action(&reconciled, &act)
 }
 
 /// Fails unless the file at `path` holds the CRD generated from `K` (feature `kube`), so that a

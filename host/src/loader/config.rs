@@ -222,18 +222,7 @@ mod tests {
 
     #[test]
     fn namespaces_can_only_narrow_the_manifest() {
-        let mut manifest = Manifest {
-            name: "p".into(),
-            version: String::new(),
-            kind: kube::core::GroupVersionKind::gvk("example.com", "v1", "Thing"),
-            namespaces: Vec::new(),
-            selector: Default::default(),
-            predicates: Vec::new(),
-            owns: Vec::new(),
-            reads: Vec::new(),
-            writes: Vec::new(),
-            capabilities: Vec::new(),
-        };
+        let mut manifest = Manifest::placeholder();
         let config = |ns: &[&str]| PluginConfig {
             namespaces: Some(ns.iter().map(|n| n.to_string()).collect()),
             ..PluginConfig::default()

@@ -5,10 +5,10 @@
 use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasmctrl_scope::validation::{self, EVENT_REASON_MAX, NameRule};
-use wasmctrl_scope::{Kind, Refusal, Scope, Verb};
+use wasmctrl_scope::ActionError as Checked;
+use wasmctrl_scope::{Act, Kind, Reconciled, Refusal, Scope, Verb};
 
-use super::{Manifest, wit};
+use super::wit;
 
 /// An object other than the reconciled one, by kind, namespace and name.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -140,202 +140,190 @@ pub enum ActionError {
 /// The contract's verb for an action.
 pub fn verb(a: &wit::Action) -> Verb {
     match a {
-        wit::Action::Apply(_) => Verb::Apply,
+        wit::Action::Apply(_) | wit::Action::Children(_) => Verb::Apply,
         wit::Action::Patch(_) => Verb::Patch,
         wit::Action::Delete(_) => Verb::Delete,
         wit::Action::UpdateStatus(_) => Verb::UpdateStatus,
         wit::Action::AddFinalizer(_) => Verb::AddFinalizer,
         wit::Action::RemoveFinalizer(_) => Verb::RemoveFinalizer,
         wit::Action::EmitEvent(_) => Verb::EmitEvent,
-        wit::Action::Children(_) => Verb::Apply,
     }
 }
 
 /// Checks every action against the plugin's scope and the request; the first bad one refuses
 /// all, so a plugin never gets half its intent applied because of a mistake later in the list.
+/// The rules are `wasmctrl-scope`'s ([`Scope::check_action`], which the SDK's test harness
+/// calls too); here the JSON is parsed, JSON Patches are read, and owned children get their
+/// owner reference before the check (so a reference the server would refuse is caught).
 pub fn check_actions(
-    manifest: &Manifest,
     scope: &Scope,
     request: &wit::Request,
     actions: &[wit::Action],
 ) -> Result<Vec<Intent>, ActionError> {
-    // Only owned children need the owner's identity; reading it scans the whole object.
-    let parsed = std::cell::OnceCell::new();
-    let owner = || -> Option<&Owner> {
-        parsed
-            .get_or_init(|| {
-                request
-                    .object
-                    .as_deref()
-                    .and_then(|o| serde_json::from_str(o).ok())
-            })
-            .as_ref()
+    let mut checker = Checker {
+        scope,
+        request,
+        reconciled: Reconciled {
+            namespace: &request.namespace,
+            name: &request.name,
+            exists: request.object.is_some(),
+        },
+        owner: std::cell::OnceCell::new(),
     };
-    actions
-        .iter()
-        .enumerate()
+    (actions.iter().enumerate())
         .map(|(index, action)| {
-            let verb = verb(action);
-            let malformed = |reason: String| ActionError::Malformed {
-                index,
-                action: verb.as_str(),
-                reason,
-            };
-            let writable = |target: &Target| {
-                let kind = Kind::from_api_version(&target.api_version, &target.kind);
-                scope
-                    .check_write(
-                        verb,
-                        &kind,
-                        &target.namespace,
-                        &target.name,
-                        &request.namespace,
-                    )
-                    .map_err(|refusal| ActionError::Refused { index, refusal })
-            };
-            // Status, finalizers and events act on the reconciled object itself, which must be
-            // in the plugin's namespaces (the controller only queues such keys; this holds the
-            // line for any other caller).
-            let needs_object = || {
-                request.object.as_ref().ok_or_else(|| {
-                    malformed(format!("{} no longer exists", request_key(request)))
-                })?;
-                scope
-                    .check_reconciled(verb, &request.namespace, &request.name)
-                    .map_err(|refusal| ActionError::Refused { index, refusal })
-            };
-            Ok(match action {
-                wit::Action::Apply(json) => {
-                    let mut object: Value = parse(json).map_err(&malformed)?;
-                    let target = target_of(&object).map_err(&malformed)?;
-                    writable(&target)?;
-                    if manifest.owns(&target.gvk())
-                        && let Some(owner) = owner()
-                    {
-                        add_owner_reference(&mut object, owner);
-                    }
-                    admissible(&target, &object).map_err(&malformed)?;
-                    Intent::Apply { target, object }
-                }
-                wit::Action::Patch(p) => {
-                    let target = checked_ref(&p.target).map_err(&malformed)?;
-                    writable(&target)?;
-                    match &p.body {
-                        wit::PatchBody::Merge(json) => {
-                            let patch = parse(json).map_err(&malformed)?;
-                            Intent::MergePatch { target, patch }
-                        }
-                        wit::PatchBody::Json(json) => {
-                            let patch: Value = parse(json).map_err(&malformed)?;
-                            serde_json::from_value::<json_patch::Patch>(patch.clone())
-                                .map_err(|e| malformed(format!("not an RFC 6902 patch: {e}")))?;
-                            Intent::JsonPatch { target, patch }
-                        }
-                    }
-                }
-                wit::Action::Delete(r) => {
-                    let target = checked_ref(r).map_err(&malformed)?;
-                    writable(&target)?;
-                    Intent::Delete { target }
-                }
-                wit::Action::UpdateStatus(json) => {
-                    needs_object()?;
-                    let status: Value = parse(json).map_err(&malformed)?;
-                    if !status.is_object() {
-                        return Err(malformed("status must be a JSON object".into()));
-                    }
-                    Intent::UpdateStatus { status }
-                }
-                wit::Action::AddFinalizer(f) | wit::Action::RemoveFinalizer(f) => {
-                    needs_object()?;
-                    if !validation::qualified_name(f).is_empty() {
-                        return Err(malformed(format!(
-                            "{f:?} is not a qualified finalizer name"
-                        )));
-                    }
-                    let finalizer = f.clone();
-                    if matches!(action, wit::Action::AddFinalizer(_)) {
-                        Intent::AddFinalizer { finalizer }
-                    } else {
-                        Intent::RemoveFinalizer { finalizer }
-                    }
-                }
-                wit::Action::EmitEvent(e) => {
-                    needs_object()?;
-                    // What the API server would refuse (the note is cut to its limit instead).
-                    for (field, value) in [("reason", &e.reason), ("action", &e.action)] {
-                        if value.is_empty() || value.len() > EVENT_REASON_MAX {
-                            return Err(malformed(format!(
-                                "event {field} must be 1-{EVENT_REASON_MAX} characters"
-                            )));
-                        }
-                    }
-                    let type_ = match e.type_ {
-                        wit::EventType::Normal => "Normal",
-                        wit::EventType::Warning => "Warning",
-                    };
-                    Intent::Event {
-                        type_: type_.into(),
-                        reason: e.reason.clone(),
-                        note: e.note.clone(),
-                        action: e.action.clone(),
-                    }
-                }
-                wit::Action::Children(set) => {
-                    needs_object()?;
-                    let gvk = GroupVersionKind::gvk(&set.kind.group, &set.kind.version, &set.kind.kind);
-                    if !manifest.owns(&gvk) {
-                        return Err(malformed(format!(
-                            "{} is not an owned kind: declare it with `owns` to return its children",
-                            set.kind.kind
-                        )));
-                    }
-                    let owner = owner().ok_or_else(|| malformed("the reconciled object does not parse".into()))?;
-                    let mut names = std::collections::HashSet::new();
-                    let mut objects = Vec::with_capacity(set.objects.len());
-                    for json in &set.objects {
-                        let mut object: Value = parse(json).map_err(&malformed)?;
-                        let target = target_of(&object).map_err(&malformed)?;
-                        if target.gvk() != gvk {
-                            return Err(malformed(format!(
-                                "child {} is a {}, not a {}",
-                                target.name, target.kind, set.kind.kind
-                            )));
-                        }
-                        writable(&target)?;
-                        let namespace = if target.namespace.is_empty() { &request.namespace } else { &target.namespace };
-                        if !names.insert((namespace.clone(), target.name.clone())) {
-                            return Err(malformed(format!("child {} appears twice", target.name)));
-                        }
-                        add_owner_reference(&mut object, owner);
-                        admissible(&target, &object).map_err(&malformed)?;
-                        objects.push(Child { target, object });
-                    }
-                    Intent::Children {
-                        api_version: gvk.api_version(),
-                        kind: gvk.kind,
-                        objects,
-                    }
-                }
+            checker.intent(action).map_err(|error| match error {
+                Checked::Malformed(reason) => ActionError::Malformed {
+                    index,
+                    action: verb(action).as_str(),
+                    reason,
+                },
+                Checked::Refused(refusal) => ActionError::Refused { index, refusal },
             })
         })
         .collect()
 }
 
-fn request_key(r: &wit::Request) -> String {
-    if r.namespace.is_empty() {
-        r.name.clone()
-    } else {
-        format!("{}/{}", r.namespace, r.name)
+/// One reconcile's actions being checked.
+struct Checker<'a> {
+    scope: &'a Scope,
+    request: &'a wit::Request,
+    reconciled: Reconciled<'a>,
+    /// The reconciled object's identity, read once, when an owned child first needs it (it
+    /// scans the whole object).
+    owner: std::cell::OnceCell<Option<Owner>>,
+}
+
+impl Checker<'_> {
+    fn owner(&self) -> Option<&Owner> {
+        self.owner
+            .get_or_init(|| {
+                (self.request.object.as_deref()).and_then(|o| serde_json::from_str(o).ok())
+            })
+            .as_ref()
+    }
+
+    fn check(&self, act: Act<'_>) -> Result<(), Checked> {
+        self.scope.check_action(&self.reconciled, &act)
+    }
+
+    fn intent(&mut self, action: &wit::Action) -> Result<Intent, Checked> {
+        Ok(match action {
+            wit::Action::Apply(json) => {
+                let mut object = parse(json)?;
+                if let Ok((kind, _, _)) = wasmctrl_scope::object_id(&object)
+                    && self.scope.is_owned(&kind)
+                    && let Some(owner) = self.owner()
+                {
+                    add_owner_reference(&mut object, owner);
+                }
+                self.check(Act::Apply(&object))?;
+                let target = target_of(&object)?;
+                Intent::Apply { target, object }
+            }
+            wit::Action::Children(set) => {
+                let kind = Kind::new(&set.kind.group, &set.kind.version, &set.kind.kind);
+                let mut objects = (set.objects.iter())
+                    .map(|json| parse(json))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if self.reconciled.exists {
+                    let owner = self.owner().ok_or_else(|| {
+                        Checked::Malformed("the reconciled object does not parse".into())
+                    })?;
+                    objects
+                        .iter_mut()
+                        .for_each(|o| add_owner_reference(o, owner));
+                }
+                self.check(Act::Children {
+                    kind: &kind,
+                    objects: &objects,
+                })?;
+                let objects = (objects.into_iter())
+                    .map(|object| {
+                        Ok(Child {
+                            target: target_of(&object)?,
+                            object,
+                        })
+                    })
+                    .collect::<Result<_, Checked>>()?;
+                Intent::Children {
+                    api_version: kind.api_version(),
+                    kind: kind.kind,
+                    objects,
+                }
+            }
+            wit::Action::Patch(p) => {
+                self.check(Act::Patch(shared_target(&p.target)))?;
+                let target = owned_target(&p.target);
+                match &p.body {
+                    wit::PatchBody::Merge(json) => Intent::MergePatch {
+                        target,
+                        patch: parse(json)?,
+                    },
+                    wit::PatchBody::Json(json) => {
+                        let patch = parse(json)?;
+                        serde_json::from_value::<json_patch::Patch>(patch.clone()).map_err(
+                            |e| Checked::Malformed(format!("not an RFC 6902 patch: {e}")),
+                        )?;
+                        Intent::JsonPatch { target, patch }
+                    }
+                }
+            }
+            wit::Action::Delete(r) => {
+                self.check(Act::Delete(shared_target(r)))?;
+                Intent::Delete {
+                    target: owned_target(r),
+                }
+            }
+            wit::Action::UpdateStatus(json) => {
+                // A deleted object's status is refused before its JSON is read.
+                let status = if self.reconciled.exists {
+                    parse(json)?
+                } else {
+                    Value::Null
+                };
+                self.check(Act::UpdateStatus(&status))?;
+                Intent::UpdateStatus { status }
+            }
+            wit::Action::AddFinalizer(f) => {
+                self.check(Act::AddFinalizer(f))?;
+                Intent::AddFinalizer {
+                    finalizer: f.clone(),
+                }
+            }
+            wit::Action::RemoveFinalizer(f) => {
+                self.check(Act::RemoveFinalizer(f))?;
+                Intent::RemoveFinalizer {
+                    finalizer: f.clone(),
+                }
+            }
+            wit::Action::EmitEvent(e) => {
+                self.check(Act::EmitEvent {
+                    reason: &e.reason,
+                    action: &e.action,
+                })?;
+                let type_ = match e.type_ {
+                    wit::EventType::Normal => "Normal",
+                    wit::EventType::Warning => "Warning",
+                };
+                Intent::Event {
+                    type_: type_.into(),
+                    reason: e.reason.clone(),
+                    note: e.note.clone(),
+                    action: e.action.clone(),
+                }
+            }
+        })
     }
 }
 
-fn parse(json: &str) -> Result<Value, String> {
-    serde_json::from_str(json).map_err(|e| format!("invalid JSON: {e}"))
+fn parse(json: &str) -> Result<Value, Checked> {
+    serde_json::from_str(json).map_err(|e| Checked::Malformed(format!("invalid JSON: {e}")))
 }
 
-fn target_of(object: &Value) -> Result<Target, String> {
-    let (kind, namespace, name) = wasmctrl_scope::object_id(object)?;
+/// The target of an object already checked (so it has its kind and name).
+fn target_of(object: &Value) -> Result<Target, Checked> {
+    let (kind, namespace, name) = wasmctrl_scope::object_id(object).map_err(Checked::Malformed)?;
     Ok(Target {
         api_version: kind.api_version(),
         kind: kind.kind,
@@ -344,34 +332,22 @@ fn target_of(object: &Value) -> Result<Target, String> {
     })
 }
 
-fn checked_ref(r: &wit::ObjectRef) -> Result<Target, String> {
-    if r.api_version.is_empty() || r.kind.is_empty() || r.name.is_empty() {
-        return Err("target needs apiVersion, kind and name".into());
+fn shared_target(r: &wit::ObjectRef) -> wasmctrl_scope::Target<'_> {
+    wasmctrl_scope::Target {
+        api_version: &r.api_version,
+        kind: &r.kind,
+        namespace: &r.namespace,
+        name: &r.name,
     }
-    Ok(Target {
+}
+
+fn owned_target(r: &wit::ObjectRef) -> Target {
+    Target {
         api_version: r.api_version.clone(),
         kind: r.kind.clone(),
         namespace: r.namespace.clone(),
         name: r.name.clone(),
-    })
-}
-
-/// What the API server would refuse of an object a plugin sends whole, said before anything is
-/// sent and in the server's words: its name by its kind's rule, labels, annotations, owner
-/// references (the one the host adds included) and finalizers.
-fn admissible(target: &Target, object: &Value) -> Result<(), String> {
-    let kind = Kind::from_api_version(&target.api_version, &target.kind);
-    let errors = validation::sent_meta(&object["metadata"], NameRule::of(&kind.group, &kind.kind));
-    if errors.is_empty() {
-        return Ok(());
     }
-    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    Err(format!(
-        "the API server would refuse {} {}: {}",
-        target.kind,
-        target.name,
-        errors.join("; ")
-    ))
 }
 
 /// Makes the reconciled object the controller owner of a child (unless it already is), so that
@@ -424,8 +400,12 @@ fn add_owner_reference(child: &mut Value, owner: &Owner) {
 mod tests {
     use super::*;
 
-    fn manifest() -> Manifest {
-        Manifest::from_wit(&super::super::manifest::tests::sample()).unwrap()
+    fn manifest() -> super::super::Manifest {
+        super::super::Manifest::from_wit(&super::super::manifest::tests::sample()).unwrap()
+    }
+
+    fn scope() -> Scope {
+        manifest().scope(None).unwrap()
     }
 
     fn request() -> wit::Request {
@@ -453,13 +433,7 @@ mod tests {
 
     #[test]
     fn owned_children_get_a_controller_owner_reference() {
-        let intents = check_actions(
-            &manifest(),
-            &manifest().scope(None),
-            &request(),
-            &[wit::Action::Apply(pod())],
-        )
-        .unwrap();
+        let intents = check_actions(&scope(), &request(), &[wit::Action::Apply(pod())]).unwrap();
         let Intent::Apply { object, target } = &intents[0] else {
             panic!()
         };
@@ -475,8 +449,7 @@ mod tests {
             wit::Action::Apply(pod()),
             wit::Action::Apply(secret.to_string()),
         ];
-        let err =
-            check_actions(&manifest(), &manifest().scope(None), &request(), &actions).unwrap_err();
+        let err = check_actions(&scope(), &request(), &actions).unwrap_err();
         assert!(
             matches!(err, ActionError::Refused { index: 1, .. }),
             "{err}"
@@ -488,20 +461,14 @@ mod tests {
             name: "c".into(),
         });
         assert!(matches!(
-            check_actions(
-                &manifest(),
-                &manifest().scope(None),
-                &request(),
-                &[read_only]
-            ),
+            check_actions(&scope(), &request(), &[read_only]),
             Err(ActionError::Refused { .. })
         ));
     }
 
     #[test]
     fn actions_outside_the_plugins_namespaces_refuse_the_whole_result() {
-        let m = manifest();
-        let scope = m.scope(Some(&["ns".to_string()]));
+        let scope = manifest().scope(Some(&["ns".to_string()])).unwrap();
         let patch = |namespace: &str| {
             wit::Action::Patch(wit::Patch {
                 target: wit::ObjectRef {
@@ -527,7 +494,7 @@ mod tests {
             (delete, Verb::Delete),
         ] {
             let actions = [wit::Action::UpdateStatus("{}".into()), action];
-            let err = check_actions(&m, &scope, &request(), &actions).unwrap_err();
+            let err = check_actions(&scope, &request(), &actions).unwrap_err();
             let ActionError::Refused { index, refusal } = err else {
                 panic!("{err}")
             };
@@ -536,16 +503,11 @@ mod tests {
                 (1, verb, "other")
             );
         }
-        assert!(check_actions(&m, &scope, &request(), &[patch("ns"), patch("")]).is_ok());
+        assert!(check_actions(&scope, &request(), &[patch("ns"), patch("")]).is_ok());
         // A key outside the plugin's namespaces gets nothing done to it at all.
         let mut stray = request();
         stray.namespace = "other".into();
-        let err = check_actions(
-            &m,
-            &scope,
-            &stray,
-            &[wit::Action::UpdateStatus("{}".into())],
-        );
+        let err = check_actions(&scope, &stray, &[wit::Action::UpdateStatus("{}".into())]);
         assert!(matches!(err, Err(ActionError::Refused { .. })), "{err:?}");
     }
 
@@ -567,18 +529,12 @@ mod tests {
             }),
         ];
         for action in cases {
-            let err = check_actions(&manifest(), &manifest().scope(None), &request(), &[action])
-                .unwrap_err();
+            let err = check_actions(&scope(), &request(), &[action]).unwrap_err();
             assert!(matches!(err, ActionError::Malformed { .. }), "{err}");
         }
         let mut gone = request();
         gone.object = None;
-        let err = check_actions(
-            &manifest(),
-            &manifest().scope(None),
-            &gone,
-            &[wit::Action::UpdateStatus("{}".into())],
-        );
+        let err = check_actions(&scope(), &gone, &[wit::Action::UpdateStatus("{}".into())]);
         assert!(err.unwrap_err().to_string().contains("no longer exists"));
     }
 }

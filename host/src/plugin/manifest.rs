@@ -1,10 +1,10 @@
 //! A plugin's validated manifest: what it watches, owns, reads and writes.
 
 use kube::core::GroupVersionKind;
-use wasmctrl_scope::{Kind, Namespaces, Scope};
+use wasmctrl_scope::{Declaration, DeclarationError, DeclaredRead, Kind, Namespaces, Scope};
 
 use super::wit;
-use crate::selector::{ParseError, Selector};
+use crate::selector::Selector;
 
 /// A manifest that was checked when the plugin loaded. Kinds are kube `GroupVersionKind`s and
 /// selectors are parsed, so nothing downstream re-validates them.
@@ -30,6 +30,10 @@ pub struct Manifest {
     pub writes: Vec<GroupVersionKind>,
     /// Requested capabilities (`sql:<db>`).
     pub capabilities: Vec<String>,
+    /// The declaration the fields above were read from.
+    declaration: Declaration,
+    /// What the declaration grants, before an operator narrows it.
+    scope: Scope,
 }
 
 /// A kind the plugin reads from the cache (`reads` in the manifest).
@@ -53,54 +57,37 @@ pub enum ManifestError {
         "plugin name {0:?} must be a DNS-1123 label (lowercase alphanumerics and '-', at most 63)"
     )]
     Name(String),
-    /// A kind lacks version or kind.
-    #[error("{field}: group/version/kind {gvk:?} needs a version and a kind")]
-    Kind {
-        /// Where in the manifest.
-        field: &'static str,
-        /// What was given.
-        gvk: String,
-    },
-    /// A capability this host does not offer, or a malformed one.
-    #[error(
-        "capabilities: {0:?} is not a capability this host offers (`sql:<database>`, the database name in lowercase letters, digits, '-' or '_')"
-    )]
-    Capability(String),
-    /// A label selector does not parse.
-    #[error("{field}: {source}")]
-    Selector {
-        /// Where in the manifest.
-        field: &'static str,
-        /// The parse failure.
-        source: ParseError,
-    },
+    /// A kind, selector or capability that grants nothing (the rules are `wasmctrl-scope`'s,
+    /// shared with the SDK's test harness).
+    #[error(transparent)]
+    Declaration(#[from] DeclarationError),
 }
 
-fn gvk(field: &'static str, g: &wit::Gvk) -> Result<GroupVersionKind, ManifestError> {
-    if g.version.is_empty() || g.kind.is_empty() {
-        let gvk = format!("{}/{}/{}", g.group, g.version, g.kind);
-        return Err(ManifestError::Kind { field, gvk });
-    }
-    Ok(GroupVersionKind::gvk(&g.group, &g.version, &g.kind))
+fn scope_kind(g: &wit::Gvk) -> Kind {
+    Kind::new(&g.group, &g.version, &g.kind)
 }
 
-fn selector(field: &'static str, s: &str) -> Result<Selector, ManifestError> {
-    Selector::parse(s).map_err(|source| ManifestError::Selector { field, source })
+fn kube_gvk(kind: &Kind) -> GroupVersionKind {
+    GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
 }
 
-/// The capabilities a host offers: `sql:<database>` (names as `--sql` accepts them).
-fn capability(c: &str) -> Result<String, ManifestError> {
-    let valid = c.strip_prefix("sql:").is_some_and(|db| {
-        !db.is_empty()
-            && db.len() <= 63
-            && db
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-    });
-    if valid {
-        Ok(c.to_string())
-    } else {
-        Err(ManifestError::Capability(c.to_string()))
+/// The manifest's declaration, as `wasmctrl-scope` reads it.
+fn declaration(m: &wit::Manifest) -> Declaration {
+    let watches = &m.watches;
+    Declaration {
+        watched: scope_kind(&watches.kind),
+        namespaces: watches.selector.namespaces.clone(),
+        labels: watches.selector.labels.clone(),
+        owns: m.owns.iter().map(scope_kind).collect(),
+        reads: (m.reads.iter())
+            .map(|r| DeclaredRead {
+                kind: scope_kind(&r.kind),
+                namespaces: r.selector.namespaces.clone(),
+                labels: r.selector.labels.clone(),
+            })
+            .collect(),
+        writes: m.writes.iter().map(scope_kind).collect(),
+        capabilities: m.capabilities.clone(),
     }
 }
 
@@ -128,41 +115,52 @@ impl Manifest {
         if !is_dns_label(&m.name) {
             return Err(ManifestError::Name(m.name.clone()));
         }
+        let declaration = declaration(m);
+        let scope = declaration.scope(None)?;
+        // Checked by `scope` above: the selectors parse.
+        let parsed = |labels: &str| Selector::parse(labels).unwrap_or_default();
         Ok(Self {
             name: m.name.clone(),
             version: m.version.clone(),
-            kind: gvk("watches.kind", &m.watches.kind)?,
-            namespaces: m.watches.selector.namespaces.clone(),
-            selector: selector("watches.selector.labels", &m.watches.selector.labels)?,
+            kind: kube_gvk(&declaration.watched),
+            namespaces: declaration.namespaces.clone(),
+            selector: parsed(&declaration.labels),
             predicates: m.watches.predicates.clone(),
-            owns: m
-                .owns
-                .iter()
-                .map(|g| gvk("owns", g))
-                .collect::<Result<_, _>>()?,
-            reads: m
-                .reads
-                .iter()
-                .map(|r| {
-                    Ok(Read {
-                        kind: gvk("reads.kind", &r.kind)?,
-                        namespaces: r.selector.namespaces.clone(),
-                        selector: selector("reads.selector.labels", &r.selector.labels)?,
-                        trigger: r.trigger.clone(),
-                    })
+            owns: declaration.owns.iter().map(kube_gvk).collect(),
+            reads: (declaration.reads.iter().zip(&m.reads))
+                .map(|(read, declared)| Read {
+                    kind: kube_gvk(&read.kind),
+                    namespaces: read.namespaces.clone(),
+                    selector: parsed(&read.labels),
+                    trigger: declared.trigger.clone(),
                 })
-                .collect::<Result<_, ManifestError>>()?,
-            writes: m
-                .writes
-                .iter()
-                .map(|g| gvk("writes", g))
-                .collect::<Result<_, _>>()?,
-            capabilities: m
-                .capabilities
-                .iter()
-                .map(|c| capability(c))
-                .collect::<Result<_, _>>()?,
+                .collect(),
+            writes: declaration.writes.iter().map(kube_gvk).collect(),
+            capabilities: declaration.capabilities.clone(),
+            declaration,
+            scope,
         })
+    }
+
+    /// Stands in until the plugin's `manifest()` has answered (while it loads): declares
+    /// nothing and grants nothing.
+    pub(crate) fn placeholder() -> Self {
+        let declaration = Declaration::default();
+        let scope = Scope::new(Kind::default(), Namespaces::All, Selector::default());
+        Self {
+            name: String::new(),
+            version: String::new(),
+            kind: kube_gvk(&declaration.watched),
+            namespaces: Vec::new(),
+            selector: Selector::default(),
+            predicates: Vec::new(),
+            owns: Vec::new(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            capabilities: Vec::new(),
+            declaration,
+            scope,
+        }
     }
 
     /// The field manager used for this plugin's server-side applies.
@@ -177,25 +175,11 @@ impl Manifest {
 
     /// What the plugin may touch, its namespaces narrowed to `narrowed` when the operator
     /// gave any (a config can only narrow: see `loader::PluginConfig::check_narrows`).
-    pub fn scope(&self, narrowed: Option<&[String]>) -> Scope {
-        let mut namespaces = Namespaces::declared(&self.namespaces);
-        if let Some(narrowed) = narrowed {
-            namespaces = namespaces.intersect(&Namespaces::declared(narrowed));
+    pub fn scope(&self, narrowed: Option<&[String]>) -> Result<Scope, DeclarationError> {
+        match narrowed {
+            None => Ok(self.scope.clone()),
+            Some(_) => self.declaration.scope(narrowed),
         }
-        let mut scope = Scope::new(kind(&self.kind), namespaces, self.selector.clone());
-        for owned in &self.owns {
-            scope = scope.owns(kind(owned));
-        }
-        for read in &self.reads {
-            scope = scope.reads(kind(&read.kind), &read.namespaces, read.selector.clone());
-        }
-        for written in &self.writes {
-            scope = scope.writes(kind(written));
-        }
-        for capability in &self.capabilities {
-            scope = scope.capability(capability);
-        }
-        scope
     }
 }
 
@@ -242,77 +226,50 @@ pub(crate) mod tests {
         }
     }
 
+    /// The rules are `wasmctrl-scope`'s (tested there); this is the reading of the WIT manifest.
     #[test]
-    fn grants_follow_the_declaration() {
+    fn the_wit_manifest_is_read_into_the_shared_declaration() {
         use wasmctrl_scope::Verb;
         let m = Manifest::from_wit(&sample()).unwrap();
-        let scope = m.scope(None);
-        let thing = kind(&m.kind);
-        let pod = Kind::new("", "v1", "Pod");
-        let cm = Kind::new("", "v1", "ConfigMap");
+        let scope = m.scope(None).unwrap();
+        assert_eq!(kind(&m.kind), Kind::new("example.com", "v1", "Thing"));
         let deploy = Kind::new("apps", "v1", "Deployment");
-        let secret = Kind::new("", "v1", "Secret");
-        let read = |k: &Kind| scope.check_read(Verb::Get, k, "ns", "x").is_ok();
-        let write = |k: &Kind| scope.check_write(Verb::Patch, k, "ns", "x", "ns").is_ok();
-        assert!(read(&thing) && read(&pod) && read(&cm));
-        assert!(!read(&deploy) && !read(&secret));
-        assert!(write(&thing) && write(&pod) && write(&deploy));
-        assert!(!write(&cm) && !write(&secret));
-        assert_eq!(m.field_manager(), "wasmctrl/sample");
-        // The operator's namespaces narrow every path.
-        let narrowed = m.scope(Some(&["team-a".to_string()]));
-        assert!(narrowed.check_read(Verb::Get, &cm, "team-b", "x").is_err());
+        let cm = Kind::new("", "v1", "ConfigMap");
         assert!(
-            narrowed
-                .check_write(Verb::Patch, &deploy, "team-b", "x", "team-a")
-                .is_err()
-        );
-        assert!(
-            narrowed
-                .check_write(Verb::Patch, &deploy, "team-a", "x", "team-a")
+            scope
+                .check_write(Verb::Patch, &deploy, "ns", "x", "ns")
                 .is_ok()
         );
+        assert!(scope.check_read(Verb::Get, &cm, "ns", "x").is_ok());
+        assert!(
+            scope
+                .check_read(Verb::Get, &kind(&m.kind), "ns", "x")
+                .is_ok()
+        );
+        assert_eq!(
+            m.reads[0].kind,
+            GroupVersionKind::gvk("", "v1", "ConfigMap")
+        );
+        assert_eq!(m.selector.to_string(), "app=x");
+        assert_eq!(m.field_manager(), "wasmctrl/sample");
+        let narrowed = m.scope(Some(&["team-a".to_string()])).unwrap();
+        assert!(narrowed.reconciles_in("team-a") && !narrowed.reconciles_in("team-b"));
     }
 
     #[test]
     fn bad_manifests_say_what_is_wrong() {
+        let refused = |bad: wit::Manifest| Manifest::from_wit(&bad).unwrap_err().to_string();
         let mut bad = sample();
         bad.name = "Not_A_Label".into();
-        assert!(
-            Manifest::from_wit(&bad)
-                .unwrap_err()
-                .to_string()
-                .contains("DNS-1123")
-        );
+        assert!(refused(bad).contains("DNS-1123"));
         let mut bad = sample();
         bad.owns[0].kind.clear();
-        assert!(
-            Manifest::from_wit(&bad)
-                .unwrap_err()
-                .to_string()
-                .starts_with("owns")
-        );
-        for nonsense in ["network", "sql:", "sql:Students", "sql:a b"] {
-            let mut bad = sample();
-            bad.capabilities = vec![nonsense.into()];
-            assert!(
-                Manifest::from_wit(&bad)
-                    .unwrap_err()
-                    .to_string()
-                    .starts_with("capabilities"),
-                "{nonsense}"
-            );
-        }
-        let mut good = sample();
-        good.capabilities = vec!["sql:students".into(), "sql:audit_log-2".into()];
-        assert!(Manifest::from_wit(&good).is_ok());
+        assert!(refused(bad).starts_with("owns"));
+        let mut bad = sample();
+        bad.capabilities = vec!["network".into()];
+        assert!(refused(bad).starts_with("capabilities"));
         let mut bad = sample();
         bad.watches.selector.labels = "a in (b".into();
-        assert!(
-            Manifest::from_wit(&bad)
-                .unwrap_err()
-                .to_string()
-                .contains("watches.selector")
-        );
+        assert!(refused(bad).contains("watches.selector"));
     }
 }

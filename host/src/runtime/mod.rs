@@ -214,7 +214,7 @@ impl Runtime {
         let mut plugin = Plugin {
             runtime: self.clone(),
             pre,
-            manifest: Arc::new(placeholder_manifest()),
+            manifest: Arc::new(Manifest::placeholder()),
             scope: None,
             name: Arc::from(source),
             digest,
@@ -235,11 +235,17 @@ impl Runtime {
                 None => Ok(m),
             })
             .map_err(|source| LoadError::InvalidManifest {
-                source_name,
+                source_name: source_name.clone(),
                 source,
             })?;
+        let scope = manifest
+            .scope(overrides.namespaces.as_deref())
+            .map_err(|e| LoadError::InvalidManifest {
+                source_name: source_name.clone(),
+                source: e.into(),
+            })?;
         plugin.name = Arc::from(manifest.name.as_str());
-        plugin.scope = Some(Arc::new(manifest.scope(overrides.namespaces.as_deref())));
+        plugin.scope = Some(Arc::new(scope));
         plugin.manifest = Arc::new(manifest);
         Ok(plugin)
     }
@@ -537,7 +543,7 @@ impl Plugin {
         if size > limit {
             return Err(fail(ErrorKind::ResultTooLarge { size, limit }));
         }
-        let intents = check_actions(&self.manifest, self.scope(), &request, &outcome.actions)
+        let intents = check_actions(self.scope(), &request, &outcome.actions)
             .map_err(|e| fail(ErrorKind::Action(e)))?;
         Ok(Reconciled {
             intents,
@@ -647,22 +653,6 @@ fn action_size(action: &wit::Action) -> usize {
         wit::Action::Delete(r) => r.name.len() + r.kind.len(),
         wit::Action::EmitEvent(e) => e.note.len() + e.reason.len() + e.action.len(),
         wit::Action::Children(c) => c.objects.iter().map(String::len).sum(),
-    }
-}
-
-/// Stands in until `manifest()` has answered; never visible outside `Runtime::load`.
-fn placeholder_manifest() -> Manifest {
-    Manifest {
-        name: String::new(),
-        version: String::new(),
-        kind: kube::core::GroupVersionKind::gvk("", "", ""),
-        namespaces: Vec::new(),
-        selector: Default::default(),
-        predicates: Vec::new(),
-        owns: Vec::new(),
-        reads: Vec::new(),
-        writes: Vec::new(),
-        capabilities: Vec::new(),
     }
 }
 

@@ -22,12 +22,16 @@
 //!   reconciled object's namespace", which is in scope by construction. On a list it means
 //!   "every namespace the plugin may read", and results are filtered to those.
 
+pub mod action;
+pub mod declaration;
 pub mod selector;
 pub mod validation;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+pub use action::{Act, ActionError, Reconciled, Target};
+pub use declaration::{Declaration, DeclarationError, DeclaredRead};
 pub use selector::{Labels, ParseError, Selector};
 
 /// A Kubernetes group/version/kind; `group` is empty for the core group.
@@ -432,6 +436,11 @@ impl Scope {
     pub fn check_reconciled(&self, verb: Verb, namespace: &str, name: &str) -> Result<(), Refusal> {
         let watched = self.watched.clone();
         self.check_write(verb, &watched, namespace, name, "")
+    }
+
+    /// Whether `kind` is owned: its objects are children of the reconciled object.
+    pub fn is_owned(&self, kind: &Kind) -> bool {
+        self.writes.get(kind) == Some(&Write::Owned)
     }
 
     /// Each readable kind with every set of namespaces it may be read in (label selectors

@@ -381,7 +381,7 @@ mod tests {
         assert!(!err.retryable);
         assert!(
             err.message.contains(
-                "the API server would refuse it: metadata.name: Invalid value: \"Big.Thing-child\""
+                "the API server would refuse ConfigMap Big.Thing-child: metadata.name: Invalid value: \"Big.Thing-child\""
             ),
             "{}",
             err.message
