@@ -59,6 +59,18 @@ macro_rules! builtin_kinds {
             use k8s_openapi::*;
             vec![$(info::<$ty>()),*]
         }
+
+        /// The path of a built-in kind's type inside `k8s_openapi`
+        /// (`api::core::v1::ConfigMap`), for code that names it.
+        pub fn rust_path(of_group: &str, of_kind: &str) -> Option<String> {
+            use k8s_openapi::*;
+            $(
+                if <$ty as Resource>::GROUP == of_group && <$ty as Resource>::KIND == of_kind {
+                    return Some(stringify!($ty).replace(' ', ""));
+                }
+            )*
+            None
+        }
     };
 }
 
@@ -251,6 +263,17 @@ mod tests {
             ("apiservices", false)
         );
         assert!(kinds.get("example.com", "Widget").is_none());
+    }
+
+    #[test]
+    fn built_in_kinds_are_named_by_their_type() {
+        let path = rust_path("apps", "Deployment");
+        assert_eq!(path.as_deref(), Some("api::apps::v1::Deployment"));
+        assert_eq!(
+            rust_path("", "ConfigMap").as_deref(),
+            Some("api::core::v1::ConfigMap")
+        );
+        assert_eq!(rust_path("example.com", "ConfigMap"), None);
     }
 
     #[test]

@@ -124,4 +124,79 @@ fn a_new_plugin_crate_tests_builds_and_reconciles_its_sample_as_generated() {
         (&"Ready".into(), &"True".into())
     );
     assert!(Path::new(&dir.join("README.md")).is_file());
+
+    embedding_kubernetes_types_needs_only_the_sdk(&dir, &native);
+}
+
+/// Kubebuilder's CronJob embeds a `JobTemplateSpec`: the crate as generated (the SDK its only
+/// Kubernetes dependency) takes one, its CRD generated with the Pod template's descriptions is
+/// too large for a plain `kubectl apply`, and trimmed (`check_crd_trimmed`) it applies.
+fn embedding_kubernetes_types_needs_only_the_sdk(dir: &Path, native: &Path) {
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    for crate_name in ["schemars", "k8s-openapi", "kube"] {
+        let dependency = format!("\n{crate_name} =");
+        assert!(
+            !manifest.contains(&dependency),
+            "{crate_name} in {manifest}"
+        );
+    }
+    let lib = dir.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let with_jobs = source
+        .replacen(
+            "    pub message: String,\n",
+            "    pub message: String,\n    /// The Jobs it runs.\n    #[serde(default)]\n    \
+             pub job_template: Option<wasmctrl_sdk::k8s_openapi::api::batch::v1::JobTemplateSpec>,\n",
+            1,
+        )
+        .replacen(
+            "wasmctrl_sdk::testing::check_crd::<Website>(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/crd.yaml\"));",
+            "wasmctrl_sdk::testing::check_crd::<Website>(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/crd-full.yaml\"));\n        \
+             wasmctrl_sdk::testing::check_crd_trimmed::<Website>(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/crd.yaml\"), 0);",
+            1,
+        );
+    assert!(with_jobs.contains("job_template") && with_jobs.contains("check_crd_trimmed"));
+    std::fs::write(&lib, with_jobs).unwrap();
+    let test = |update: bool| {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["test", "--quiet", "crd_yaml_is_generated_from_the_types"])
+            .current_dir(dir)
+            .env("CARGO_TARGET_DIR", native)
+            .env_remove("WASMCTRL_UPDATE_CRDS");
+        if update {
+            cargo.env("WASMCTRL_UPDATE_CRDS", "1");
+        }
+        run(&mut cargo);
+    };
+    test(true);
+    test(false);
+    let full = std::fs::read_to_string(dir.join("crd-full.yaml")).unwrap();
+    let trimmed = std::fs::read_to_string(dir.join("crd.yaml")).unwrap();
+    assert!(full.contains("jobTemplate") && trimmed.contains("jobTemplate"));
+    assert!(!trimmed.contains("description:"), "descriptions dropped");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(async { wasmctrl::apiserver::ApiServer::builder().build().unwrap() });
+    let http = rt
+        .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
+        .unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, http.kubeconfig()).unwrap();
+    let apply = |file: &str| {
+        let path = dir.join(file);
+        common::process::kubectl(&kubeconfig, &["apply", "-f", path.to_str().unwrap()])
+    };
+    let (ok, out) = apply("crd-full.yaml");
+    assert!(
+        !ok && out.contains("Too long"),
+        "{full_len} bytes applied: {out}",
+        full_len = full.len()
+    );
+    let (ok, out) = apply("crd.yaml");
+    assert!(ok, "{out}");
 }

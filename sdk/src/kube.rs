@@ -77,6 +77,75 @@ pub fn conditions(generator: &mut schemars::SchemaGenerator) -> schemars::Schema
     schema
 }
 
+/// `K`'s CRD with every schema description cut to `max_len` characters and dropped when that
+/// is 0, as kubebuilder's `crd:maxDescLen` does. A CRD embedding Kubernetes' own types (a
+/// `JobTemplateSpec` carries the whole Pod template's documentation) runs to hundreds of KB; a
+/// plain `kubectl apply` of it fails (`metadata.annotations: Too long`, its copy in the
+/// last-applied annotation) unless it is trimmed or applied with `--server-side`.
+pub fn crd_with_descriptions_cut<K: kube_core::CustomResourceExt>(
+    max_len: usize,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let mut crd = K::crd();
+    for version in &mut crd.spec.versions {
+        let schema = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut());
+        if let Some(schema) = schema {
+            cut_descriptions(schema, max_len);
+        }
+    }
+    crd
+}
+
+/// Cuts the descriptions of a schema and of every schema inside it (the keys that hold schemas,
+/// so that a property named `description` keeps its name).
+fn cut_descriptions(
+    schema: &mut k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    max_len: usize,
+) {
+    if let Some(description) = &mut schema.description {
+        match description.char_indices().nth(max_len) {
+            _ if max_len == 0 => schema.description = None,
+            Some((end, _)) => description.truncate(end),
+            None => {}
+        }
+    }
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    };
+    let maps = [
+        &mut schema.properties,
+        &mut schema.pattern_properties,
+        &mut schema.definitions,
+    ];
+    for map in maps.into_iter().flatten() {
+        map.values_mut().for_each(|s| cut_descriptions(s, max_len));
+    }
+    let lists = [&mut schema.all_of, &mut schema.any_of, &mut schema.one_of];
+    for list in lists.into_iter().flatten() {
+        list.iter_mut().for_each(|s| cut_descriptions(s, max_len));
+    }
+    if let Some(not) = &mut schema.not {
+        cut_descriptions(not, max_len);
+    }
+    match &mut schema.items {
+        Some(JSONSchemaPropsOrArray::Schema(s)) => cut_descriptions(s, max_len),
+        Some(JSONSchemaPropsOrArray::Schemas(list)) => {
+            list.iter_mut().for_each(|s| cut_descriptions(s, max_len));
+        }
+        None => {}
+    }
+    for nested in [
+        &mut schema.additional_properties,
+        &mut schema.additional_items,
+    ] {
+        if let Some(JSONSchemaPropsOrBool::Schema(s)) = nested {
+            cut_descriptions(s, max_len);
+        }
+    }
+}
+
 impl Metadata for ObjectMeta {
     fn name(&self) -> &str {
         self.name.as_deref().unwrap_or_default()
@@ -106,6 +175,61 @@ mod tests {
 
     use super::*;
     use crate::{Action, Finalizer, Outcome, finalizer};
+
+    #[test]
+    fn descriptions_are_cut_everywhere_but_property_names_stay() {
+        use k8s_openapi::api::batch::v1::JobTemplateSpec;
+        use serde::{Deserialize, Serialize};
+
+        #[derive(
+            crate::CustomResource, Serialize, Deserialize, Clone, Debug, schemars::JsonSchema,
+        )]
+        #[kube(
+            group = "example.com",
+            version = "v1",
+            kind = "Batch",
+            namespaced,
+            crates(kube_core = "::kube_core", k8s_openapi = "::k8s_openapi")
+        )]
+        struct BatchSpec {
+            /// What the batch is about.
+            description: String,
+            /// The Jobs it makes.
+            job_template: JobTemplateSpec,
+        }
+
+        let size = |crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
+            serde_json::to_string(crd).unwrap().len()
+        };
+        let full = crd_with_descriptions_cut::<Batch>(usize::MAX);
+        assert_eq!(full, <Batch as kube_core::CustomResourceExt>::crd());
+        let none = crd_with_descriptions_cut::<Batch>(0);
+        let text = serde_json::to_string(&none).unwrap();
+        assert!(!text.contains("\"description\":\""), "no description left");
+        let spec = &none.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema;
+        let spec = &spec.as_ref().unwrap().properties.as_ref().unwrap()["spec"];
+        assert!(
+            spec.properties
+                .as_ref()
+                .unwrap()
+                .contains_key("description")
+        );
+        let short = crd_with_descriptions_cut::<Batch>(10);
+        assert!(size(&none) < size(&short) && size(&short) < size(&full) / 2);
+        let props = short.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref();
+        let spec = &props.unwrap().properties.as_ref().unwrap()["spec"].properties;
+        let described = spec.as_ref().unwrap()["description"].description.as_deref();
+        assert_eq!(described, Some("What the b"));
+    }
 
     #[test]
     fn kinds_of_typed_objects() {

@@ -406,18 +406,49 @@ fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(),
 /// When the file differs or cannot be read or written: the message says how to regenerate it.
 #[cfg(all(feature = "kube", not(target_arch = "wasm32")))]
 pub fn check_crd<K: kube_core::CustomResourceExt>(path: impl AsRef<std::path::Path>) {
-    let path = path.as_ref();
+    check_generated(
+        path.as_ref(),
+        &K::crd(),
+        std::any::type_name::<K>(),
+        "check_crd",
+    );
+}
+
+/// [`check_crd`] for the CRD with its descriptions cut to `max_description_len` characters (0
+/// drops them), as kubebuilder's `crd:maxDescLen` does: for a CRD that embeds Kubernetes' own
+/// types and so grows past what a plain `kubectl apply` takes (see
+/// [`crd_with_descriptions_cut`](crate::kube::crd_with_descriptions_cut)).
+///
+/// # Panics
+///
+/// As [`check_crd`].
+#[cfg(all(feature = "kube", not(target_arch = "wasm32")))]
+pub fn check_crd_trimmed<K: kube_core::CustomResourceExt>(
+    path: impl AsRef<std::path::Path>,
+    max_description_len: usize,
+) {
+    let crd = crate::kube::crd_with_descriptions_cut::<K>(max_description_len);
+    let by = "check_crd_trimmed";
+    check_generated(path.as_ref(), &crd, std::any::type_name::<K>(), by);
+}
+
+#[cfg(all(feature = "kube", not(target_arch = "wasm32")))]
+fn check_generated(
+    path: &std::path::Path,
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    type_name: &str,
+    by: &str,
+) {
     // Cargo sets the package name for the tests it runs; it names the command to regenerate.
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_else(|_| "<plugin crate>".into());
     let regenerate = format!("WASMCTRL_UPDATE_CRDS=1 cargo test -p {package}");
-    let yaml = match serde_yaml::to_string(&K::crd()) {
+    let yaml = match serde_yaml::to_string(crd) {
         Ok(yaml) => yaml,
-        Err(e) => panic!("serializing the CRD of {}: {e}", std::any::type_name::<K>()),
+        Err(e) => panic!("serializing the CRD of {type_name}: {e}"),
     };
     let generated = format!(
-        "# Generated from {} by wasmctrl_sdk::testing::check_crd; do not edit.\n\
-         # Regenerate with: {regenerate}\n{yaml}",
-        std::any::type_name::<K>()
+        "# Generated from {type_name} by wasmctrl_sdk::testing::{by}; do not edit.\n\
+         # Regenerate with: {regenerate}\n{yaml}"
     );
     if std::env::var_os("WASMCTRL_UPDATE_CRDS").is_some_and(|v| v == "1") {
         if let Err(e) = std::fs::write(path, &generated) {
@@ -433,10 +464,9 @@ pub fn check_crd<K: kube_core::CustomResourceExt>(path: impl AsRef<std::path::Pa
             .position(|(a, b)| a != b)
             .unwrap_or_else(|| current.lines().count().min(generated.lines().count()));
         panic!(
-            "{} is not the CRD generated from {} (first difference at line {}).\n\
+            "{} is not the CRD generated from {type_name} (first difference at line {}).\n\
              Regenerate it with: {regenerate}",
             path.display(),
-            std::any::type_name::<K>(),
             first + 1
         );
     }

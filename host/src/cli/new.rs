@@ -199,17 +199,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|k| format!("\n            .owns({})", k.rust()))
         .collect();
-    // A ConfigMap carries the message; other kinds start with what the author fills in.
-    let child_body = if child.group.is_empty() && child.kind == "ConfigMap" {
-        "            \"data\": {\"message\": object.spec.message},\n".to_string()
-    } else {
-        "            // The rest of the desired object (spec, data, ...) goes here.\n".to_string()
-    };
+    let (child_use, child_build) = child_code(child);
     let crate_name = args.name.replace('-', "_");
     let fill = |template: &str| {
         template
             .replace("__MORE_OWNS__", &more_owns)
-            .replace("__CHILD_BODY__", &child_body)
+            .replace("__CHILD_USE__", &child_use)
+            .replace("__CHILD_BUILD__", &child_build)
             .replace("__CHILD_GROUP__", &child.group)
             .replace("__CHILD_VERSION__", &child.version)
             .replace("__CHILD_KIND__", &child.kind)
@@ -244,6 +240,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.name
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The import and the statement that build the child: a Kubernetes kind as its `k8s-openapi`
+/// type (a ConfigMap carries the message; other kinds start with what the author fills in), any
+/// other kind (a CRD's) as JSON.
+fn child_code(child: &Kind) -> (String, String) {
+    let Some(path) = crate::kinds::rust_path(&child.group, &child.kind) else {
+        let build = "        let child = wasmctrl_sdk::json!({
+            \"apiVersion\": child_kind().api_version(),
+            \"kind\": child_kind().kind,
+            \"metadata\": {\"name\": req.name, \"namespace\": req.namespace},
+            // The rest of the desired object (spec, ...) goes here.
+        });
+";
+        return (String::new(), build.into());
+    };
+    let body = if child.group.is_empty() && child.kind == "ConfigMap" {
+        "            data: Some([(\"message\".to_string(), object.spec.message.clone())].into()),\n"
+    } else {
+        "            // The rest of the desired object (spec, ...) goes here.\n"
+    };
+    let build = format!(
+        "        let child = {kind} {{
+            metadata: wasmctrl_sdk::kube::child_meta(&object.metadata, &req.name),
+{body}            ..Default::default()
+        }};
+",
+        kind = child.kind
+    );
+    (format!("use wasmctrl_sdk::k8s_openapi::{path};\n"), build)
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
