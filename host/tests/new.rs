@@ -132,7 +132,7 @@ fn a_new_plugin_crate_tests_builds_and_reconciles_its_sample_as_generated() {
 /// Kubernetes dependency) takes one, its CRD generated with the Pod template's descriptions is
 /// too large for a plain `kubectl apply`, and trimmed (`check_crd_trimmed`) it applies.
 fn embedding_kubernetes_types_needs_only_the_sdk(dir: &Path, native: &Path) {
-    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
     for crate_name in ["schemars", "k8s-openapi", "kube"] {
         let dependency = format!("\n{crate_name} =");
         assert!(
@@ -141,7 +141,7 @@ fn embedding_kubernetes_types_needs_only_the_sdk(dir: &Path, native: &Path) {
         );
     }
     let lib = dir.join("src/lib.rs");
-    let source = std::fs::read_to_string(&lib).unwrap();
+    let source = std::fs::read_to_string(&lib).expect("src/lib.rs");
     let with_jobs = source
         .replacen(
             "    pub message: String,\n",
@@ -156,7 +156,7 @@ fn embedding_kubernetes_types_needs_only_the_sdk(dir: &Path, native: &Path) {
             1,
         );
     assert!(with_jobs.contains("job_template") && with_jobs.contains("check_crd_trimmed"));
-    std::fs::write(&lib, with_jobs).unwrap();
+    std::fs::write(&lib, with_jobs).expect("src/lib.rs");
     let test = |update: bool| {
         let mut cargo = Command::new(env!("CARGO"));
         cargo
@@ -171,8 +171,8 @@ fn embedding_kubernetes_types_needs_only_the_sdk(dir: &Path, native: &Path) {
     };
     test(true);
     test(false);
-    let full = std::fs::read_to_string(dir.join("crd-full.yaml")).unwrap();
-    let trimmed = std::fs::read_to_string(dir.join("crd.yaml")).unwrap();
+    let full = std::fs::read_to_string(dir.join("crd-full.yaml")).expect("crd-full.yaml");
+    let trimmed = std::fs::read_to_string(dir.join("crd.yaml")).expect("crd.yaml");
     assert!(full.contains("jobTemplate") && trimmed.contains("jobTemplate"));
     assert!(!trimmed.contains("description:"), "descriptions dropped");
 
@@ -180,16 +180,16 @@ fn embedding_kubernetes_types_needs_only_the_sdk(dir: &Path, native: &Path) {
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
-    let server = rt.block_on(async { wasmctrl::apiserver::ApiServer::builder().build().unwrap() });
-    let http = rt
-        .block_on(server.serve("127.0.0.1:0".parse().unwrap()))
-        .unwrap();
+        .expect("a runtime");
+    let server = rt.block_on(async { wasmctrl::apiserver::ApiServer::builder().build() });
+    let server = server.expect("an API server");
+    let http = rt.block_on(server.serve(([127, 0, 0, 1], 0).into()));
+    let http = http.expect("serving on loopback");
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, http.kubeconfig()).unwrap();
+    std::fs::write(&kubeconfig, http.kubeconfig()).expect("kubeconfig");
     let apply = |file: &str| {
         let path = dir.join(file);
-        common::process::kubectl(&kubeconfig, &["apply", "-f", path.to_str().unwrap()])
+        common::process::kubectl(&kubeconfig, &["apply", "-f", &path.display().to_string()])
     };
     let (ok, out) = apply("crd-full.yaml");
     assert!(
