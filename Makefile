@@ -9,8 +9,10 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 WASMCTRL := $(TARGET_DIR)/debug/wasmctrl
 # Built components: the example plugins (what `make dev` serves) and, apart from them, the plugins
 # only tests and benchmarks use. Tests find both through WASMCTRL_PLUGIN_DIR and
-# WASMCTRL_TEST_PLUGIN_DIR, set below for cargo test/bench.
-PLUGIN_OUT := $(TARGET_DIR)/plugins
+# WASMCTRL_TEST_PLUGIN_DIR, set below for cargo test/bench. Not `target/plugins`: that is where
+# `wasmctrl build` writes by default, and a plugin built there with a shared target directory
+# must not land in the directory `make dev` serves.
+PLUGIN_OUT := $(TARGET_DIR)/dev-plugins
 TEST_PLUGIN_OUT := $(TARGET_DIR)/test-plugins
 PLUGIN_DIRS := WASMCTRL_PLUGIN_DIR=$(PLUGIN_OUT) WASMCTRL_TEST_PLUGIN_DIR=$(TEST_PLUGIN_OUT)
 
@@ -38,7 +40,7 @@ deps: ## Install missing system dependencies (wasm32 toolchain, PostgreSQL, kube
 host: ## Build the wasmctrl binary (debug)
 	$(CARGO) build -p wasmctrl --bin wasmctrl
 
-plugins: deps host ## Build every plugins/*/ crate into target/plugins/<name>.wasm
+plugins: deps host ## Build every plugins/*/ crate into target/dev-plugins/<name>.wasm
 ifneq ($(PLUGINS),)
 	$(BUILD_PLUGINS) --out-dir $(PLUGIN_OUT) $(PLUGINS)
 else

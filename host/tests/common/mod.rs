@@ -19,7 +19,7 @@ pub fn plugin_dirs() -> [PathBuf; 2] {
         })
     };
     [
-        dir("WASMCTRL_PLUGIN_DIR", "plugins"),
+        dir("WASMCTRL_PLUGIN_DIR", "dev-plugins"),
         dir("WASMCTRL_TEST_PLUGIN_DIR", "test-plugins"),
     ]
 }
