@@ -28,7 +28,11 @@ struct Cli {
     #[arg(long, global = true, value_enum, env = "WASMCTRL_LOG_FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Log filter (`info`, `debug`, `wasmctrl::controller=debug,info`, ...); `RUST_LOG` is used
-    /// when this is not given, and `info` when neither is.
+    /// when this is not given, and `info` when neither is. The compiler's own logs (cranelift,
+    /// wasmtime's compiler: tens of thousands of lines per plugin at `debug`) stay at `info`
+    /// unless the filter names them (`debug,cranelift_codegen=debug`). Plugins' own logs are
+    /// target `wasmctrl::runtime::host::log`: `info,wasmctrl::runtime::host::log=debug` shows
+    /// only theirs at debug.
     #[arg(long, global = true)]
     log_level: Option<String>,
 }
@@ -97,10 +101,11 @@ pub fn main() -> ExitCode {
 /// `--log-level` (else `RUST_LOG`, else `info`), as text or JSON lines.
 fn init_tracing(format: LogFormat, level: Option<&str>) -> anyhow::Result<()> {
     use tracing_subscriber::{EnvFilter, fmt};
-    let filter = match level {
-        Some(level) => EnvFilter::try_new(level)?,
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    let spec = match level {
+        Some(level) => level.to_string(),
+        None => std::env::var(EnvFilter::DEFAULT_ENV).unwrap_or_else(|_| "info".into()),
     };
+    let filter = EnvFilter::try_new(quiet_compiler(&spec))?;
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     // A second init (tests calling `main` twice) is harmless; ignore it.
     let _ = match format {
@@ -116,6 +121,26 @@ fn init_tracing(format: LogFormat, level: Option<&str>) -> anyhow::Result<()> {
             .try_init(),
     };
     Ok(())
+}
+
+/// Log targets of the compiler that turns plugins into machine code: at `debug` they log every
+/// pass over every function, drowning what an operator is looking for.
+const COMPILER_TARGETS: [&str; 4] = [
+    "cranelift_codegen",
+    "cranelift_frontend",
+    "wasmtime_internal_cranelift",
+    "regalloc2",
+];
+
+/// `spec` with the compiler's targets held at `info` unless it names them itself.
+fn quiet_compiler(spec: &str) -> String {
+    let mut spec = spec.to_string();
+    for target in COMPILER_TARGETS {
+        if !spec.contains(target) {
+            spec.push_str(&format!(",{target}=info"));
+        }
+    }
+    spec
 }
 
 /// Completes on SIGINT or SIGTERM (or at once if the handlers cannot be installed, so that a
@@ -166,4 +191,50 @@ pub(crate) fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    use super::quiet_compiler;
+
+    /// Which of a compiler debug line and a host debug line pass the filter made of `spec`.
+    fn passes(spec: &str) -> (bool, bool) {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let writer = move || super::tests::Sink(sink.clone());
+        let filter = EnvFilter::try_new(quiet_compiler(spec)).unwrap();
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(false);
+        let subscriber = tracing_subscriber::registry().with(filter).with(fmt);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "cranelift_codegen::context", "compiler pass");
+            tracing::debug!(target: "wasmctrl::controller", "host detail");
+        });
+        let text = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
+        (text.contains("compiler pass"), text.contains("host detail"))
+    }
+
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn debug_leaves_the_compiler_at_info_unless_it_is_named() {
+        assert_eq!(passes("debug"), (false, true));
+        assert_eq!(passes("info"), (false, false));
+        assert_eq!(passes("debug,cranelift_codegen=debug"), (true, true));
+    }
 }
