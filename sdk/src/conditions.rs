@@ -95,6 +95,15 @@ impl Condition {
         }
     }
 
+    /// A condition of `type_` whose status cannot be told yet (`Unknown`), as a controller
+    /// reports `Available` while it waits for what it made to settle.
+    pub fn unknown(type_: &str, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: UNKNOWN.into(),
+            ..Self::new(type_, false, reason, message)
+        }
+    }
+
     /// The same, computed from generation `generation` of the object.
     pub fn observed(mut self, generation: i64) -> Self {
         self.observed_generation = generation;
@@ -104,6 +113,11 @@ impl Condition {
     /// Whether its status is `True`.
     pub fn is_true(&self) -> bool {
         self.status == TRUE
+    }
+
+    /// Whether its status is `Unknown`.
+    pub fn is_unknown(&self) -> bool {
+        self.status == UNKNOWN
     }
 }
 
@@ -185,6 +199,22 @@ mod tests {
         assert_eq!(ready.last_transition_time, stamped(4));
         assert_eq!(conditions.len(), 2);
         assert_eq!(conditions[0].reason, "Theirs", "other types are left alone");
+    }
+
+    #[test]
+    fn unknown_is_a_status_of_its_own() {
+        let mut conditions = Vec::new();
+        let waiting = Condition::unknown("Available", "Waiting", "no Job has run yet");
+        assert!(waiting.is_unknown() && !waiting.is_true());
+        assert_eq!(waiting.status, UNKNOWN);
+        set_condition(&mut conditions, waiting, t(1));
+        let available = Condition::new("Available", true, "Ran", "a Job ran");
+        assert!(set_condition(&mut conditions, available, t(2)));
+        assert_eq!(
+            conditions[0].last_transition_time,
+            stamped(2),
+            "Unknown to True moves it"
+        );
     }
 
     #[test]
