@@ -17,8 +17,16 @@ async fn json_logs_parse_line_by_line_and_carry_the_reconcile_span() {
     let cluster = Cluster::start(dir.path());
     let client = cluster.client().await;
     common::things::install(&client).await;
-    let plugins = plugin_dir(dir.path(), &[("trivial", None)]);
-    let host = cluster.run_host(&plugins, &["--log-format", "json"], &[]);
+    let config = "[settings]\nlog = true\n";
+    let plugins = plugin_dir(dir.path(), &[("trivial", Some(config))]);
+    // Plugin logs at debug, the rest (the compiler's included) at info, as the README says, and
+    // the controller's per-reconcile records the test waits for.
+    let filter = "info,wasmctrl::runtime::host::log=debug,wasmctrl::controller=debug";
+    let host = cluster.run_host(
+        &plugins,
+        &["--log-format", "json", "--log-level", filter],
+        &[],
+    );
     let api = common::things::api(&client);
     for name in ["a", "b", "c"] {
         common::things::create(&api, name, serde_json::json!({})).await;
@@ -69,6 +77,30 @@ async fn json_logs_parse_line_by_line_and_carry_the_reconcile_span() {
             "ids are unique: {line}"
         );
     }
+    // What the plugin logged through `tracing`, with its typed fields, inside the span.
+    let read: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["fields"]["message"] == "read")
+        .collect();
+    let keys: BTreeSet<&str> = (read.iter())
+        .filter_map(|l| l["span"]["object.key"].as_str())
+        .collect();
+    assert_eq!(keys.len(), 3, "each key's reconcile logged: {read:?}");
+    for line in read {
+        assert_eq!(line["level"], "DEBUG", "{line}");
+        assert_eq!(
+            line["fields"]["fields"], "generation=1 replicas=1 parse=None",
+            "{line}"
+        );
+        assert_eq!(line["span"]["plugin.name"], "trivial", "{line}");
+    }
+    assert!(
+        !lines.iter().any(|l| l["target"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("cranelift")),
+        "the compiler stays at info"
+    );
     let status = host.terminate();
     assert!(status.success(), "exit {status}");
 }

@@ -40,6 +40,7 @@ pub fn settings<S: DeserializeOwned + Default>(json: &str) -> Result<S, String> 
 /// The `manifest` export.
 pub fn manifest<R: Reconciler>(json: &str) -> Result<WireManifest, String> {
     report_panics();
+    forward_logs();
     let settings = settings::<R::Settings>(json)?;
     R::manifest(&settings).map(Into::into)
 }
@@ -47,6 +48,7 @@ pub fn manifest<R: Reconciler>(json: &str) -> Result<WireManifest, String> {
 /// The `reconcile` export.
 pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, WireError> {
     report_panics();
+    forward_logs();
     // The host loaded the plugin with these settings, so they parsed then; they still may not
     // if the plugin changed its mind, which is terminal for this version.
     let settings = settings::<R::Settings>(&request.settings).map_err(|message| WireError {
@@ -68,6 +70,18 @@ pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, Wir
 
 fn timestamp(t: w::Timestamp) -> crate::Timestamp {
     crate::Timestamp::new(t.seconds, t.nanoseconds as i32).unwrap_or(crate::Timestamp::UNIX_EPOCH)
+}
+
+/// `tracing` events go to the host's `log` import.
+fn forward_logs() {
+    use crate::Host as _;
+    crate::logging::Forward::new(|level, message, fields| {
+        let fields: Vec<(&str, &str)> = (fields.iter())
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        crate::context::Imports.log(level, &message, &fields);
+    })
+    .install();
 }
 
 /// wasm32-unknown-unknown has nowhere to print a panic; hand the message to the host, which

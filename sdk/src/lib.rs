@@ -44,6 +44,7 @@ pub mod conditions;
 mod context;
 #[cfg(feature = "kube")]
 pub mod kube;
+mod logging;
 mod meta;
 mod request;
 pub mod sql;
@@ -63,6 +64,7 @@ pub use jiff::{self, Timestamp};
 pub use meta::{Metadata, Object, ObjectMeta, OwnerReference};
 pub use request::{Error, Request};
 pub use serde_json::{Value, json};
+pub use tracing;
 pub use types::{Gvk, Level, Manifest, Mapping, NoSettings, Predicate, Related, Selector, Watch};
 #[cfg(feature = "kube")]
 pub use {

@@ -184,7 +184,24 @@ impl Harness {
         }
         *self.scope.borrow_mut() = Some(scope);
         self.refused.borrow_mut().take();
-        let outcome = R::reconcile(&request, &Context::new(self, &settings));
+        // The plugin's `tracing` events, as the host's log import would receive them.
+        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = logged.clone();
+        let forward = crate::logging::Forward::new(move |level, message, fields| {
+            if let Ok(mut lines) = sink.lock() {
+                lines.push(LogLine {
+                    level,
+                    message,
+                    fields,
+                });
+            }
+        });
+        let outcome = tracing::subscriber::with_default(forward, || {
+            R::reconcile(&request, &Context::new(self, &settings))
+        });
+        if let Ok(mut lines) = logged.lock() {
+            self.logs.borrow_mut().append(&mut lines);
+        }
         if let Some(refusal) = self.refused.borrow_mut().take() {
             return Err(Error::terminal(format!("cache read {refusal}")));
         }

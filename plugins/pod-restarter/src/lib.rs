@@ -30,6 +30,7 @@ use std::collections::BTreeSet;
 
 use wasmctrl_sdk::k8s_openapi::api::core::v1::Pod;
 use wasmctrl_sdk::kube::gvk;
+use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
     Action, Context, Error, Gvk, Manifest, Metadata, ObjectRef, Outcome, Reconciler, Request,
     Selector,
@@ -105,7 +106,7 @@ impl Reconciler for PodRestarter {
         let config = ctx.settings();
         let key = req.key();
         let Some(pod) = req.object::<Pod>()? else {
-            ctx.debug("pod no longer exists", &[("key", &key)]);
+            tracing::debug!(%key, "pod no longer exists");
             return Ok(Outcome::done());
         };
         if req.deleting || !is_running(&pod) {
@@ -113,10 +114,7 @@ impl Reconciler for PodRestarter {
         }
         let target = format!("{}/{}", config.namespace, config.deployment);
         if belongs_to(&pod, &config.deployment) {
-            ctx.debug(
-                "pod belongs to the deployment it would restart; ignored",
-                &[("key", &key), ("deployment", &target)],
-            );
+            tracing::debug!(%key, deployment = %target, "pod belongs to the deployment it would restart; ignored");
             return Ok(Outcome::done());
         }
         let Some(uid) = pod.metadata.uid.as_ref().filter(|u| !u.is_empty()) else {
@@ -148,10 +146,7 @@ impl Reconciler for PodRestarter {
 
         let ops = restart::patch(&deployment, &handled, &req.now_rfc3339())
             .map_err(|e| Error::terminal(format!("Deployment {target} {e}")))?;
-        ctx.info(
-            "restarting deployment for a new running pod",
-            &[("key", &key), ("deployment", &target), ("pod.uid", uid)],
-        );
+        tracing::info!(%key, deployment = %target, pod.uid = %uid, "restarting deployment for a new running pod");
         let deployment_ref =
             ObjectRef::new(&deployment_kind(), &config.namespace, &config.deployment);
         Ok(Outcome::with(vec![

@@ -19,6 +19,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::sql::{Database, SqlError, Statement};
+use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
     Action, Context, CustomResource, Error, Finalizer, Gvk, Manifest, Outcome, Predicate,
     Reconciler, Request, finalizer,
@@ -190,7 +191,7 @@ impl Reconciler for PostgresWriterController {
         let key = req.key();
         let Some(writer) = req.object::<PostgresWriter>()? else {
             // The finalizer path deleted the row before the object could go.
-            ctx.debug("postgreswriter is gone", &[("key", &key)]);
+            tracing::debug!(%key, "postgreswriter is gone");
             return Ok(Outcome::done());
         };
         let db = ctx.sql(&ctx.settings().database);
@@ -204,10 +205,9 @@ impl Reconciler for PostgresWriterController {
                     // The row lives where status says it was written; before any write, nowhere.
                     if !status.table.is_empty() {
                         match db.execute(delete(&status.table, &key)) {
-                            Ok(rows) => ctx.info(
-                                "deleted row",
-                                &[("key", &key), ("rows", &rows.affected.to_string())],
-                            ),
+                            Ok(rows) => {
+                                tracing::info!(%key, rows = rows.affected, "deleted row");
+                            }
                             // Nothing to delete from a table that is gone.
                             Err(e) if e.sqlstate.as_deref() == Some(UNDEFINED_TABLE) => {}
                             Err(e) => return Err(sql_failed(e, &status.table)),
@@ -215,7 +215,7 @@ impl Reconciler for PostgresWriterController {
                     }
                     Ok(Outcome::done())
                 }
-                Finalizer::Apply => sync(&writer, &status, &key, &db, ctx),
+                Finalizer::Apply => sync(&writer, &status, &key, &db),
             },
         )
     }
@@ -227,7 +227,6 @@ fn sync(
     status: &Status,
     key: &str,
     db: &Database<'_>,
-    ctx: &Context<'_, Config>,
 ) -> Result<Outcome, Error> {
     if let Some(problem) = writer.spec.invalid() {
         let invalid = Status {
@@ -259,7 +258,7 @@ fn sync(
     };
     let mut actions = Vec::new();
     if synced != *status {
-        ctx.info("row written", &[("key", key), ("table", &spec.table)]);
+        tracing::info!(%key, table = %spec.table, "row written");
         actions.push(Action::update_status(&synced)?);
         actions.push(Action::event(
             "Synced",

@@ -7,6 +7,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
     Action, Context, CustomResource, Error, Gvk, Manifest, Metadata, NoSettings, Outcome,
     Predicate, Reconciler, Request,
@@ -95,22 +96,20 @@ impl Reconciler for VirtualMachineController {
             .predicate(Predicate::GenerationChanged))
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+    fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {
         let key = req.key();
         let Some(vm) = req.object::<VirtualMachine>()? else {
-            ctx.info("virtualmachine no longer exists", &[("key", &key)]);
+            tracing::info!(%key, "virtualmachine no longer exists");
             return Ok(Outcome::done());
         };
         if req.deleting {
-            ctx.info("virtualmachine is being deleted", &[("key", &key)]);
+            tracing::info!(%key, "virtualmachine is being deleted");
             return Ok(Outcome::done());
         }
-        ctx.info(
-            "reconciling virtualmachine",
-            &[
-                ("key", &key),
-                ("object", req.object.as_deref().unwrap_or_default()),
-            ],
+        tracing::info!(
+            %key,
+            object = req.object.as_deref().unwrap_or_default(),
+            "reconciling virtualmachine"
         );
 
         let desired = desired_status(&vm);
@@ -305,10 +304,12 @@ mod tests {
             .reconcile_deleted::<VirtualMachineController>("default", "gone")
             .unwrap();
         assert_eq!(outcome, Outcome::done());
-        assert!(
-            h.logs()
-                .iter()
-                .any(|l| l.message.contains("no longer exists"))
+        let logs = h.logs();
+        let gone = logs.iter().find(|l| l.message.contains("no longer exists"));
+        let gone = gone.unwrap_or_else(|| panic!("{logs:?}"));
+        assert_eq!(
+            gone.fields,
+            [("key".to_string(), "default/gone".to_string())]
         );
     }
 

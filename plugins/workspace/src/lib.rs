@@ -12,6 +12,7 @@ pub mod status;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
     Action, Condition, Context, CustomResource, Error, Gvk, Manifest, Metadata, NoSettings,
     ObjectRef, Outcome, Predicate, Reconciler, Request,
@@ -126,7 +127,7 @@ impl Reconciler for WorkspaceController {
     fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
         let key = req.key();
         let Some(ws) = req.object::<Workspace>()? else {
-            ctx.debug("workspace no longer exists", &[("key", &key)]);
+            tracing::debug!(%key, "workspace no longer exists");
             return Ok(Outcome::done());
         };
         if req.deleting {
@@ -157,14 +158,8 @@ impl Reconciler for WorkspaceController {
             }
             Some(p) if p.deleting() => Observed::Terminating,
             Some(p) if p.spec_hash() != Some(hash.as_str()) => {
-                ctx.info(
-                    "replacing outdated pod",
-                    &[
-                        ("pod", name),
-                        ("hash", p.spec_hash().unwrap_or("none")),
-                        ("want", &hash),
-                    ],
-                );
+                let had = p.spec_hash().unwrap_or("none");
+                tracing::info!(pod = name, hash = had, want = %hash, "replacing outdated pod");
                 actions.push(Action::delete(ObjectRef::new(&pod_kind(), namespace, name)));
                 actions.push(Action::event(
                     "ReplacingPod",

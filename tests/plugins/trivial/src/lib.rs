@@ -4,7 +4,8 @@
 //! By default it reads the object the way the SDK suggests, into a struct of the fields it
 //! needs (serde still scans the whole object, but builds nothing for the rest). With the setting
 //! `{"parse": "value"}` it builds the whole object as a `serde_json::Value` first, which is what
-//! a plugin that walks arbitrary objects pays.
+//! a plugin that walks arbitrary objects pays. With `{"log": true}` it logs what it read through
+//! `tracing`, for the tests of plugin logs (off by default: the benchmarks measure the call).
 
 use serde::Deserialize;
 use wasmctrl_sdk::{
@@ -14,11 +15,14 @@ use wasmctrl_sdk::{
 /// The plugin.
 pub struct Trivial;
 
-/// How it reads the object: `{"parse": "value"}` builds the whole `serde_json::Value`.
+/// How it reads the object: `{"parse": "value"}` builds the whole `serde_json::Value`;
+/// `{"log": true}` logs what it read.
 #[derive(Debug, Default, Deserialize)]
 pub struct Settings {
     #[serde(default)]
     parse: Option<String>,
+    #[serde(default)]
+    log: bool,
 }
 
 #[derive(Deserialize)]
@@ -67,6 +71,9 @@ impl Reconciler for Trivial {
         let Some((generation, replicas)) = read(req, ctx.settings())? else {
             return Ok(Outcome::done());
         };
+        if ctx.settings().log {
+            wasmctrl_sdk::tracing::debug!(generation, replicas, parse = ?ctx.settings().parse, "read");
+        }
         let status =
             json!({"phase": "Ready", "observedGeneration": generation, "replicas": replicas});
         Ok(Outcome::with(vec![Action::update_status(&status)?]))
