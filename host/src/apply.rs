@@ -275,6 +275,66 @@ struct ResponseMeta {
     resource_version: Option<String>,
 }
 
+/// Builds a request against a resource's URL, as `kube::core::Request`'s methods do.
+trait BuildRequest:
+    FnOnce(&kube::core::Request) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>
+{
+}
+
+impl<F> BuildRequest for F where
+    F: FnOnce(&kube::core::Request) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>
+{
+}
+
+/// What a status write's response is read for: the version it produced, and the status as the
+/// server stored it (to tell whether it pruned fields the plugin wrote).
+#[derive(Deserialize)]
+struct StatusResponse {
+    #[serde(default)]
+    metadata: ResponseMeta,
+    #[serde(default)]
+    status: Option<Value>,
+}
+
+/// The fields of `sent` (a status) that `stored` lacks, as `.status.a.b` paths: what the API
+/// server pruned because the CRD's schema does not declare them (a CRD older than the plugin).
+/// Values the server may rewrite are not compared, only whether keys survived; `null`s are left
+/// out (the server drops them from non-nullable fields by design).
+fn pruned_fields(sent: &Value, stored: &Value) -> Vec<String> {
+    fn walk(sent: &Value, stored: &Value, path: &mut String, out: &mut Vec<String>) {
+        match (sent, stored) {
+            (Value::Object(sent), Value::Object(stored)) => {
+                for (key, value) in sent {
+                    let len = path.len();
+                    path.push('.');
+                    path.push_str(key);
+                    match stored.get(key) {
+                        None if !value.is_null() => out.push(path.clone()),
+                        None => {}
+                        Some(kept) => walk(value, kept, path, out),
+                    }
+                    path.truncate(len);
+                }
+            }
+            (Value::Array(sent), Value::Array(stored)) if sent.len() == stored.len() => {
+                for (i, (value, kept)) in sent.iter().zip(stored).enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    walk(value, kept, path, out);
+                    path.truncate(len);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    // No status stored at all: every field was pruned.
+    let nothing = Value::Object(Default::default());
+    let stored = if stored.is_null() { &nothing } else { stored };
+    walk(sent, stored, &mut ".status".to_string(), &mut out);
+    out
+}
+
 /// Whether a write that produced `after` changed an object cached at `before`: a no-op apply or
 /// patch keeps the resourceVersion, and no event (echo) follows it.
 fn changed(before: Option<&str>, after: &str) -> bool {
@@ -679,11 +739,16 @@ impl Applier {
                 };
                 let patch = Patch::<()>::Json(ops);
                 let result = self
-                    .write(&api, "patch_subresource", |r| {
+                    .send(&api, "patch_subresource", |r| {
                         r.patch_subresource("status", object.key.name(), &params, &patch)
                     })
                     .await;
-                let after = self.map(result, &label, "update status")?;
+                let written: StatusResponse = self.map(result, &label, "update status")?;
+                let pruned = pruned_fields(status, written.status.as_ref().unwrap_or(&Value::Null));
+                if !pruned.is_empty() {
+                    self.report_pruned(subject, &label, &pruned).await;
+                }
+                let after = written.metadata.resource_version.unwrap_or_default();
                 let before = object.resource_version.to_string();
                 if changed(Some(&before), &after) {
                     echoes.extend(subject.echo());
@@ -762,6 +827,31 @@ impl Applier {
 
     /// Records an Event about the reconciled object, best effort: `Ok(false)` when the server
     /// refused it (logged and counted by the recorder).
+    /// Says that the API server pruned status fields the plugin wrote, in the log and as a
+    /// Warning Event on the object: without it a plugin's new status field just never appears.
+    async fn report_pruned(&self, subject: &Subject<'_>, label: &str, pruned: &[String]) {
+        let fields = pruned.join(", ");
+        tracing::warn!(
+            plugin.name = subject.manifest.name,
+            object = label,
+            %fields,
+            "the API server pruned status fields the plugin wrote: its schema for the kind does not \
+             declare them (is the installed CRD older than the plugin?)"
+        );
+        let note = format!(
+            "the API server pruned status fields the plugin wrote, which the installed CRD does \
+             not declare: {fields}; install the plugin's current CRD"
+        );
+        let note = Note {
+            warning: true,
+            reason: "StatusFieldsPruned",
+            note: &note,
+            action: "UpdateStatus",
+        };
+        // Best effort, like every event.
+        let _ = self.event(subject, &note).await;
+    }
+
     async fn event(&self, subject: &Subject<'_>, note: &Note<'_>) -> Result<bool, Error> {
         let Some(object) = subject.object else {
             return Ok(false);
@@ -817,15 +907,23 @@ impl Applier {
         &self,
         api: &Api<DynamicObject>,
         verb: &'static str,
-        build: impl FnOnce(
-            &kube::core::Request,
-        ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        build: impl BuildRequest,
     ) -> Result<String, kube::Error> {
+        let response: Response = self.send(api, verb, build).await?;
+        Ok(response.metadata.resource_version.unwrap_or_default())
+    }
+
+    /// Sends a request built against `api` and reads the response as `R`.
+    async fn send<R: serde::de::DeserializeOwned>(
+        &self,
+        api: &Api<DynamicObject>,
+        verb: &'static str,
+        build: impl BuildRequest,
+    ) -> Result<R, kube::Error> {
         let mut request = build(&kube::core::Request::new(api.resource_url()))
             .map_err(kube::Error::BuildRequest)?;
         request.extensions_mut().insert(verb);
-        let response: Response = self.client.request(request).await?;
-        Ok(response.metadata.resource_version.unwrap_or_default())
+        self.client.request(request).await
     }
 
     fn remember(
@@ -942,6 +1040,20 @@ impl Applier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pruned_fields_are_keys_the_server_did_not_keep() {
+        let sent = json!({"phase": "Ready", "conditions": [{"type": "Ready", "extra": 1}],
+            "nested": {"kept": 1, "gone": {"deep": true}}, "cleared": null});
+        let stored = json!({"phase": "Ready", "conditions": [{"type": "Ready"}],
+            "nested": {"kept": 2}});
+        assert_eq!(
+            pruned_fields(&sent, &stored),
+            [".status.conditions[0].extra", ".status.nested.gone"]
+        );
+        assert!(pruned_fields(&sent, &sent).is_empty());
+        assert_eq!(pruned_fields(&json!({"a": 1}), &Value::Null), [".status.a"]);
+    }
 
     #[test]
     fn status_of_reads_only_the_status() {

@@ -217,3 +217,74 @@ async fn workers_writing_the_same_kind_at_once_discover_it_once() {
     discovered.sort();
     assert_eq!(discovered, ["/api/v1", "/apis/example.com/v1"]);
 }
+
+/// A plugin newer than the installed CRD writes status fields the CRD does not declare; the API
+/// server prunes them, and the applier says so (log and a Warning Event on the object) instead
+/// of letting them vanish. A status the schema keeps whole raises nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_fields_the_server_prunes_are_reported_on_the_object() {
+    let server = ApiServer::new().unwrap();
+    let client = server.client();
+    // Status declares only `phase`; `trivial` also writes `observedGeneration` and `replicas`.
+    common::install_crd(&client, json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Thing", "plural": "things", "singular": "thing", "listKind": "ThingList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}}}]}
+    }))
+    .await;
+    let things_api = common::things::api(&client);
+    for name in ["old", "kept"] {
+        common::things::create(&things_api, name, json!({})).await;
+    }
+    let informers = Arc::new(Informers::new(client.clone()));
+    let things = informers.get(&watch(GroupVersionKind::gvk("example.com", "v1", "Thing")));
+    things.synced().await;
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let plugin = runtime
+        .load("trivial.wasm", &common::plugin_bytes("trivial"), "")
+        .unwrap();
+    let applier = Applier::new(client.clone(), informers.clone());
+    let apply = |name: &'static str, status: serde_json::Value| {
+        let key = ObjectKey::new("default", name);
+        let entry = things.get(&key).unwrap();
+        let applier = &applier;
+        let plugin = &plugin;
+        let things = &things;
+        async move {
+            let subject = Subject {
+                manifest: plugin.manifest(),
+                key: &key,
+                object: Some(&entry),
+                cache: Some(things),
+            };
+            let intents = [Intent::UpdateStatus { status }];
+            applier.apply(&subject, &intents).await.unwrap()
+        }
+    };
+    let newer = json!({"phase": "Ready", "observedGeneration": 1, "replicas": 1});
+    assert_eq!(apply("old", newer).await.writes, 1);
+    assert_eq!(apply("kept", json!({"phase": "Ready"})).await.writes, 1);
+
+    let events = common::events(&client, "default")
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let pruned: Vec<_> = (events.items.iter())
+        .filter(|e| e.data["reason"] == "StatusFieldsPruned")
+        .collect();
+    assert_eq!(pruned.len(), 1, "{:#?}", events.items);
+    let event = &pruned[0].data;
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["regarding"]["name"], "old");
+    let note = event["note"].as_str().unwrap();
+    assert!(
+        note.contains(".status.observedGeneration") && note.contains(".status.replicas"),
+        "{note}"
+    );
+    assert!(!note.contains(".status.phase"), "{note}");
+}
