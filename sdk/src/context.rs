@@ -130,6 +130,30 @@ impl<'a, S> Context<'a, S> {
             .collect()
     }
 
+    /// The cached objects of kind `K` that `owner` controls (an owner reference with
+    /// `controller: true` and its uid), in its namespace: the children a previous reconcile
+    /// applied, as controller-runtime's owner index finds them. `K` must be declared (owned, or
+    /// read) in the manifest; feature `kube`.
+    ///
+    /// ```ignore
+    /// let jobs: Vec<Job> = ctx.children::<Job>(&cron_job.metadata)?;
+    /// ```
+    #[cfg(feature = "kube")]
+    pub fn children<K>(&self, owner: &impl crate::Metadata) -> Result<Vec<K>, Error>
+    where
+        K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let kind = crate::kube::gvk::<K>();
+        let candidates: Vec<K> = self.list(&kind, owner.namespace(), "")?;
+        let controlled = |child: &K| {
+            let references = child.meta().owner_references.as_deref().unwrap_or_default();
+            references
+                .iter()
+                .any(|r| r.controller == Some(true) && r.uid == owner.uid())
+        };
+        Ok(candidates.into_iter().filter(controlled).collect())
+    }
+
     /// A database the operator granted and the manifest declares as `sql:<database>`.
     pub fn sql(&self, database: &str) -> Database<'a> {
         Database {

@@ -232,6 +232,63 @@ mod tests {
     }
 
     #[test]
+    fn children_are_the_objects_the_owner_controls() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+
+        use crate::testing::Harness;
+        use crate::{Context, Error, Manifest, NoSettings, Reconciler, Request};
+
+        struct Lister;
+
+        impl Reconciler for Lister {
+            type Settings = NoSettings;
+
+            fn manifest(_: &NoSettings) -> Result<Manifest, String> {
+                Ok(
+                    Manifest::new("lister", Gvk::new("example.com", "v1", "Owner"))
+                        .owns(gvk::<ConfigMap>()),
+                )
+            }
+
+            fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
+                let owner: crate::Object<serde_json::Value, serde_json::Value> =
+                    req.object()?.ok_or_else(|| Error::terminal("gone"))?;
+                let mut names: Vec<String> = (ctx.children::<ConfigMap>(&owner.metadata)?)
+                    .into_iter()
+                    .filter_map(|c| c.metadata.name)
+                    .collect();
+                names.sort();
+                Ok(Outcome::with(vec![Action::event(
+                    "Children",
+                    &names.join(","),
+                )]))
+            }
+        }
+
+        let reference = |uid: &str, controller: bool| {
+            serde_json::json!([{"apiVersion": "example.com/v1", "kind": "Owner", "name": "o",
+                "uid": uid, "controller": controller}])
+        };
+        let cm = |name: &str, namespace: &str, owners: serde_json::Value| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners}})
+        };
+        let outcome = Harness::new()
+            .object(cm("mine-a", "ns", reference("u-1", true)))
+            .object(cm("mine-b", "ns", reference("u-1", true)))
+            .object(cm("merely-owned", "ns", reference("u-1", false)))
+            .object(cm("someone-elses", "ns", reference("u-2", true)))
+            .object(cm("orphan", "ns", serde_json::json!([])))
+            .reconcile::<Lister>(&serde_json::json!({"apiVersion": "example.com/v1",
+                "kind": "Owner", "metadata": {"name": "o", "namespace": "ns", "uid": "u-1"}}))
+            .unwrap();
+        let [Action::EmitEvent(event)] = &outcome.actions[..] else {
+            panic!("{:?}", outcome.actions)
+        };
+        assert_eq!(event.note, "mine-a,mine-b");
+    }
+
+    #[test]
     fn kinds_of_typed_objects() {
         assert_eq!(gvk::<Pod>(), Gvk::new("", "v1", "Pod"));
         assert_eq!(gvk::<Deployment>(), Gvk::new("apps", "v1", "Deployment"));
