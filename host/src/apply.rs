@@ -601,7 +601,6 @@ impl Applier {
         intent: &Intent,
         echoes: &mut Vec<Echo>,
     ) -> Result<bool, Error> {
-        let plugin = subject.manifest.name.as_str();
         if !self.fence.holds() {
             let (kind, key) = (&subject.manifest.kind, subject.key);
             return Err(Error::NotLeader {
@@ -610,198 +609,23 @@ impl Applier {
         }
         match intent {
             Intent::Apply { target, object } => {
-                let (api, namespace, gvk) = self.api_for(target, subject).await?;
-                // Serialized once: the same text is hashed and sent.
-                let body = if !namespace.is_empty() && object["metadata"]["namespace"].is_null() {
-                    let mut object = object.clone();
-                    object["metadata"]["namespace"] = json!(namespace);
-                    object.to_string()
-                } else {
-                    object.to_string()
-                };
-                let label = target_label(&gvk, &namespace, &target.name);
-                let intent_hash = hash_of(&body);
-                let cached = self.cached(&gvk, &namespace, &target.name);
-                let before = cached.as_ref().map(Cached::version);
-                if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
-                    return Ok(false);
-                }
-                let params = PatchParams::apply(&subject.manifest.field_manager()).force();
-                let body = RawValue::from_string(body).map_err(|e| Error::Malformed {
-                    target: label.clone(),
-                    message: e.to_string(),
-                })?;
-                let result = self
-                    .write(&api, "patch", |r| {
-                        r.patch(&target.name, &params, &Patch::Apply(&body))
-                    })
-                    .await;
-                let after = self.map(result, &label, "apply")?;
-                if changed(before.as_deref(), &after) {
-                    echoes.extend(cached.map(Cached::into_echo));
-                }
-                self.remember(plugin, label, intent_hash, before, after);
-                Ok(true)
+                self.server_side_apply(subject, target, object, echoes)
+                    .await
             }
-            Intent::MergePatch { target, patch } | Intent::JsonPatch { target, patch } => {
-                let (api, namespace, gvk) = self.api_for(target, subject).await?;
-                let label = target_label(&gvk, &namespace, &target.name);
-                let intent_hash = hash_of(&(
-                    matches!(intent, Intent::JsonPatch { .. }),
-                    patch.to_string(),
-                ));
-                let cached = self.cached(&gvk, &namespace, &target.name);
-                let before = cached.as_ref().map(Cached::version);
-                if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
-                    return Ok(false);
-                }
-                let params = PatchParams {
-                    field_manager: Some(subject.manifest.field_manager()),
-                    ..Default::default()
-                };
-                let (result, preconditions) = if matches!(intent, Intent::JsonPatch { .. }) {
-                    let ops: json_patch::Patch =
-                        serde_json::from_value(patch.clone()).map_err(|e| Error::Malformed {
-                            target: label.clone(),
-                            message: format!("not a JSON Patch: {e}"),
-                        })?;
-                    let preconditions = has_test(&ops);
-                    let patch = Patch::<()>::Json(ops);
-                    let result = self
-                        .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
-                        .await;
-                    (result, preconditions)
-                } else {
-                    let patch = Patch::Merge(patch);
-                    let result = self
-                        .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
-                        .await;
-                    (result, false)
-                };
-                let after = result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
-                if changed(before.as_deref(), &after) {
-                    echoes.extend(cached.map(Cached::into_echo));
-                }
-                self.remember(plugin, label, intent_hash, before, after);
-                Ok(true)
+            Intent::MergePatch { target, patch } => {
+                self.patch(subject, target, patch, false, echoes).await
             }
-            Intent::Delete { target } => {
-                let (api, namespace, gvk) = self.api_for(target, subject).await?;
-                let label = target_label(&gvk, &namespace, &target.name);
-                let cached = self.cached(&gvk, &namespace, &target.name);
-                if cached
-                    .as_ref()
-                    .is_some_and(|c| c.entry.as_ref().is_none_or(|e| e.deleting))
-                {
-                    return Ok(false);
-                }
-                match api.delete(&target.name, &DeleteParams::background()).await {
-                    Ok(_) => {
-                        // Gone, or marked for deletion: either way a new version.
-                        echoes.extend(cached.map(Cached::into_echo));
-                        Ok(true)
-                    }
-                    Err(e) if is_not_found(&e) => Ok(false),
-                    Err(e) => Err(self.classify(e, &label, "delete", false)),
-                }
+            Intent::JsonPatch { target, patch } => {
+                self.patch(subject, target, patch, true, echoes).await
             }
-            Intent::UpdateStatus { status } => {
-                let Some(object) = subject.object else {
-                    return Ok(false);
-                };
-                if status_of(&object.json).as_ref() == Some(status) {
-                    return Ok(false);
-                }
-                let status_hash = hash_of(&status.to_string());
-                let kind = &subject.manifest.kind;
-                let written_label = status_label(&target_label(
-                    kind,
-                    object.key.namespace(),
-                    object.key.name(),
-                ));
-                if self
-                    .last(plugin, &written_label)
-                    .is_some_and(|w| w.holds(status_hash, &object.resource_version.to_string()))
-                {
-                    return Ok(false);
-                }
-                let (api, label) = self.subject_api(subject).await?;
-                let ops: json_patch::Patch = serde_json::from_value(
-                    json!([{"op": "add", "path": "/status", "value": status}]),
-                )
-                .map_err(|e| Error::Malformed {
-                    target: label.clone(),
-                    message: e.to_string(),
-                })?;
-                let params = PatchParams {
-                    field_manager: Some(subject.manifest.field_manager()),
-                    ..Default::default()
-                };
-                let patch = Patch::<()>::Json(ops);
-                let result = self
-                    .send(&api, "patch_subresource", |r| {
-                        r.patch_subresource("status", object.key.name(), &params, &patch)
-                    })
-                    .await;
-                let written: StatusResponse = self.map(result, &label, "update status")?;
-                let pruned = pruned_fields(status, written.status.as_ref().unwrap_or(&Value::Null));
-                if !pruned.is_empty() {
-                    self.report_pruned(subject, &label, &pruned).await;
-                }
-                let after = written.metadata.resource_version.unwrap_or_default();
-                let before = object.resource_version.to_string();
-                if changed(Some(&before), &after) {
-                    echoes.extend(subject.echo());
-                }
-                self.remember(plugin, written_label, status_hash, Some(before), after);
-                Ok(true)
+            Intent::Delete { target } => self.delete(subject, target, echoes).await,
+            Intent::UpdateStatus { status } => self.write_status(subject, status, echoes).await,
+            Intent::AddFinalizer { finalizer } => {
+                self.write_finalizer(subject, finalizer, true, echoes).await
             }
-            Intent::AddFinalizer { finalizer } | Intent::RemoveFinalizer { finalizer } => {
-                let Some(object) = subject.object else {
-                    return Ok(false);
-                };
-                let adding = matches!(intent, Intent::AddFinalizer { .. });
-                let finalizers = object.meta().finalizers;
-                let present = finalizers.iter().position(|f| f == finalizer);
-                let ops = match (adding, present) {
-                    (true, Some(_)) | (false, None) => return Ok(false),
-                    // Same preconditions as kube-runtime's finalizer helper: act only on the
-                    // list we saw, so a concurrent writer's finalizer is never lost.
-                    (true, None) if finalizers.is_empty() => json!([
-                        {"op": "test", "path": "/metadata/finalizers", "value": null},
-                        {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
-                    ]),
-                    (true, None) => json!([
-                        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-                        {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
-                    ]),
-                    (false, Some(i)) => json!([
-                        {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": finalizer},
-                        {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
-                    ]),
-                };
-                let (api, label) = self.subject_api(subject).await?;
-                let ops: json_patch::Patch =
-                    serde_json::from_value(ops).map_err(|e| Error::Malformed {
-                        target: label.clone(),
-                        message: e.to_string(),
-                    })?;
-                let result = api
-                    .patch(
-                        object.key.name(),
-                        &PatchParams::default(),
-                        &Patch::<()>::Json(ops),
-                    )
-                    .await;
-                match result {
-                    Err(e) if !adding && is_not_found(&e) => Ok(false),
-                    Err(e) => Err(self.classify(e, &label, "patch finalizers", true)),
-                    Ok(_) => {
-                        // Adding or removing a finalizer always makes a new version.
-                        echoes.extend(subject.echo());
-                        Ok(true)
-                    }
-                }
+            Intent::RemoveFinalizer { finalizer } => {
+                self.write_finalizer(subject, finalizer, false, echoes)
+                    .await
             }
             Intent::Event {
                 type_,
@@ -825,8 +649,240 @@ impl Applier {
         }
     }
 
-    /// Records an Event about the reconciled object, best effort: `Ok(false)` when the server
-    /// refused it (logged and counted by the recorder).
+    /// Server-side applies a whole object with the plugin's field manager, unless the cache
+    /// shows what the last apply of the same intent left.
+    async fn server_side_apply(
+        &self,
+        subject: &Subject<'_>,
+        target: &Target,
+        object: &Value,
+        echoes: &mut Vec<Echo>,
+    ) -> Result<bool, Error> {
+        let plugin = subject.manifest.name.as_str();
+        let (api, namespace, gvk) = self.api_for(target, subject).await?;
+        // Serialized once: the same text is hashed and sent.
+        let body = if !namespace.is_empty() && object["metadata"]["namespace"].is_null() {
+            let mut object = object.clone();
+            object["metadata"]["namespace"] = json!(namespace);
+            object.to_string()
+        } else {
+            object.to_string()
+        };
+        let label = target_label(&gvk, &namespace, &target.name);
+        let intent_hash = hash_of(&body);
+        let cached = self.cached(&gvk, &namespace, &target.name);
+        let before = cached.as_ref().map(Cached::version);
+        if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
+            return Ok(false);
+        }
+        let params = PatchParams::apply(&subject.manifest.field_manager()).force();
+        let body = RawValue::from_string(body).map_err(|e| Error::Malformed {
+            target: label.clone(),
+            message: e.to_string(),
+        })?;
+        let result = self
+            .write(&api, "patch", |r| {
+                r.patch(&target.name, &params, &Patch::Apply(&body))
+            })
+            .await;
+        let after = self.map(result, &label, "apply")?;
+        if changed(before.as_deref(), &after) {
+            echoes.extend(cached.map(Cached::into_echo));
+        }
+        self.remember(plugin, label, intent_hash, before, after);
+        Ok(true)
+    }
+
+    /// A merge patch, or a JSON Patch (`json`) whose `test` operations are preconditions.
+    async fn patch(
+        &self,
+        subject: &Subject<'_>,
+        target: &Target,
+        patch: &Value,
+        json: bool,
+        echoes: &mut Vec<Echo>,
+    ) -> Result<bool, Error> {
+        let plugin = subject.manifest.name.as_str();
+        let (api, namespace, gvk) = self.api_for(target, subject).await?;
+        let label = target_label(&gvk, &namespace, &target.name);
+        let intent_hash = hash_of(&(json, patch.to_string()));
+        let cached = self.cached(&gvk, &namespace, &target.name);
+        let before = cached.as_ref().map(Cached::version);
+        if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
+            return Ok(false);
+        }
+        let params = PatchParams {
+            field_manager: Some(subject.manifest.field_manager()),
+            ..Default::default()
+        };
+        let (result, preconditions) = if json {
+            let ops: json_patch::Patch =
+                serde_json::from_value(patch.clone()).map_err(|e| Error::Malformed {
+                    target: label.clone(),
+                    message: format!("not a JSON Patch: {e}"),
+                })?;
+            let preconditions = has_test(&ops);
+            let patch = Patch::<()>::Json(ops);
+            let result = self
+                .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
+                .await;
+            (result, preconditions)
+        } else {
+            let patch = Patch::Merge(patch);
+            let result = self
+                .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
+                .await;
+            (result, false)
+        };
+        let after = result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
+        if changed(before.as_deref(), &after) {
+            echoes.extend(cached.map(Cached::into_echo));
+        }
+        self.remember(plugin, label, intent_hash, before, after);
+        Ok(true)
+    }
+
+    /// Deletes in the background (kubectl's default); an object already gone, or already
+    /// being deleted, needs no request.
+    async fn delete(
+        &self,
+        subject: &Subject<'_>,
+        target: &Target,
+        echoes: &mut Vec<Echo>,
+    ) -> Result<bool, Error> {
+        let (api, namespace, gvk) = self.api_for(target, subject).await?;
+        let label = target_label(&gvk, &namespace, &target.name);
+        let cached = self.cached(&gvk, &namespace, &target.name);
+        if cached
+            .as_ref()
+            .is_some_and(|c| c.entry.as_ref().is_none_or(|e| e.deleting))
+        {
+            return Ok(false);
+        }
+        match api.delete(&target.name, &DeleteParams::background()).await {
+            Ok(_) => {
+                // Gone, or marked for deletion: either way a new version.
+                echoes.extend(cached.map(Cached::into_echo));
+                Ok(true)
+            }
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(self.classify(e, &label, "delete", false)),
+        }
+    }
+
+    /// Replaces the reconciled object's status through the status subresource, and says when
+    /// the server pruned fields of it.
+    async fn write_status(
+        &self,
+        subject: &Subject<'_>,
+        status: &Value,
+        echoes: &mut Vec<Echo>,
+    ) -> Result<bool, Error> {
+        let plugin = subject.manifest.name.as_str();
+        let Some(object) = subject.object else {
+            return Ok(false);
+        };
+        if status_of(&object.json).as_ref() == Some(status) {
+            return Ok(false);
+        }
+        let status_hash = hash_of(&status.to_string());
+        let kind = &subject.manifest.kind;
+        let written_label = status_label(&target_label(
+            kind,
+            object.key.namespace(),
+            object.key.name(),
+        ));
+        if self
+            .last(plugin, &written_label)
+            .is_some_and(|w| w.holds(status_hash, &object.resource_version.to_string()))
+        {
+            return Ok(false);
+        }
+        let (api, label) = self.subject_api(subject).await?;
+        let ops: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
+                .map_err(|e| Error::Malformed {
+                    target: label.clone(),
+                    message: e.to_string(),
+                })?;
+        let params = PatchParams {
+            field_manager: Some(subject.manifest.field_manager()),
+            ..Default::default()
+        };
+        let patch = Patch::<()>::Json(ops);
+        let result = self
+            .send(&api, "patch_subresource", |r| {
+                r.patch_subresource("status", object.key.name(), &params, &patch)
+            })
+            .await;
+        let written: StatusResponse = self.map(result, &label, "update status")?;
+        let pruned = pruned_fields(status, written.status.as_ref().unwrap_or(&Value::Null));
+        if !pruned.is_empty() {
+            self.report_pruned(subject, &label, &pruned).await;
+        }
+        let after = written.metadata.resource_version.unwrap_or_default();
+        let before = object.resource_version.to_string();
+        if changed(Some(&before), &after) {
+            echoes.extend(subject.echo());
+        }
+        self.remember(plugin, written_label, status_hash, Some(before), after);
+        Ok(true)
+    }
+
+    /// Adds (`adding`) or removes a finalizer of the reconciled object with a JSON Patch whose
+    /// `test` makes it act only on the list it saw.
+    async fn write_finalizer(
+        &self,
+        subject: &Subject<'_>,
+        finalizer: &str,
+        adding: bool,
+        echoes: &mut Vec<Echo>,
+    ) -> Result<bool, Error> {
+        let Some(object) = subject.object else {
+            return Ok(false);
+        };
+        let finalizers = object.meta().finalizers;
+        let present = finalizers.iter().position(|f| f == finalizer);
+        let ops = match (adding, present) {
+            (true, Some(_)) | (false, None) => return Ok(false),
+            // Same preconditions as kube-runtime's finalizer helper: act only on the
+            // list we saw, so a concurrent writer's finalizer is never lost.
+            (true, None) if finalizers.is_empty() => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+            ]),
+            (true, None) => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+            ]),
+            (false, Some(i)) => json!([
+                {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": finalizer},
+                {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
+            ]),
+        };
+        let (api, label) = self.subject_api(subject).await?;
+        let ops: json_patch::Patch = serde_json::from_value(ops).map_err(|e| Error::Malformed {
+            target: label.clone(),
+            message: e.to_string(),
+        })?;
+        let result = api
+            .patch(
+                object.key.name(),
+                &PatchParams::default(),
+                &Patch::<()>::Json(ops),
+            )
+            .await;
+        match result {
+            Err(e) if !adding && is_not_found(&e) => Ok(false),
+            Err(e) => Err(self.classify(e, &label, "patch finalizers", true)),
+            Ok(_) => {
+                // Adding or removing a finalizer always makes a new version.
+                echoes.extend(subject.echo());
+                Ok(true)
+            }
+        }
+    }
+
     /// Says that the API server pruned status fields the plugin wrote, in the log and as a
     /// Warning Event on the object: without it a plugin's new status field just never appears.
     async fn report_pruned(&self, subject: &Subject<'_>, label: &str, pruned: &[String]) {

@@ -54,6 +54,19 @@ enum Attempt {
     Failed(String),
 }
 
+/// A version waiting for its name: where it comes from, the version, and whether its wait was
+/// reported already.
+type Candidate = (PathBuf, Loaded, bool);
+
+/// What one rescan has found so far.
+#[derive(Default)]
+struct Scan {
+    changes: Vec<Change>,
+    /// Served names whose file is gone or now serves another name; whoever claims one replaces
+    /// it, and those nobody claims are removed.
+    vacated: BTreeMap<String, Loaded>,
+}
+
 /// The directory's files and the plugins served from them, keyed by manifest name.
 ///
 /// Invariant: `files[p].serves == Some(n)` exactly when `served[n].path == p`.
@@ -82,13 +95,44 @@ impl Directory {
             .collect()
     }
 
-    /// Reads the directory and brings the served set in line with it. An unreadable directory
-    /// changes nothing: every plugin keeps serving.
+    /// Reads the directory and brings the served set in line with it, in the six steps below.
+    /// An unreadable directory changes nothing: every plugin keeps serving.
     pub(super) fn rescan(&mut self) -> std::io::Result<Vec<Change>> {
         let paths = list(&self.dir)?;
-        let mut changes = Vec::new();
-
+        let mut scan = Scan::default();
         // 1. Load what changed since the last scan (the only expensive step).
+        let (present, attempts) = self.load_changed(paths);
+        // 2. Files that are gone free their names; whoever claims one below replaces it.
+        self.free_names_of_gone_files(&present, &mut scan);
+        // 3. Record the attempts. A failure leaves the file's previous version serving; a new
+        //    version under the file's current name replaces it in place.
+        let candidates = self.record_attempts(attempts, &mut scan);
+        // 4. Place versions under new names. Repeat while something moves: a file leaving one
+        //    name frees it for another file's version.
+        let waiting = self.place_under_new_names(candidates, &mut scan);
+        // 5. Versions whose name another file serves wait, reported once.
+        self.park(waiting, &mut scan);
+        // 6. Names nobody took over are removed.
+        let Scan {
+            mut changes,
+            vacated,
+        } = scan;
+        for (name, old) in vacated {
+            tracing::info!(plugin.name = %name, plugin.digest = %old.plugin.digest(), "plugin removed");
+            changes.push(Change::Removed(old.plugin));
+        }
+        if !changes.is_empty() {
+            self.retain_artifacts();
+        }
+        Ok(changes)
+    }
+
+    /// Reads every path, loading those whose content or config changed since the last scan;
+    /// returns the paths still present and the attempts.
+    fn load_changed(
+        &self,
+        paths: Vec<PathBuf>,
+    ) -> (BTreeSet<PathBuf>, Vec<(PathBuf, Fingerprint, Attempt)>) {
         let mut present = BTreeSet::new();
         let mut attempts = Vec::new();
         for path in paths {
@@ -103,9 +147,11 @@ impl Directory {
             let attempt = self.attempt(&path, &fingerprint, &bytes);
             attempts.push((path, fingerprint, attempt));
         }
+        (present, attempts)
+    }
 
-        // 2. Files that are gone free their names; whoever claims one below replaces it.
-        let mut vacated: BTreeMap<String, Loaded> = BTreeMap::new();
+    /// Forgets the files no longer present; the names they served become vacant.
+    fn free_names_of_gone_files(&mut self, present: &BTreeSet<PathBuf>, scan: &mut Scan) {
         let gone: Vec<PathBuf> = (self.files.keys())
             .filter(|p| !present.contains(*p))
             .cloned()
@@ -114,13 +160,18 @@ impl Directory {
             if let Some(name) = self.files.remove(&path).and_then(|f| f.serves)
                 && let Some(served) = self.served.remove(&name)
             {
-                vacated.insert(name, served.loaded);
+                scan.vacated.insert(name, served.loaded);
             }
         }
+    }
 
-        // 3. Record the attempts. A failure leaves the file's previous version serving; a new
-        //    version under the file's current name replaces it in place.
-        let mut candidates: Vec<(PathBuf, Loaded, bool)> = Vec::new();
+    /// Records each attempt on its file; returns the versions that need a name placed.
+    fn record_attempts(
+        &mut self,
+        attempts: Vec<(PathBuf, Fingerprint, Attempt)>,
+        scan: &mut Scan,
+    ) -> Vec<Candidate> {
+        let mut candidates: Vec<Candidate> = Vec::new();
         for (path, fingerprint, attempt) in attempts {
             let file = self.files.entry(path.clone()).or_insert_with(|| File {
                 fingerprint: fingerprint.clone(),
@@ -134,7 +185,7 @@ impl Directory {
                 Attempt::Failed(error) => {
                     tracing::warn!(file = %path.display(), %error,
                         "plugin not loaded; any previous version keeps serving");
-                    changes.push(Change::Failed { path, error });
+                    scan.changes.push(Change::Failed { path, error });
                 }
                 Attempt::Loaded(new) => {
                     let name = &new.plugin.manifest().name;
@@ -142,7 +193,7 @@ impl Directory {
                         Some(served) if file.serves.as_ref() == Some(name) => {
                             let old = std::mem::replace(&mut served.loaded, new.clone());
                             log_swap("replaced", &path, &new);
-                            changes.push(Change::Replaced {
+                            scan.changes.push(Change::Replaced {
                                 old: old.plugin,
                                 new: new.plugin,
                                 config: new.config,
@@ -159,9 +210,16 @@ impl Directory {
             }
         }
         candidates.sort_by(|a, b| a.0.cmp(&b.0));
+        candidates
+    }
 
-        // 4. Place versions under new names. Repeat while something moves: a file leaving one
-        //    name frees it for another file's version.
+    /// Serves each candidate under its name where that name is free; returns those still
+    /// blocked by another file serving the name.
+    fn place_under_new_names(
+        &mut self,
+        mut candidates: Vec<Candidate>,
+        scan: &mut Scan,
+    ) -> Vec<Candidate> {
         loop {
             let before = candidates.len();
             let mut blocked = Vec::new();
@@ -174,12 +232,12 @@ impl Directory {
                 let previous = (self.files.get_mut(&path))
                     .and_then(|f| f.serves.replace(name.clone()))
                     .filter(|p| *p != name);
-                let loaded = match vacated.remove(&name) {
+                let loaded = match scan.vacated.remove(&name) {
                     // A renamed file with the same content: nothing for the controller to do.
                     Some(old) if same_version(&old, &new) => old,
                     Some(old) => {
                         log_swap("replaced", &path, &new);
-                        changes.push(Change::Replaced {
+                        scan.changes.push(Change::Replaced {
                             old: old.plugin,
                             new: new.plugin.clone(),
                             config: new.config.clone(),
@@ -188,7 +246,8 @@ impl Directory {
                     }
                     None => {
                         log_swap("added", &path, &new);
-                        changes.push(Change::Added(new.plugin.clone(), new.config.clone()));
+                        scan.changes
+                            .push(Change::Added(new.plugin.clone(), new.config.clone()));
                         new
                     }
                 };
@@ -196,7 +255,7 @@ impl Directory {
                 if let Some(previous) = previous
                     && let Some(served) = self.served.remove(&previous)
                 {
-                    vacated.insert(previous, served.loaded);
+                    scan.vacated.insert(previous, served.loaded);
                 }
             }
             candidates = blocked;
@@ -204,9 +263,12 @@ impl Directory {
                 break;
             }
         }
+        candidates
+    }
 
-        // 5. Versions whose name another file serves wait, reported once.
-        for (path, new, reported) in candidates {
+    /// Parks each blocked version on its file, reporting it the first time.
+    fn park(&mut self, waiting: Vec<Candidate>, scan: &mut Scan) {
+        for (path, new, reported) in waiting {
             let name = &new.plugin.manifest().name;
             if !reported {
                 let holder = self.served.get(name).map(|s| s.path.display().to_string());
@@ -217,7 +279,7 @@ impl Directory {
                     holder.unwrap_or_default()
                 );
                 tracing::warn!(file = %path.display(), %error, "duplicate plugin name");
-                changes.push(Change::Failed {
+                scan.changes.push(Change::Failed {
                     path: path.clone(),
                     error,
                 });
@@ -226,21 +288,15 @@ impl Directory {
                 file.parked = Some(new);
             }
         }
+    }
 
-        // 6. Names nobody took over are removed.
-        for (name, old) in vacated {
-            tracing::info!(plugin.name = %name, plugin.digest = %old.plugin.digest(), "plugin removed");
-            changes.push(Change::Removed(old.plugin));
-        }
-
-        if !changes.is_empty() {
-            let digests: Vec<&str> = (self.served.values().map(|s| &s.loaded))
-                .chain(self.files.values().filter_map(|f| f.parked.as_ref()))
-                .map(|l| l.plugin.digest())
-                .collect();
-            self.runtime.retain_artifacts(&digests);
-        }
-        Ok(changes)
+    /// Keeps the compiled artifacts of what is served or parked, and drops the rest.
+    fn retain_artifacts(&self) {
+        let digests: Vec<&str> = (self.served.values().map(|s| &s.loaded))
+            .chain(self.files.values().filter_map(|f| f.parked.as_ref()))
+            .map(|l| l.plugin.digest())
+            .collect();
+        self.runtime.retain_artifacts(&digests);
     }
 
     /// Parses the config and loads the plugin, unless this file already serves exactly this
