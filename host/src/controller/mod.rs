@@ -76,7 +76,8 @@ pub struct Stats {
 pub struct Counts {
     /// Reconciles that succeeded.
     pub success: u64,
-    /// Reconciles that succeeded and asked to run again (requeue-after or conflict).
+    /// Reconciles that succeeded and asked to run again (requeue-after). A write conflict is
+    /// an error: the key is retried with backoff.
     pub requeue: u64,
     /// Reconciles that failed and were retried with backoff.
     pub error: u64,
@@ -449,128 +450,44 @@ impl Host {
         let name = manifest.name.clone();
         let observer = Arc::new(self.metrics.queue_observer(&name));
         let queue: Queue<ObjectKey> = Queue::with_observer(queue::Config::default(), observer);
-        let mut subscriptions = Vec::new();
-        // Keys are only ever queued in the plugin's namespaces, whatever the event that named
-        // them (a child's owner, a label, an annotation). A deleted object leaves nothing
-        // behind in the applier's memory of what it wrote.
-        let mut subscribe = |informer: Arc<Informer>, map: Mapper| {
-            let (queue, scope, applier) = (queue.clone(), scope.clone(), self.applier.clone());
-            let kind = informer.gvk().clone();
-            let id = informer.subscribe(Box::new(move |notice: &Notice| {
-                if let Change::Deleted(gone) = &notice.change {
-                    applier.forget_object(&kind, &gone.key);
-                }
-                let mut keys = Keys::new();
-                map(notice, &mut keys);
-                for (key, initial) in keys {
-                    if !scope.reconciles_in(key.namespace()) {
-                        continue;
-                    }
-                    if initial {
-                        queue.add_low(key)
-                    } else {
-                        queue.add(key)
-                    }
-                }
-            }));
-            subscriptions.push((informer, id));
+        let mut keys = KeySources {
+            host: self,
+            queue: queue.clone(),
+            scope: scope.clone(),
+            subscriptions: Vec::new(),
         };
-
-        // Least data: one watch per declared namespace (or one for all), with the declared label
-        // selector, all sent to the API server.
-        let own_namespaces = scope
-            .namespaces()
-            .names()
-            .map(|set| set.iter().cloned().collect());
-        let watches =
-            |kind: &GroupVersionKind, namespaces: Option<Vec<String>>, labels: &Selector| {
-                let watch = |namespace| Watch {
-                    kind: kind.clone(),
-                    namespace,
-                    labels: labels.clone(),
-                };
-                match namespaces {
-                    None => vec![self.informers.get(&watch(None))],
-                    Some(names) => (names.into_iter())
-                        .map(|ns| self.informers.get(&watch(Some(ns))))
-                        .collect::<Vec<_>>(),
-                }
-            };
-
-        let watched = Arc::new(watches(
-            &manifest.kind,
-            own_namespaces.clone(),
-            &manifest.selector,
-        ));
-        for informer in watched.iter() {
-            let filter = Filter {
-                manifest: manifest.clone(),
-                scope: scope.clone(),
-            };
-            subscribe(
-                informer.clone(),
-                Box::new(move |notice, out| filter.primary(notice, out)),
-            );
-        }
-        for kind in &manifest.owns {
-            for informer in watches(kind, own_namespaces.clone(), &Selector::default()) {
-                let owner_kind = manifest.kind.clone();
-                subscribe(
-                    informer,
-                    Box::new(move |n, out| by_owner(&owner_kind, n, out)),
-                );
-            }
-        }
-        for read in &manifest.reads {
-            let namespaces = if read.namespaces.is_empty() {
-                own_namespaces.clone()
-            } else {
-                Some(read.namespaces.clone())
-            };
-            for informer in watches(&read.kind, namespaces, &read.selector) {
-                let Some(mapping) = read.trigger.clone() else {
-                    // Subscribed only to keep the cache of a read-only kind warm.
-                    subscribe(informer, Box::new(|_, _| {}));
-                    continue;
-                };
-                let (owner_kind, watched) = (manifest.kind.clone(), watched.clone());
-                subscribe(
-                    informer,
-                    Box::new(move |n, out| by_mapping(&mapping, &owner_kind, &watched, n, out)),
-                );
-            }
-        }
+        let watched = keys.subscribe_declared(&manifest);
+        let subscriptions = keys.subscriptions;
 
         let shared = Arc::new(RwLock::new(plugin));
         let stop = CancellationToken::new();
         let informers: Vec<Arc<Informer>> = subscriptions.iter().map(|(i, _)| i.clone()).collect();
-        let caches = Arc::new(Caches::new(&informers));
         let tasks = vec![tokio::spawn(report_unsynced(
             manifest.name.clone(),
             informers.clone(),
         ))];
         let stats = lock(&self.stats).entry(name).or_default().clone();
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
+        let caches = Arc::new(Caches::new(&informers));
         let echoes = Arc::new(echoes::Echoes::default());
-        let workers = (0..tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1))
-            .map(|_| {
-                let worker = Worker {
-                    plugin: shared.clone(),
-                    informers: informers.clone(),
-                    caches: caches.clone(),
-                    stop: stop.clone(),
-                    queue: queue.clone(),
-                    watched: watched.clone(),
-                    applier: self.applier.clone(),
-                    metrics: self.metrics.clone(),
-                    stats: stats.clone(),
-                    in_flight: in_flight.clone(),
-                    leadership: self.leadership.clone(),
-                    echoes: echoes.clone(),
-                    call_time: CallTime::default(),
-                };
-                tokio::spawn(worker.run())
-            })
+        let worker = || Worker {
+            plugin: shared.clone(),
+            informers: informers.clone(),
+            caches: caches.clone(),
+            stop: stop.clone(),
+            queue: queue.clone(),
+            watched: watched.clone(),
+            applier: self.applier.clone(),
+            metrics: self.metrics.clone(),
+            stats: stats.clone(),
+            in_flight: in_flight.clone(),
+            leadership: self.leadership.clone(),
+            echoes: echoes.clone(),
+            call_time: CallTime::default(),
+        };
+        let concurrency = tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
+        let workers = (0..concurrency)
+            .map(|_| tokio::spawn(worker().run()))
             .collect();
         Controller {
             plugin: shared,
@@ -584,6 +501,115 @@ impl Host {
             tasks,
             workers,
         }
+    }
+
+    /// The caches of `kind` a plugin reads: one watch per namespace (or one for all), with the
+    /// label selector, all sent to the API server so that each holds the least data.
+    fn caches(
+        &self,
+        kind: &GroupVersionKind,
+        namespaces: Option<Vec<String>>,
+        labels: &Selector,
+    ) -> Vec<Arc<Informer>> {
+        let watch = |namespace| Watch {
+            kind: kind.clone(),
+            namespace,
+            labels: labels.clone(),
+        };
+        match namespaces {
+            None => vec![self.informers.get(&watch(None))],
+            Some(names) => (names.into_iter())
+                .map(|ns| self.informers.get(&watch(Some(ns))))
+                .collect(),
+        }
+    }
+}
+
+/// The informer subscriptions that queue one plugin's keys.
+struct KeySources<'a> {
+    host: &'a Host,
+    queue: Queue<ObjectKey>,
+    scope: Arc<wasmctrl_scope::Scope>,
+    subscriptions: Vec<(Arc<Informer>, u64)>,
+}
+
+impl KeySources<'_> {
+    /// Subscribes to the caches of every kind the manifest declares: the watched kind's own
+    /// events, owned kinds' through their owner, `reads` kinds' through their trigger (or not
+    /// at all, only keeping their caches warm). Returns the watched kind's caches.
+    fn subscribe_declared(&mut self, manifest: &Manifest) -> Arc<Vec<Arc<Informer>>> {
+        let own_namespaces: Option<Vec<String>> =
+            (self.scope.namespaces().names()).map(|set| set.iter().cloned().collect());
+        let host = self.host;
+        let watched =
+            Arc::new(host.caches(&manifest.kind, own_namespaces.clone(), &manifest.selector));
+        for informer in watched.iter() {
+            let filter = Filter {
+                manifest: manifest.clone(),
+                scope: self.scope.clone(),
+            };
+            self.subscribe(
+                informer.clone(),
+                Box::new(move |notice, out| filter.primary(notice, out)),
+            );
+        }
+        for kind in &manifest.owns {
+            for informer in host.caches(kind, own_namespaces.clone(), &Selector::default()) {
+                let owner_kind = manifest.kind.clone();
+                self.subscribe(
+                    informer,
+                    Box::new(move |n, out| by_owner(&owner_kind, n, out)),
+                );
+            }
+        }
+        for read in &manifest.reads {
+            let namespaces = if read.namespaces.is_empty() {
+                own_namespaces.clone()
+            } else {
+                Some(read.namespaces.clone())
+            };
+            for informer in host.caches(&read.kind, namespaces, &read.selector) {
+                let Some(mapping) = read.trigger.clone() else {
+                    // Subscribed only to keep the cache of a read-only kind warm.
+                    self.subscribe(informer, Box::new(|_, _| {}));
+                    continue;
+                };
+                let (owner_kind, watched) = (manifest.kind.clone(), watched.clone());
+                self.subscribe(
+                    informer,
+                    Box::new(move |n, out| by_mapping(&mapping, &owner_kind, &watched, n, out)),
+                );
+            }
+        }
+        watched
+    }
+
+    /// Queues the keys `map` names for each of `informer`'s notices. Keys are only ever queued
+    /// in the plugin's namespaces, whatever the event that named them (a child's owner, a
+    /// label, an annotation). A deleted object leaves nothing behind in the applier's memory
+    /// of what it wrote.
+    fn subscribe(&mut self, informer: Arc<Informer>, map: Mapper) {
+        let (queue, scope) = (self.queue.clone(), self.scope.clone());
+        let applier = self.host.applier.clone();
+        let kind = informer.gvk().clone();
+        let id = informer.subscribe(Box::new(move |notice: &Notice| {
+            if let Change::Deleted(gone) = &notice.change {
+                applier.forget_object(&kind, &gone.key);
+            }
+            let mut keys = Keys::new();
+            map(notice, &mut keys);
+            for (key, initial) in keys {
+                if !scope.reconciles_in(key.namespace()) {
+                    continue;
+                }
+                if initial {
+                    queue.add_low(key)
+                } else {
+                    queue.add(key)
+                }
+            }
+        }));
+        self.subscriptions.push((informer, id));
     }
 }
 

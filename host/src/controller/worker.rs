@@ -1,5 +1,6 @@
 //! A controller's workers: each takes a key from the queue, runs the plugin on it in the sandbox
-//! (on a blocking thread), has the applier carry out the checked intents, and hands the outcome
+//! (on the worker's own thread while its calls are short, else under `block_in_place`: see
+//! [`CallTime`]), has the applier carry out the checked intents, and hands the outcome
 //! back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
 //! errors), recording it in the controller's tallies, the metrics and one log record.
 
