@@ -275,6 +275,15 @@ struct ResponseMeta {
     resource_version: Option<String>,
 }
 
+/// The body of a patch intent.
+#[derive(Clone, Copy)]
+enum Patching<'a> {
+    /// RFC 7386.
+    Merge(&'a Value),
+    /// RFC 6902, `test` operations included.
+    Json(&'a json_patch::Patch),
+}
+
 /// Builds a request against a resource's URL, as `kube::core::Request`'s methods do.
 trait BuildRequest:
     FnOnce(&kube::core::Request) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>
@@ -613,10 +622,12 @@ impl Applier {
                     .await
             }
             Intent::MergePatch { target, patch } => {
-                self.patch(subject, target, patch, false, echoes).await
+                self.patch(subject, target, Patching::Merge(patch), echoes)
+                    .await
             }
             Intent::JsonPatch { target, patch } => {
-                self.patch(subject, target, patch, true, echoes).await
+                self.patch(subject, target, Patching::Json(patch), echoes)
+                    .await
             }
             Intent::Delete { target } => self.delete(subject, target, echoes).await,
             Intent::UpdateStatus { status } => self.write_status(subject, status, echoes).await,
@@ -693,19 +704,21 @@ impl Applier {
         Ok(true)
     }
 
-    /// A merge patch, or a JSON Patch (`json`) whose `test` operations are preconditions.
+    /// A merge patch, or a JSON Patch whose `test` operations are preconditions.
     async fn patch(
         &self,
         subject: &Subject<'_>,
         target: &Target,
-        patch: &Value,
-        json: bool,
+        patch: Patching<'_>,
         echoes: &mut Vec<Echo>,
     ) -> Result<bool, Error> {
         let plugin = subject.manifest.name.as_str();
         let (api, namespace, gvk) = self.api_for(target, subject).await?;
         let label = target_label(&gvk, &namespace, &target.name);
-        let intent_hash = hash_of(&(json, patch.to_string()));
+        let intent_hash = match patch {
+            Patching::Merge(patch) => hash_of(&(false, patch.to_string())),
+            Patching::Json(ops) => hash_of(&(true, serde_json::to_string(ops).unwrap_or_default())),
+        };
         let cached = self.cached(&gvk, &namespace, &target.name);
         let before = cached.as_ref().map(Cached::version);
         if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
@@ -715,24 +728,21 @@ impl Applier {
             field_manager: Some(subject.manifest.field_manager()),
             ..Default::default()
         };
-        let (result, preconditions) = if json {
-            let ops: json_patch::Patch =
-                serde_json::from_value(patch.clone()).map_err(|e| Error::Malformed {
-                    target: label.clone(),
-                    message: format!("not a JSON Patch: {e}"),
-                })?;
-            let preconditions = has_test(&ops);
-            let patch = Patch::<()>::Json(ops);
-            let result = self
-                .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
-                .await;
-            (result, preconditions)
-        } else {
-            let patch = Patch::Merge(patch);
-            let result = self
-                .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
-                .await;
-            (result, false)
+        let (result, preconditions) = match patch {
+            Patching::Json(ops) => {
+                let patch = Patch::<()>::Json(ops.clone());
+                let result = self
+                    .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
+                    .await;
+                (result, has_test(ops))
+            }
+            Patching::Merge(patch) => {
+                let patch = Patch::Merge(patch);
+                let result = self
+                    .write(&api, "patch", |r| r.patch(&target.name, &params, &patch))
+                    .await;
+                (result, false)
+            }
         };
         let after = result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
         if changed(before.as_deref(), &after) {

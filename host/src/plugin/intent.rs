@@ -64,8 +64,8 @@ pub enum Intent {
     JsonPatch {
         /// Which object.
         target: Target,
-        /// The RFC 6902 operations.
-        patch: Value,
+        /// The RFC 6902 operations, read once here and sent as read.
+        patch: json_patch::Patch,
     },
     /// Delete an object.
     Delete {
@@ -261,10 +261,9 @@ impl Checker<'_> {
                         patch: parse(json)?,
                     },
                     wit::PatchBody::Json(json) => {
-                        let patch = parse(json)?;
-                        serde_json::from_value::<json_patch::Patch>(patch.clone()).map_err(
-                            |e| Checked::Malformed(format!("not an RFC 6902 patch: {e}")),
-                        )?;
+                        let patch = serde_json::from_value(parse(json)?).map_err(|e| {
+                            Checked::Malformed(format!("not an RFC 6902 patch: {e}"))
+                        })?;
                         Intent::JsonPatch { target, patch }
                     }
                 }
