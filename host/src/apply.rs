@@ -39,15 +39,16 @@ pub enum Error {
         /// The server's message.
         message: String,
     },
-    /// The API server refused or failed the request.
-    #[error("{target}: {verb} failed: {source}")]
+    /// The API server refused or failed the request. (Causes are in the messages, so they are
+    /// not also `source()`: a chain printed whole says each once.)
+    #[error("{target}: {verb} failed: {error}")]
     Api {
         /// The object.
         target: String,
         /// What was attempted.
         verb: &'static str,
         /// The client error.
-        source: kube::Error,
+        error: kube::Error,
     },
     /// The plugin's intent cannot be sent as asked (a JSON Patch that does not parse): retrying
     /// the same intent cannot help.
@@ -77,12 +78,12 @@ pub enum Error {
         namespace: String,
     },
     /// The kind is not served (CRD missing).
-    #[error("{kind}: not served by the API server: {source}")]
+    #[error("{kind}: not served by the API server: {error}")]
     Discovery {
         /// The kind.
         kind: String,
         /// The client error.
-        source: kube::Error,
+        error: kube::Error,
     },
 }
 
@@ -102,7 +103,7 @@ impl Error {
     /// Whether the API server refused the request as forbidden (RBAC): retrying helps only once
     /// an operator grants what is missing, so it deserves telling.
     pub fn forbidden(&self) -> bool {
-        matches!(self, Error::Api { source: kube::Error::Api(s), .. } if s.code == 403)
+        matches!(self, Error::Api { error: kube::Error::Api(s), .. } if s.code == 403)
     }
 
     /// Whether the same intent could succeed later.
@@ -1032,7 +1033,7 @@ impl Applier {
             None => Error::Api {
                 target: label.to_string(),
                 verb,
-                source: e,
+                error: e,
             },
         }
     }
@@ -1049,9 +1050,9 @@ impl Applier {
             .get_or_try_init(|| async {
                 let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
                     .await
-                    .map_err(|source| Error::Discovery {
+                    .map_err(|error| Error::Discovery {
                         kind: format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind),
-                        source,
+                        error,
                     })?;
                 Ok::<_, Error>((resource, caps.scope == Scope::Namespaced))
             })

@@ -60,17 +60,17 @@ pub enum Error {
         /// The API server's reason, if it gave one.
         reason: String,
     },
-    /// The TokenReview could not be made.
+    /// The TokenReview could not be made. (Causes are in the messages, so they are not also
+    /// `source()`: a chain printed whole says each once.)
     #[error("reviewing a token: {0}")]
-    TokenReview(#[source] Call),
+    TokenReview(Call),
     /// The SubjectAccessReview could not be made.
-    #[error("reviewing whether user {user:?} may get metrics: {source}")]
+    #[error("reviewing whether user {user:?} may get metrics: {call}")]
     AccessReview {
         /// The user the token belongs to.
         user: String,
         /// What went wrong.
-        #[source]
-        source: Call,
+        call: Call,
     },
 }
 
@@ -246,9 +246,9 @@ impl Filter {
                     ..SubjectAccessReview::default()
                 };
                 let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-                let refused = |source| Error::AccessReview {
+                let refused = |call| Error::AccessReview {
                     user: name.clone(),
-                    source,
+                    call,
                 };
                 let created = call(api.create(&PostParams::default(), &review)).await;
                 let status = (created.map_err(refused)?.status).ok_or(refused(Call::NoStatus))?;

@@ -8,6 +8,9 @@ use wasmctrl_scope::Refusal;
 use crate::plugin::{ActionError, ManifestError};
 
 /// A reconcile that did not produce checked intents.
+///
+/// Its message includes its cause's (logs and events print errors with `Display`), so the
+/// cause is not also its `source()`: an error chain printed whole (`{:#}`) says it once.
 #[derive(Debug, thiserror::Error)]
 #[error("plugin {plugin}, key {key}: {kind}")]
 pub struct Error {
@@ -16,7 +19,6 @@ pub struct Error {
     /// `namespace/name` being reconciled.
     pub key: String,
     /// What went wrong.
-    #[source]
     pub kind: ErrorKind,
 }
 
@@ -148,12 +150,12 @@ pub enum LoadError {
         reason: String,
     },
     /// The manifest was returned but is invalid.
-    #[error("{source_name}: invalid manifest: {source}")]
+    #[error("{source_name}: invalid manifest: {reason}")]
     InvalidManifest {
         /// File or label of the plugin.
         source_name: String,
-        /// Why.
-        source: ManifestError,
+        /// Why (in the message, so not also the error's `source()`).
+        reason: ManifestError,
     },
     /// The compiled-artifact cache failed in a way that prevents loading.
     #[error("{source_name}: {reason}")]
@@ -163,4 +165,28 @@ pub enum LoadError {
         /// Why.
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each cause is printed once, whether the error is shown alone or as a whole chain.
+    #[test]
+    fn a_cause_is_printed_once() {
+        let error = Error {
+            plugin: "p".into(),
+            key: "ns/a".into(),
+            kind: ErrorKind::Trap("boom".into()),
+        };
+        assert_eq!(error.to_string(), "plugin p, key ns/a: trap: boom");
+        let chain = format!("{:#}", anyhow::Error::from(error));
+        assert_eq!(chain.matches("boom").count(), 1, "{chain}");
+        let load = LoadError::InvalidManifest {
+            source_name: "p.wasm".into(),
+            reason: ManifestError::Name("P".into()),
+        };
+        let chain = format!("{:#}", anyhow::Error::from(load));
+        assert_eq!(chain.matches("DNS-1123").count(), 1, "{chain}");
+    }
 }

@@ -234,15 +234,15 @@ impl Runtime {
                 Some(name) => m.renamed(name),
                 None => Ok(m),
             })
-            .map_err(|source| LoadError::InvalidManifest {
+            .map_err(|reason| LoadError::InvalidManifest {
                 source_name: source_name.clone(),
-                source,
+                reason,
             })?;
         let scope = manifest
             .scope(overrides.namespaces.as_deref())
             .map_err(|e| LoadError::InvalidManifest {
                 source_name: source_name.clone(),
-                source: e.into(),
+                reason: e.into(),
             })?;
         plugin.name = Arc::from(manifest.name.as_str());
         plugin.scope = Some(Arc::new(scope));
