@@ -67,24 +67,45 @@ impl Config {
     /// Why these timings cannot work, if they cannot: as client-go, the leader must stop
     /// (renew deadline) before its Lease can pass on (lease duration), and must try more than
     /// once before it gives up.
-    pub fn check(&self) -> Result<(), String> {
-        if self.lease_duration <= self.renew_deadline {
-            return Err(format!(
-                "the lease duration ({:?}) must be longer than the renew deadline ({:?})",
-                self.lease_duration, self.renew_deadline
-            ));
+    pub fn check(&self) -> Result<(), TimingError> {
+        let (lease, renew, retry) = (self.lease_duration, self.renew_deadline, self.retry_period);
+        if lease <= renew {
+            return Err(TimingError::LeaseNotAfterRenew { lease, renew });
         }
-        if self.renew_deadline.as_secs_f64() <= 1.2 * self.retry_period.as_secs_f64() {
-            return Err(format!(
-                "the renew deadline ({:?}) must be longer than 1.2 x the retry period ({:?})",
-                self.renew_deadline, self.retry_period
-            ));
+        if renew.as_secs_f64() <= 1.2 * retry.as_secs_f64() {
+            return Err(TimingError::RenewTooShortForRetries { renew, retry });
         }
-        if self.lease_duration.as_secs() < 1 || self.lease_duration.as_secs() > i32::MAX as u64 {
-            return Err("the lease duration must be a whole number of seconds, at least 1".into());
+        if lease.as_secs() < 1 || lease.as_secs() > i32::MAX as u64 {
+            return Err(TimingError::LeaseSeconds(lease));
         }
         Ok(())
     }
+}
+
+/// Leader-election timings that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    /// The leader would not stop before its Lease can pass on.
+    #[error("the lease duration ({lease:?}) must be longer than the renew deadline ({renew:?})")]
+    LeaseNotAfterRenew {
+        /// `--leader-elect-lease-duration`.
+        lease: Duration,
+        /// `--leader-elect-renew-deadline`.
+        renew: Duration,
+    },
+    /// The leader would give up before trying to renew more than once.
+    #[error(
+        "the renew deadline ({renew:?}) must be longer than 1.2 x the retry period ({retry:?})"
+    )]
+    RenewTooShortForRetries {
+        /// `--leader-elect-renew-deadline`.
+        renew: Duration,
+        /// `--leader-elect-retry-period`.
+        retry: Duration,
+    },
+    /// A Lease holds whole seconds (`leaseDurationSeconds`, an int32).
+    #[error("the lease duration ({0:?}) must be a whole number of seconds, at least 1")]
+    LeaseSeconds(Duration),
 }
 
 /// This replica's identity: `<hostname>_<uuid>`, as controller-runtime's.
@@ -531,12 +552,16 @@ mod tests {
             renew_deadline: Duration::from_secs(20),
             ..config.clone()
         };
-        assert!(inverted.check().unwrap_err().contains("lease duration"));
+        assert!(matches!(
+            inverted.check(),
+            Err(TimingError::LeaseNotAfterRenew { .. })
+        ));
         let no_retry = Config {
             retry_period: Duration::from_secs(9),
             ..config
         };
-        assert!(no_retry.check().unwrap_err().contains("retry period"));
+        let refused = no_retry.check().unwrap_err();
+        assert!(refused.to_string().contains("retry period"), "{refused}");
     }
 
     #[test]

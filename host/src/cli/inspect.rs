@@ -37,10 +37,11 @@ enum Format {
 
 /// A runtime for loading plugins to review them (one instance at a time, nothing served).
 pub(crate) fn review_runtime() -> anyhow::Result<Runtime> {
-    Runtime::new(Config {
+    let config = Config {
         max_instances: 1,
         ..Config::default()
-    })
+    };
+    Ok(Runtime::new(config)?)
 }
 
 /// Loads a plugin as the host would (compiling it and calling its `manifest()`) under its

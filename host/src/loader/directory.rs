@@ -87,6 +87,11 @@ impl Directory {
         }
     }
 
+    /// The directory it reads.
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The served plugins, ordered by name.
     pub(super) fn snapshot(&self) -> Vec<(Arc<Plugin>, PluginConfig)> {
         self.served

@@ -25,7 +25,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use notify::Watcher as _;
 use notify::event::{AccessKind, AccessMode, EventKind};
 use tokio::sync::{Notify, mpsc};
@@ -116,7 +115,7 @@ impl Loader {
         dir: PathBuf,
         runtime: Runtime,
         options: Options,
-    ) -> anyhow::Result<(Loader, mpsc::Receiver<Change>)> {
+    ) -> Result<(Loader, mpsc::Receiver<Change>), LoaderError> {
         let wake = Arc::new(Notify::new());
         // Watch before the first scan so that nothing written during it goes unnoticed.
         let watcher = match (watch_dir(&dir, &wake), options.resync) {
@@ -124,7 +123,7 @@ impl Loader {
             (Err(e), None) => return Err(e),
             // Nodes often run out of inotify instances; periodic rescans still pick changes up.
             (Err(e), Some(every)) => {
-                tracing::warn!(error = %format!("{e:#}"), resync = ?every,
+                tracing::warn!(error = %e, resync = ?every,
                     "cannot watch the plugin directory; falling back to periodic rescans");
                 None
             }
@@ -132,9 +131,7 @@ impl Loader {
 
         let directory = Arc::new(Mutex::new(Directory::new(dir.clone(), runtime)));
         let snapshot = Arc::new(Mutex::new(Vec::new()));
-        let initial = rescan(&directory, &snapshot)
-            .await
-            .with_context(|| format!("reading the plugin directory {}", dir.display()))?;
+        let initial = rescan(&directory, &snapshot).await?;
 
         // Sized so the initial changes never wait for a reader that is not running yet.
         let (tx, rx) = mpsc::channel(options.channel_capacity.max(initial.len()).max(1));
@@ -192,15 +189,44 @@ impl Drop for Loader {
     }
 }
 
-fn watch_dir(dir: &Path, wake: &Arc<Notify>) -> anyhow::Result<notify::RecommendedWatcher> {
+/// Why the loader could not start, or a rescan could not read the directory.
+#[derive(Debug, thiserror::Error)]
+pub enum LoaderError {
+    /// The OS watch on the directory could not be set up (and no resync interval was given to
+    /// poll instead).
+    #[error("watching the plugin directory {}: {error}", dir.display())]
+    Watch {
+        /// The directory.
+        dir: PathBuf,
+        /// The watcher's error.
+        error: notify::Error,
+    },
+    /// The directory could not be read.
+    #[error("reading the plugin directory {}: {error}", dir.display())]
+    Read {
+        /// The directory.
+        dir: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The thread loading plugins panicked.
+    #[error("the plugin loader thread panicked: {0}")]
+    Panicked(String),
+}
+
+fn watch_dir(dir: &Path, wake: &Arc<Notify>) -> Result<notify::RecommendedWatcher, LoaderError> {
+    let failed = |error| LoaderError::Watch {
+        dir: dir.to_path_buf(),
+        error,
+    };
     let mut watcher = notify::recommended_watcher({
         let wake = wake.clone();
         move |event| on_event(event, &wake)
     })
-    .context("creating the plugin directory watcher")?;
+    .map_err(failed)?;
     watcher
         .watch(dir, notify::RecursiveMode::NonRecursive)
-        .with_context(|| format!("watching the plugin directory {}", dir.display()))?;
+        .map_err(failed)?;
     Ok(watcher)
 }
 
@@ -260,7 +286,7 @@ async fn watch(
                     let _ = tx.send(change).await;
                 }
             }
-            Err(e) => tracing::warn!(error = %format!("{e:#}"),
+            Err(e) => tracing::warn!(error = %e,
                 "could not rescan the plugin directory; the loaded plugins keep serving"),
         }
     }
@@ -271,17 +297,20 @@ async fn watch(
 async fn rescan(
     directory: &Arc<Mutex<Directory>>,
     snapshot: &Snapshot,
-) -> anyhow::Result<Vec<Change>> {
+) -> Result<Vec<Change>, LoaderError> {
     let directory = directory.clone();
     let snapshot = snapshot.clone();
     tokio::task::spawn_blocking(move || {
         // A panic while loading poisons the lock. Plugins are loaded before a scan mutates
         // anything, so the state is still the previous scan's: carry on with it.
         let mut directory = directory.lock().unwrap_or_else(PoisonError::into_inner);
-        let changes = directory.rescan()?;
+        let changes = directory.rescan().map_err(|error| LoaderError::Read {
+            dir: directory.dir().to_path_buf(),
+            error,
+        })?;
         *snapshot.lock().unwrap_or_else(PoisonError::into_inner) = directory.snapshot();
         Ok(changes)
     })
     .await
-    .context("the plugin loader thread panicked")?
+    .map_err(|e| LoaderError::Panicked(e.to_string()))?
 }

@@ -120,6 +120,12 @@ impl ErrorKind {
     }
 }
 
+/// The WebAssembly engine could not be set up (the machine refused what it needs, or the
+/// contracts' imports could not be linked).
+#[derive(Debug, thiserror::Error)]
+#[error("setting up the WebAssembly runtime: {0:#}")]
+pub struct SetupError(pub wasmtime::Error);
+
 /// A plugin that could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {

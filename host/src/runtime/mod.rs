@@ -22,7 +22,7 @@ use wasmtime::{
 };
 
 pub use artifacts::{ArtifactStats, digest};
-pub use error::{Error, ErrorKind, LoadError};
+pub use error::{Error, ErrorKind, LoadError, SetupError};
 use wasmctrl_scope::Scope;
 
 use crate::plugin::bindings::{current, previous};
@@ -114,12 +114,15 @@ struct Inner {
 impl Runtime {
     /// Builds the engine: epoch interruption, and the pooling allocator when the machine lets us
     /// reserve its address space (falling back to on-demand allocation when it does not).
-    pub fn new(config: Config) -> anyhow::Result<Self> {
+    pub fn new(config: Config) -> Result<Self, SetupError> {
         let (engine, pooling) = match Engine::new(&engine_config(&config, true)) {
             Ok(engine) => (engine, true),
             Err(e) => {
                 tracing::warn!(error = %e, "instance pool unavailable; allocating on demand");
-                (Engine::new(&engine_config(&config, false))?, false)
+                (
+                    Engine::new(&engine_config(&config, false)).map_err(SetupError)?,
+                    false,
+                )
             }
         };
         // The same code generation and memory settings, without reserving an instance pool.
@@ -127,11 +130,11 @@ impl Runtime {
         compile_config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
         let mut linker = Linker::new(&engine);
         type Data = wasmtime::component::HasSelf<State>;
-        current::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s)?;
-        previous::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s)?;
+        current::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s).map_err(SetupError)?;
+        previous::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s).map_err(SetupError)?;
         // wasm32-wasip1 (adapted) and wasm32-wasip2 plugins import wasi:*@0.2; a deny-all
         // context (host/wasi.rs) serves them. Others never touch it.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SetupError)?;
         start_ticker(&engine);
         let artifacts =
             artifacts::Artifacts::new(&engine, compile_config, config.cache_dir.clone());
