@@ -45,7 +45,7 @@ use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Host, Tuning};
+use wasmctrl::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
 
 use support::{cpu_seconds, env_or, print_figures, spread};
@@ -427,8 +427,8 @@ impl Side {
 }
 
 /// The host running `plugin` over `client`, with the benchmark's workers.
-async fn start_host(client: kube::Client, plugin: &Arc<Plugin>) -> Host {
-    let host = Host::new(client);
+async fn start_host(client: kube::Client, plugin: &Arc<Plugin>) -> Manager {
+    let host = Manager::new(client);
     let tuning = Tuning {
         concurrency: Some(WORKERS as usize),
     };
@@ -492,7 +492,7 @@ async fn round(side: Side, plugin: &Arc<Plugin>, n: usize, changes: usize) -> Ro
     observer.converged(n).await;
     let converge = started.elapsed().as_secs_f64();
     let converge_cpu = cpu_seconds() - cpu;
-    let reconciles_now = |host: &Option<Host>, native: &Option<NativeRun>| match (host, native) {
+    let reconciles_now = |host: &Option<Manager>, native: &Option<NativeRun>| match (host, native) {
         (Some(host), _) => host.counts("converge").unwrap().total(),
         (_, Some(native)) => native.ctx.reconciles.load(Ordering::Relaxed),
         _ => unreachable!(),

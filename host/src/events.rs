@@ -30,7 +30,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::apply::is_not_found;
+use crate::applier::is_not_found;
 use crate::metrics::Metrics;
 use wasmctrl_scope::validation::EVENT_NOTE_MAX;
 

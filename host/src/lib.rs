@@ -4,7 +4,7 @@
 //! -> [`runtime`] (wasmtime: one fresh sandbox per reconcile, reading through a [`view`]) ->
 //! [`build`] (turning plugin crates into components). The controller loop is [`informer`]
 //! (shared caches) -> [`queue`] (the client-go workqueue contract) -> [`controller`] (a plugin
-//! per queue) -> [`apply`] (carrying out checked intents; [`events`] records Kubernetes Events,
+//! per queue) -> [`applier`] (carrying out checked intents; [`events`] records Kubernetes Events,
 //! best effort). [`loader`] owns the plugin directory and hot-reloads it. [`sql`] is the
 //! database capability plugins reach through the `sql` import. [`leader`] elects the one replica
 //! that reconciles. [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the
@@ -16,7 +16,7 @@
 //! the tests. [`cli`] wires them to commands.
 
 pub mod apiserver;
-pub mod apply;
+pub mod applier;
 pub mod build;
 pub mod cli;
 pub mod controller;

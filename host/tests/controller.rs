@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Host, Tuning};
+use wasmctrl::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
 async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::Value> {
@@ -30,13 +30,13 @@ mod things {
     pub async fn setup(
         settings: serde_json::Value,
         tuning: Tuning,
-    ) -> (ApiServer, Host, Api<DynamicObject>) {
+    ) -> (ApiServer, Manager, Api<DynamicObject>) {
         let server = ApiServer::new().unwrap();
         let client = server.client();
         install(&client).await;
         let runtime = Runtime::new(Config::default()).unwrap();
         let plugin = common::load_plugin(&runtime, "hostile", &settings);
-        let host = Host::new(client.clone());
+        let host = Manager::new(client.clone());
         host.upsert(Arc::new(plugin), tuning).await;
         (server, host, api(&client))
     }
@@ -394,7 +394,7 @@ async fn deleted_objects_leave_nothing_behind_in_the_host() {
     let plugin = runtime
         .load("hostile.wasm", &common::plugin_bytes("hostile"), &settings)
         .unwrap();
-    let host = Host::new(client.clone());
+    let host = Manager::new(client.clone());
     host.upsert(
         Arc::new(plugin),
         Tuning {
@@ -449,7 +449,7 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
     // Version 1 spins for seconds; version 2 answers at once.
     let v1 = load(json!({"mode": "version", "version": 1, "iterations": 4_000_000_000u64}));
     let v2 = load(json!({"mode": "version", "version": 2}));
-    let host = Host::new(client.clone());
+    let host = Manager::new(client.clone());
     let config = |concurrency| PluginConfig {
         concurrency: Some(concurrency),
         ..PluginConfig::default()
@@ -603,7 +603,7 @@ async fn a_key_is_not_reconciled_again_until_the_caches_show_its_own_writes() {
     let plugin = runtime
         .load("converge.wasm", &common::plugin_bytes("converge"), "{}")
         .unwrap();
-    let host = Host::new(lagging_status_client(&server, gate));
+    let host = Manager::new(lagging_status_client(&server, gate));
     host.upsert(Arc::new(plugin), Tuning::default()).await;
     let api = things::api(&driver);
     things::create(&api, "t", json!({})).await;

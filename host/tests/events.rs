@@ -14,20 +14,20 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Host, Tuning};
+use wasmctrl::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
 /// An in-process server with the `Thing` CRD and the hostile plugin in `warn` mode (a status
 /// write and the same Warning `NotReady` on every reconcile, requeued after 10 ms), named
 /// `name`, holding only the RBAC its manifest implies.
-async fn warning_plugin(name: &str) -> (ApiServer, Host, Api<DynamicObject>) {
+async fn warning_plugin(name: &str) -> (ApiServer, Manager, Api<DynamicObject>) {
     let server = ApiServer::new().unwrap();
     let client = server.client();
     common::things::install(&client).await;
     let runtime = Runtime::new(Config::default()).unwrap();
     let settings = json!({"mode": "warn", "afterMs": 10, "name": name});
     let plugin = common::load_plugin(&runtime, "hostile", &settings);
-    let host = Host::new(common::rbac_client(&server, &[&plugin]).await);
+    let host = Manager::new(common::rbac_client(&server, &[&plugin]).await);
     host.upsert(Arc::new(plugin), Tuning::default()).await;
     (server, host, common::things::api(&client))
 }
@@ -46,7 +46,7 @@ async fn events_about(client: &kube::Client, name: &str, reason: &str) -> Vec<Va
 }
 
 /// The value of `series` in the host's metrics, read as Prometheus would scrape them.
-fn sample(host: &Host, series: &str) -> Option<f64> {
+fn sample(host: &Manager, series: &str) -> Option<f64> {
     host.refresh_metrics();
     let text = host.metrics().encode(false);
     let line = text

@@ -13,7 +13,7 @@ use std::time::Duration;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Host, Tuning};
+use wasmctrl::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,7 +28,7 @@ async fn every_object_converges_through_dropped_watches_410s_409s_and_500s() {
     let plugin = runtime
         .load("hostile.wasm", &common::plugin_bytes("hostile"), &settings)
         .unwrap();
-    let host = Host::new(client.clone());
+    let host = Manager::new(client.clone());
     host.upsert(Arc::new(plugin), Tuning::default()).await;
 
     let faults = server.faults();

@@ -266,7 +266,7 @@ async fn objects_patched_through_three_handovers_converge_without_overlapping_re
 async fn a_leader_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_nothing_after() {
     use std::sync::Arc;
     use wasmctrl::apiserver::ApiServer;
-    use wasmctrl::controller::{Host, Tuning};
+    use wasmctrl::controller::{Manager, Tuning};
     use wasmctrl::leader::{self, Config};
     use wasmctrl::metrics::Metrics;
     use wasmctrl::runtime::Runtime;
@@ -284,7 +284,7 @@ async fn a_leader_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     };
     config.check().unwrap();
     let (mut leadership, election) = leader::campaign(client.clone(), config);
-    let host = Host::led(client.clone(), Arc::new(Metrics::new()), leadership.clone());
+    let host = Manager::led(client.clone(), Arc::new(Metrics::new()), leadership.clone());
     let runtime = Runtime::new(wasmctrl::runtime::Config::default()).unwrap();
     let plugin = runtime
         .load("trivial.wasm", &common::plugin_bytes("trivial"), "")

@@ -16,7 +16,7 @@ use std::time::Duration;
 use kube::api::ListParams;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::Host;
+use wasmctrl::controller::Manager;
 use wasmctrl::loader::{self, Loader};
 use wasmctrl::runtime::{Config, Runtime};
 
@@ -66,7 +66,7 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
     put(&wasm, &build(&good, 0));
     put(&toml, config(0).as_bytes());
 
-    let host = Arc::new(Host::new(client.clone()));
+    let host = Arc::new(Manager::new(client.clone()));
     let options = loader::Options {
         debounce: Duration::from_millis(50),
         ..Default::default()

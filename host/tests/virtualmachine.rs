@@ -14,7 +14,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Host, Tuning};
+use wasmctrl::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
 fn vm_api(client: &kube::Client) -> Api<DynamicObject> {
@@ -61,7 +61,7 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
         )
         .unwrap();
     // The host holds only the RBAC generated from what the plugin declares.
-    let host = Host::new(common::rbac_client(&server, &[&plugin]).await);
+    let host = Manager::new(common::rbac_client(&server, &[&plugin]).await);
     host.upsert(Arc::new(plugin), Tuning::default()).await;
 
     let status = common::eventually(20, "status.phase Active", || async {

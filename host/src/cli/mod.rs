@@ -31,7 +31,7 @@ struct Cli {
     /// when this is not given, and `info` when neither is. The compiler's own logs (cranelift,
     /// wasmtime's compiler: tens of thousands of lines per plugin at `debug`) stay at `info`
     /// unless the filter names them (`debug,cranelift_codegen=debug`). Plugins' own logs are
-    /// target `wasmctrl::runtime::host::log`: `info,wasmctrl::runtime::host::log=debug` shows
+    /// target `plugin`: `info,plugin=debug` shows
     /// only theirs at debug.
     #[arg(long, global = true)]
     log_level: Option<String>,

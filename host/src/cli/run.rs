@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
-use crate::controller::Host;
+use crate::controller::Manager;
 use crate::leader::{self, Leadership};
 use crate::loader::{self, Loader};
 use crate::metrics::{Metrics, Secure};
@@ -298,7 +298,7 @@ async fn own_pod(client: &kube::Client) -> Option<ObjectReference> {
 
 /// Ready once the plugin directory was loaded and every cache of every plugin has synced.
 struct HostReadiness {
-    host: Arc<Host>,
+    host: Arc<Manager>,
     plugins_loaded: AtomicBool,
 }
 
@@ -366,7 +366,7 @@ pub(crate) async fn serve(
         probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
     let metrics_address = args.metrics.address()?;
     let runtime = Runtime::new(config)?;
-    let mut host = Host::led(client.clone(), metrics, leadership.clone());
+    let mut host = Manager::led(client.clone(), metrics, leadership.clone());
     if let Some(pod) = own_pod(&client).await {
         host = host.report_to(pod);
     }
@@ -451,7 +451,7 @@ pub(crate) async fn serve(
 }
 
 /// Keeps the leader metric current and, on becoming leader, queues every object again.
-async fn follow_leadership(host: Arc<Host>, mut leadership: Leadership, lease: String) {
+async fn follow_leadership(host: Arc<Manager>, mut leadership: Leadership, lease: String) {
     host.metrics().leading(&lease, false);
     while let Some(leading) = leadership.changed().await {
         host.metrics().leading(&lease, leading);

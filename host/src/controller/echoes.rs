@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::lock;
-use crate::apply::Echo;
+use crate::applier::Echo;
 use crate::informer::ObjectKey;
 
 /// The longest a key is held back for its echoes: a watch that lags this much (or an echo lost

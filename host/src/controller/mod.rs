@@ -1,7 +1,7 @@
 //! The core loop: for each plugin, informer events become keys on its workqueue, workers run the
 //! plugin on each key in the sandbox, the applier carries out what it asked for, and the outcome
 //! goes back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
-//! errors). A [`Host`] runs one controller per plugin over shared informers.
+//! errors). A [`Manager`] (controller-runtime's name) runs one controller per plugin over shared informers.
 
 mod echoes;
 mod mapping;
@@ -17,7 +17,7 @@ use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::Applier;
+use crate::applier::Applier;
 use crate::events::Note;
 use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Watch};
 use crate::leader::Leadership;
@@ -48,7 +48,7 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
 
 /// How a reconcile ended, for logs and metrics (`controller_runtime_reconcile_total{result}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ReconcileResult {
     /// Done; nothing to retry.
     Success,
     /// Done, and asked to run again after a delay.
@@ -100,12 +100,12 @@ impl Counts {
 }
 
 impl Stats {
-    fn record(&self, outcome: Outcome) {
+    fn record(&self, outcome: ReconcileResult) {
         let counter = match outcome {
-            Outcome::Success => &self.success,
-            Outcome::Requeue => &self.requeue,
-            Outcome::Error => &self.error,
-            Outcome::Terminal => &self.terminal,
+            ReconcileResult::Success => &self.success,
+            ReconcileResult::Requeue => &self.requeue,
+            ReconcileResult::Error => &self.error,
+            ReconcileResult::Terminal => &self.terminal,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -125,7 +125,7 @@ impl Stats {
 }
 
 /// Runs every loaded plugin's controller.
-pub struct Host {
+pub struct Manager {
     informers: Arc<Informers>,
     applier: Arc<Applier>,
     controllers: Mutex<HashMap<String, Controller>>,
@@ -163,7 +163,7 @@ fn current(plugin: &RwLock<Arc<Plugin>>) -> Arc<Plugin> {
     plugin.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-impl Host {
+impl Manager {
     /// A host over `client`, with no plugins yet.
     pub fn new(client: kube::Client) -> Self {
         Self::with_metrics(client, Arc::new(Metrics::new()))
@@ -451,7 +451,7 @@ impl Host {
         let observer = Arc::new(self.metrics.queue_observer(&name));
         let queue: Queue<ObjectKey> = Queue::with_observer(queue::Config::default(), observer);
         let mut keys = KeySources {
-            host: self,
+            manager: self,
             queue: queue.clone(),
             scope: scope.clone(),
             subscriptions: Vec::new(),
@@ -527,7 +527,7 @@ impl Host {
 
 /// The informer subscriptions that queue one plugin's keys.
 struct KeySources<'a> {
-    host: &'a Host,
+    manager: &'a Manager,
     queue: Queue<ObjectKey>,
     scope: Arc<wasmctrl_scope::Scope>,
     subscriptions: Vec<(Arc<Informer>, u64)>,
@@ -540,9 +540,9 @@ impl KeySources<'_> {
     fn subscribe_declared(&mut self, manifest: &Manifest) -> Arc<Vec<Arc<Informer>>> {
         let own_namespaces: Option<Vec<String>> =
             (self.scope.namespaces().names()).map(|set| set.iter().cloned().collect());
-        let host = self.host;
+        let manager = self.manager;
         let watched =
-            Arc::new(host.caches(&manifest.kind, own_namespaces.clone(), &manifest.selector));
+            Arc::new(manager.caches(&manifest.kind, own_namespaces.clone(), &manifest.selector));
         for informer in watched.iter() {
             let filter = Filter {
                 manifest: manifest.clone(),
@@ -554,7 +554,7 @@ impl KeySources<'_> {
             );
         }
         for kind in &manifest.owns {
-            for informer in host.caches(kind, own_namespaces.clone(), &Selector::default()) {
+            for informer in manager.caches(kind, own_namespaces.clone(), &Selector::default()) {
                 let owner_kind = manifest.kind.clone();
                 self.subscribe(
                     informer,
@@ -568,7 +568,7 @@ impl KeySources<'_> {
             } else {
                 Some(read.namespaces.clone())
             };
-            for informer in host.caches(&read.kind, namespaces, &read.selector) {
+            for informer in manager.caches(&read.kind, namespaces, &read.selector) {
                 let Some(mapping) = read.trigger.clone() else {
                     // Subscribed only to keep the cache of a read-only kind warm.
                     self.subscribe(informer, Box::new(|_, _| {}));
@@ -590,7 +590,7 @@ impl KeySources<'_> {
     /// of what it wrote.
     fn subscribe(&mut self, informer: Arc<Informer>, map: Mapper) {
         let (queue, scope) = (self.queue.clone(), self.scope.clone());
-        let applier = self.host.applier.clone();
+        let applier = self.manager.applier.clone();
         let kind = informer.gvk().clone();
         let id = informer.subscribe(Box::new(move |notice: &Notice| {
             if let Change::Deleted(gone) = &notice.change {

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::echoes::Echoes;
-use super::{Outcome, Stats, current, lock};
-use crate::apply::{self, Applier, Subject};
+use super::{ReconcileResult, Stats, current, lock};
+use crate::applier::{self, Applier, Subject};
 use crate::informer::{Caches, Informer, ObjectKey};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -142,7 +142,7 @@ impl Worker {
         }
     }
 
-    async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> Outcome {
+    async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> ReconcileResult {
         let (cache, entry) = self
             .watched
             .iter()
@@ -172,7 +172,7 @@ impl Worker {
             Err(e) => {
                 tracing::error!(error = %e, "reconcile thread failed");
                 self.queue.add_rate_limited(key.clone());
-                return Outcome::Error;
+                return ReconcileResult::Error;
             }
         };
         let subject = Subject {
@@ -215,12 +215,12 @@ impl Worker {
                 match reconciled.requeue_after {
                     Some(after) => {
                         self.queue.add_after(key.clone(), after);
-                        Outcome::Requeue
+                        ReconcileResult::Requeue
                     }
-                    None => Outcome::Success,
+                    None => ReconcileResult::Success,
                 }
             }
-            Err(apply::Error::Conflict { target, message }) => {
+            Err(applier::Error::Conflict { target, message }) => {
                 // Through the rate limiter like any failure: a precondition that keeps failing
                 // must back off, not hot-loop against the API server. The object changing
                 // queues the key again at once anyway.
@@ -236,7 +236,7 @@ impl Worker {
                         tracing::warn!(error = %e, "could not record the warning event");
                     }
                 }
-                Outcome::Error
+                ReconcileResult::Error
             }
             Err(e) => {
                 if e.forbidden() {
@@ -255,15 +255,21 @@ impl Worker {
         }
     }
 
-    fn failed(&self, key: &ObjectKey, message: &str, retryable: bool, reason: &str) -> Outcome {
+    fn failed(
+        &self,
+        key: &ObjectKey,
+        message: &str,
+        retryable: bool,
+        reason: &str,
+    ) -> ReconcileResult {
         if retryable {
             let delay = self.queue.add_rate_limited(key.clone());
             tracing::warn!(error = %message, reason, retry_in = ?delay, "reconcile failed");
-            Outcome::Error
+            ReconcileResult::Error
         } else {
             self.queue.forget(key);
             tracing::warn!(error = %message, reason, "reconcile failed permanently; not retrying until the object changes");
-            Outcome::Terminal
+            ReconcileResult::Terminal
         }
     }
 }

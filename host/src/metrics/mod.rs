@@ -4,7 +4,7 @@
 //!
 //! Counters that the controller already keeps (reconcile outcomes, queue adds and retries) and
 //! gauges (depth, workers, cached objects) are read from their owners when scraped (see
-//! `controller::Host::refresh_metrics`); histograms are observed as things happen.
+//! `controller::Manager::refresh_metrics`); histograms are observed as things happen.
 //!
 //! `endpoint` serves them at `/metrics`: over HTTPS to scrapers the API server vouches for
 //! ([`auth`]), as kubebuilder's scaffold does, or over plain HTTP.

@@ -7,7 +7,7 @@
 
 mod artifacts;
 mod error;
-mod host;
+mod imports;
 mod permits;
 
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ use crate::plugin::bindings::{current, previous};
 use crate::plugin::{Intent, Manifest, check_actions, wit};
 use crate::sql::Databases;
 use crate::view::{EmptyView, View};
-use host::{Limits, State, Throttle};
+use imports::{Limits, State, Throttle};
 use permits::Permits;
 
 /// How often the engine's epoch advances: the granularity of deadline checks.
@@ -589,7 +589,7 @@ impl Plugin {
             },
             started: Instant::now(),
             deadline: self.deadline,
-            log_budget: host::LOG_LINES_PER_CALL,
+            log_budget: imports::LOG_LINES_PER_CALL,
             log_throttle: self.log_throttle.clone(),
             panic: None,
             wasi: None,

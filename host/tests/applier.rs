@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::apply::{Applier, Echo, Subject};
+use wasmctrl::applier::{Applier, Echo, Subject};
 use wasmctrl::informer::{Entry, Informer, Informers, ObjectKey, Watch};
 use wasmctrl::plugin::{Intent, wit};
 use wasmctrl::runtime::{Config, Plugin, Runtime};

@@ -68,6 +68,10 @@ impl Throttle {
     }
 }
 
+/// The target of every line a plugin logs, so that a filter can pick plugins' logs out of the
+/// host's (`--log-level info,plugin=debug`).
+pub const PLUGIN_LOG_TARGET: &str = "plugin";
+
 /// Longest message or field value kept; the rest is cut so one call cannot balloon the logs.
 pub(super) const MAX_TEXT: usize = 4096;
 
@@ -114,19 +118,19 @@ impl Host for State {
         let (plugin, key, message) = (&*self.plugin, &self.key, clip(&message));
         match level {
             Level::Trace => {
-                tracing::trace!(plugin.name = plugin, object.key = key, %fields, "{message}")
+                tracing::trace!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
             }
             Level::Debug => {
-                tracing::debug!(plugin.name = plugin, object.key = key, %fields, "{message}")
+                tracing::debug!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
             }
             Level::Info => {
-                tracing::info!(plugin.name = plugin, object.key = key, %fields, "{message}")
+                tracing::info!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
             }
             Level::Warn => {
-                tracing::warn!(plugin.name = plugin, object.key = key, %fields, "{message}")
+                tracing::warn!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
             }
             Level::Error => {
-                tracing::error!(plugin.name = plugin, object.key = key, %fields, "{message}")
+                tracing::error!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
             }
         }
     }
