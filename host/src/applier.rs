@@ -230,11 +230,42 @@ pub struct Applier {
     resources: Mutex<HashMap<GroupVersionKind, Arc<Discovered>>>,
     /// target -> plugin -> what it last wrote there. Keyed by target first so that an object's
     /// deletion forgets it at once ([`Applier::forget_object`]).
-    last: Mutex<HashMap<String, Written>>,
+    last: Mutex<HashMap<WrittenTo, Written>>,
     /// Events, best effort: recorded with series, never failing a reconcile.
     recorders: Recorders,
     /// Checked before every request for a plugin: a replica that does not lead sends nothing.
     fence: Fence,
+}
+
+/// Where a remembered write went: an object, or its status (written apart, through the status
+/// subresource). Objects are told apart as kube-apiserver does: by group, kind (any version),
+/// namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct WrittenTo {
+    group: String,
+    kind: String,
+    namespace: String,
+    name: String,
+    status: bool,
+}
+
+impl WrittenTo {
+    fn object(gvk: &GroupVersionKind, namespace: &str, name: &str) -> Self {
+        Self {
+            group: gvk.group.clone(),
+            kind: gvk.kind.clone(),
+            namespace: namespace.into(),
+            name: name.into(),
+            status: false,
+        }
+    }
+
+    fn status(gvk: &GroupVersionKind, namespace: &str, name: &str) -> Self {
+        Self {
+            status: true,
+            ..Self::object(gvk, namespace, name)
+        }
+    }
 }
 
 /// What each plugin last wrote to one object: plugin -> its last write.
@@ -373,10 +404,6 @@ fn hash_of(value: &impl Hash) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     value.hash(&mut h);
     h.finish()
-}
-
-fn status_label(target: &str) -> String {
-    format!("status of {target}")
 }
 
 fn target_label(gvk: &GroupVersionKind, namespace: &str, name: &str) -> String {
@@ -569,10 +596,10 @@ impl Applier {
     /// Forgets what was written to (and recorded about) an object that is gone, so deleted
     /// objects leave nothing behind.
     pub fn forget_object(&self, gvk: &GroupVersionKind, key: &ObjectKey) {
-        let label = target_label(gvk, key.namespace(), key.name());
+        let (namespace, name) = (key.namespace(), key.name());
         let mut last = lock(&self.last);
-        last.remove(&status_label(&label));
-        last.remove(&label);
+        last.remove(&WrittenTo::status(gvk, namespace, name));
+        last.remove(&WrittenTo::object(gvk, namespace, name));
     }
 
     /// How many objects the applier remembers writes to or events about.
@@ -580,13 +607,13 @@ impl Applier {
         lock(&self.last).len()
     }
 
-    fn last(&self, plugin: &str, label: &str) -> Option<Write> {
-        lock(&self.last).get(label)?.get(plugin).cloned()
+    fn last(&self, plugin: &str, to: &WrittenTo) -> Option<Write> {
+        lock(&self.last).get(to)?.get(plugin).cloned()
     }
 
-    fn record(&self, plugin: &str, label: String, write: Write) {
+    fn record(&self, plugin: &str, to: WrittenTo, write: Write) {
         lock(&self.last)
-            .entry(label)
+            .entry(to)
             .or_default()
             .insert(plugin.to_string(), write);
     }
@@ -681,10 +708,11 @@ impl Applier {
             object.to_string()
         };
         let label = target_label(&gvk, &namespace, &target.name);
+        let to = WrittenTo::object(&gvk, &namespace, &target.name);
         let intent_hash = hash_of(&body);
         let cached = self.cached(&gvk, &namespace, &target.name);
         let before = cached.as_ref().map(Cached::version);
-        if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
+        if self.unchanged(plugin, &to, intent_hash, before.as_deref()) {
             return Ok(false);
         }
         let params = PatchParams::apply(&subject.manifest.field_manager()).force();
@@ -701,7 +729,7 @@ impl Applier {
         if changed(before.as_deref(), &after) {
             echoes.extend(cached.map(Cached::into_echo));
         }
-        self.remember(plugin, label, intent_hash, before, after);
+        self.remember(plugin, to, intent_hash, before, after);
         Ok(true)
     }
 
@@ -716,13 +744,14 @@ impl Applier {
         let plugin = subject.manifest.name.as_str();
         let (api, namespace, gvk) = self.api_for(target, subject).await?;
         let label = target_label(&gvk, &namespace, &target.name);
+        let to = WrittenTo::object(&gvk, &namespace, &target.name);
         let intent_hash = match patch {
             Patching::Merge(patch) => hash_of(&(false, patch.to_string())),
             Patching::Json(ops) => hash_of(&(true, serde_json::to_string(ops).unwrap_or_default())),
         };
         let cached = self.cached(&gvk, &namespace, &target.name);
         let before = cached.as_ref().map(Cached::version);
-        if self.unchanged(plugin, &label, intent_hash, before.as_deref()) {
+        if self.unchanged(plugin, &to, intent_hash, before.as_deref()) {
             return Ok(false);
         }
         let params = PatchParams {
@@ -749,7 +778,7 @@ impl Applier {
         if changed(before.as_deref(), &after) {
             echoes.extend(cached.map(Cached::into_echo));
         }
-        self.remember(plugin, label, intent_hash, before, after);
+        self.remember(plugin, to, intent_hash, before, after);
         Ok(true)
     }
 
@@ -797,14 +826,10 @@ impl Applier {
             return Ok(false);
         }
         let status_hash = hash_of(&status.to_string());
-        let kind = &subject.manifest.kind;
-        let written_label = status_label(&target_label(
-            kind,
-            object.key.namespace(),
-            object.key.name(),
-        ));
+        let (namespace, name) = (object.key.namespace(), object.key.name());
+        let to = WrittenTo::status(&subject.manifest.kind, namespace, name);
         if self
-            .last(plugin, &written_label)
+            .last(plugin, &to)
             .is_some_and(|w| w.holds(status_hash, &object.resource_version.to_string()))
         {
             return Ok(false);
@@ -836,7 +861,7 @@ impl Applier {
         if changed(Some(&before), &after) {
             echoes.extend(subject.echo());
         }
-        self.remember(plugin, written_label, status_hash, Some(before), after);
+        self.remember(plugin, to, status_hash, Some(before), after);
         Ok(true)
     }
 
@@ -958,8 +983,14 @@ impl Applier {
     /// Whether the same intent was written last and the target (at `cached` in the cache
     /// covering it, `None` when no cache does) has not changed since. Without a cache we cannot
     /// see drift and trust the intent hash alone.
-    fn unchanged(&self, plugin: &str, label: &str, intent_hash: u64, cached: Option<&str>) -> bool {
-        let Some(last) = self.last(plugin, label) else {
+    fn unchanged(
+        &self,
+        plugin: &str,
+        to: &WrittenTo,
+        intent_hash: u64,
+        cached: Option<&str>,
+    ) -> bool {
+        let Some(last) = self.last(plugin, to) else {
             return false;
         };
         match cached {
@@ -996,7 +1027,7 @@ impl Applier {
     fn remember(
         &self,
         plugin: &str,
-        label: String,
+        to: WrittenTo,
         hash: u64,
         before: Option<String>,
         after: String,
@@ -1006,7 +1037,7 @@ impl Applier {
             before: before.unwrap_or_default(),
             after,
         };
-        self.record(plugin, label, write);
+        self.record(plugin, to, write);
     }
 
     fn map<T>(
