@@ -41,7 +41,9 @@ done
 # since a release build of the host would add about ten minutes to CI for the same test.
 case ${PROFILE:-release} in
 release) $cargo build --release -p wasmctrl --bin wasmctrl && binary=$target_dir/release/wasmctrl ;;
-dev) $cargo build -p wasmctrl --bin wasmctrl && binary=$target_dir/debug/wasmctrl ;;
+# HOST_BUILD: how the debug binary is built (`make test` builds it within the test build, so
+# that no crate is compiled twice for a different feature set).
+dev) $cargo ${HOST_BUILD:-build -p wasmctrl --bin wasmctrl} && binary=$target_dir/debug/wasmctrl ;;
 *) die "PROFILE must be release or dev, not ${PROFILE}" ;;
 esac
 [ -x "$binary" ] || die "cargo built no $binary"
