@@ -160,7 +160,7 @@ pub fn check_actions(
     request: &wit::Request,
     actions: &[wit::Action],
 ) -> Result<Vec<Intent>, ActionError> {
-    let mut checker = Checker {
+    let checker = Checker {
         scope,
         request,
         reconciled: Reconciled {
@@ -207,51 +207,58 @@ impl Checker<'_> {
         self.scope.check_action(&self.reconciled, &act)
     }
 
-    fn intent(&mut self, action: &wit::Action) -> Result<Intent, Checked> {
+    /// A whole object to apply, owned children getting their owner reference first.
+    fn apply(&self, json: &str) -> Result<Intent, Checked> {
+        let mut object = parse(json)?;
+        if let Ok((kind, _, _)) = wasmctrl_scope::object_id(&object)
+            && self.scope.is_owned(&kind)
+            && let Some(owner) = self.owner()
+        {
+            add_owner_reference(&mut object, owner);
+        }
+        self.check(Act::Apply(&object))?;
+        let target = target_of(&object)?;
+        Ok(Intent::Apply { target, object })
+    }
+
+    /// The complete set of the reconciled object's children of one owned kind, each with its
+    /// owner reference.
+    fn children(&self, set: &wit::Children) -> Result<Intent, Checked> {
+        let kind = Kind::new(&set.kind.group, &set.kind.version, &set.kind.kind);
+        let mut objects = (set.objects.iter())
+            .map(|json| parse(json))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.reconciled.exists {
+            let owner = self
+                .owner()
+                .ok_or_else(|| Checked::Malformed("the reconciled object does not parse".into()))?;
+            objects
+                .iter_mut()
+                .for_each(|o| add_owner_reference(o, owner));
+        }
+        self.check(Act::Children {
+            kind: &kind,
+            objects: &objects,
+        })?;
+        let objects = (objects.into_iter())
+            .map(|object| {
+                Ok(Child {
+                    target: target_of(&object)?,
+                    object,
+                })
+            })
+            .collect::<Result<_, Checked>>()?;
+        Ok(Intent::Children {
+            api_version: kind.api_version(),
+            kind: kind.kind,
+            objects,
+        })
+    }
+
+    fn intent(&self, action: &wit::Action) -> Result<Intent, Checked> {
         Ok(match action {
-            wit::Action::Apply(json) => {
-                let mut object = parse(json)?;
-                if let Ok((kind, _, _)) = wasmctrl_scope::object_id(&object)
-                    && self.scope.is_owned(&kind)
-                    && let Some(owner) = self.owner()
-                {
-                    add_owner_reference(&mut object, owner);
-                }
-                self.check(Act::Apply(&object))?;
-                let target = target_of(&object)?;
-                Intent::Apply { target, object }
-            }
-            wit::Action::Children(set) => {
-                let kind = Kind::new(&set.kind.group, &set.kind.version, &set.kind.kind);
-                let mut objects = (set.objects.iter())
-                    .map(|json| parse(json))
-                    .collect::<Result<Vec<_>, _>>()?;
-                if self.reconciled.exists {
-                    let owner = self.owner().ok_or_else(|| {
-                        Checked::Malformed("the reconciled object does not parse".into())
-                    })?;
-                    objects
-                        .iter_mut()
-                        .for_each(|o| add_owner_reference(o, owner));
-                }
-                self.check(Act::Children {
-                    kind: &kind,
-                    objects: &objects,
-                })?;
-                let objects = (objects.into_iter())
-                    .map(|object| {
-                        Ok(Child {
-                            target: target_of(&object)?,
-                            object,
-                        })
-                    })
-                    .collect::<Result<_, Checked>>()?;
-                Intent::Children {
-                    api_version: kind.api_version(),
-                    kind: kind.kind,
-                    objects,
-                }
-            }
+            wit::Action::Apply(json) => self.apply(json)?,
+            wit::Action::Children(set) => self.children(set)?,
             wit::Action::Patch(p) => {
                 self.check(Act::Patch(shared_target(&p.target)))?;
                 let target = owned_target(&p.target);
