@@ -2,7 +2,8 @@
 //!
 //! Layers, each only reaching down: [`plugin`] (the contract: what a plugin declares and may do)
 //! -> [`runtime`] (wasmtime: one fresh sandbox per reconcile, reading through a [`view`]) ->
-//! [`build`] (turning plugin crates into components). The controller loop is [`informer`]
+//! [`build`] (turning plugin crates into components; the crate `wasmctrl-build`, in
+//! `host/build`). The controller loop is [`informer`]
 //! (shared caches) -> [`queue`] (the client-go workqueue contract) -> [`controller`] (a plugin
 //! per queue) -> [`applier`] (carrying out checked intents; [`events`] records Kubernetes Events,
 //! best effort). [`loader`] owns the plugin directory and hot-reloads it. [`sql`] is the
@@ -17,7 +18,7 @@
 
 pub mod apiserver;
 pub mod applier;
-pub mod build;
+pub use wasmctrl_build as build;
 pub mod cli;
 pub mod controller;
 pub mod events;

@@ -505,7 +505,7 @@ mod tests {
     #[test]
     fn default_profile_matches_the_workspace_profile() {
         // The default given to standalone crates must be the profile workspace members get.
-        let root = include_str!("../../Cargo.toml");
+        let root = include_str!("../../../Cargo.toml");
         let mut in_table = false;
         let mut workspace: Vec<String> = Vec::new();
         for line in root.lines().map(str::trim) {
