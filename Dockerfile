@@ -11,11 +11,12 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-# Only the host binary. The release profile keeps line tables; drop them, keep the symbols
+# Only the host binary, without the embedded API server (`dev`, `apiserver`: not for clusters).
+# The release profile keeps line tables; drop them, keep the symbols
 # (panic backtraces). The target directory is a cache mount, so copy the binary out of it.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p wasmctrl --bin wasmctrl \
+    cargo build --release --locked --no-default-features -p wasmctrl --bin wasmctrl \
     && objcopy --strip-debug target/release/wasmctrl /wasmctrl \
     && mkdir /plugins
 

@@ -120,8 +120,9 @@ fmt: ## Format all code
 fmt-check: ## Check formatting without changing files
 	$(CARGO) fmt --all -- --check
 
-clippy: ## Lint everything, warnings as errors
+clippy: ## Lint everything, warnings as errors (the host also as the production image builds it)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p wasmctrl --no-default-features -- -D warnings
 
 clean-plugins: ## Remove built plugin components (keeps compiled std and dependencies)
 	rm -rf $(sort $(PLUGIN_OUT) $(TEST_PLUGIN_OUT))

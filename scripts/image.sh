@@ -40,7 +40,8 @@ done
 # PROFILE=dev packs the debug build instead (same script, same layout): what `make test` does,
 # since a release build of the host would add about ten minutes to CI for the same test.
 case ${PROFILE:-release} in
-release) $cargo build --release -p wasmctrl --bin wasmctrl && binary=$target_dir/release/wasmctrl ;;
+# A release image serves clusters: it does not link the embedded API server (`dev`, `apiserver`).
+release) $cargo build --release --no-default-features -p wasmctrl --bin wasmctrl && binary=$target_dir/release/wasmctrl ;;
 # HOST_BUILD: how the debug binary is built (`make test` builds it within the test build, so
 # that no crate is compiled twice for a different feature set).
 dev) $cargo ${HOST_BUILD:-build -p wasmctrl --bin wasmctrl} && binary=$target_dir/debug/wasmctrl ;;

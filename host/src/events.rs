@@ -313,7 +313,7 @@ mod tests {
 
     #[tokio::test]
     async fn series_expire_six_minutes_after_their_last_event_and_are_swept_once_a_minute() {
-        let server = crate::apiserver::ApiServer::new().unwrap();
+        let server = wasmctrl_apiserver::ApiServer::new().unwrap();
         let recorders = Recorders::new(server.client(), "host-0");
         let start = Timestamp::now();
         let seen = |name: &str, last: Timestamp| Seen {

@@ -265,6 +265,21 @@ mod tests {
         assert!(kinds.get("example.com", "Widget").is_none());
     }
 
+    /// The embedded API server serves built-in kinds as Kubernetes does.
+    #[test]
+    fn the_embedded_servers_kinds_have_kubes_plural_and_scope() {
+        let kinds = Kinds::default();
+        for served in wasmctrl_apiserver::served_builtins() {
+            let (group, kind) = (&served.group, &served.kind);
+            let kube = (kinds.get(group, kind))
+                .unwrap_or_else(|| panic!("{group}/{kind} is not a Kubernetes kind"));
+            assert_eq!(
+                (&served.plural, served.namespaced),
+                (&kube.plural, kube.namespaced)
+            );
+        }
+    }
+
     #[test]
     fn built_in_kinds_are_named_by_their_type() {
         let path = rust_path("apps", "Deployment");

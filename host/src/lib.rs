@@ -12,11 +12,12 @@
 //! Prometheus metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default);
 //! [`tls`] is the HTTPS both it and the API server serve. [`memory`] hands freed heap back to
 //! the system. [`kinds`] knows each Kubernetes kind's plural and scope (from `k8s-openapi` and
-//! CRDs), which [`rbac`] turns declarations into Roles with. [`apiserver`] is an embedded,
-//! protocol-faithful Kubernetes API server with its own module tree, for `dev`, `apiserver` and
-//! the tests. [`cli`] wires them to commands.
+//! CRDs), which [`rbac`] turns declarations into Roles with. [`apiserver`] (the crate
+//! `wasmctrl-apiserver`, feature `apiserver`) is an embedded, protocol-faithful Kubernetes API
+//! server, for `dev`, `apiserver` and the tests. [`cli`] wires them to commands.
 
-pub mod apiserver;
+#[cfg(feature = "apiserver")]
+pub use wasmctrl_apiserver as apiserver;
 pub mod applier;
 pub use wasmctrl_build as build;
 pub mod cli;
@@ -35,5 +36,5 @@ pub mod rbac;
 pub mod runtime;
 pub use wasmctrl_scope::selector;
 pub mod sql;
-pub mod tls;
+pub use wasmctrl_tls as tls;
 pub mod view;

@@ -173,7 +173,7 @@ async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> 
 /// Namespaces first so that what depends on them finds them served.
 pub(crate) async fn apply_manifests(client: &kube::Client, path: &Path) -> anyhow::Result<()> {
     let mut objects = Vec::new();
-    for file in manifest_files(path)? {
+    for file in super::manifest_files(path)? {
         objects.extend(
             super::read_documents(&file)?
                 .into_iter()
@@ -197,35 +197,6 @@ pub(crate) async fn apply_manifests(client: &kube::Client, path: &Path) -> anyho
         })?;
     }
     Ok(())
-}
-
-/// The YAML/JSON files under `path`, sorted. A directory with a `kustomization.yaml` below
-/// `path` is a kustomize root (`kubectl apply -k`), not a set of plain manifests: it is skipped.
-pub(crate) fn manifest_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    if path.is_file() {
-        return Ok(vec![path.to_path_buf()]);
-    }
-    manifests_under(path)
-}
-
-fn manifests_under(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let entries = std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?;
-    for entry in entries {
-        let p = entry?.path();
-        if p.is_dir() && p.join("kustomization.yaml").exists() {
-            tracing::info!(dir = %p.display(), "skipping a kustomization (apply it with kubectl apply -k)");
-        } else if p.is_dir() {
-            files.extend(manifests_under(&p)?);
-        } else if p
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-        {
-            files.push(p);
-        }
-    }
-    files.sort();
-    Ok(files)
 }
 
 async fn apply_one(client: &kube::Client, object: &Value) -> anyhow::Result<()> {

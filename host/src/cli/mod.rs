@@ -1,7 +1,9 @@
 //! The `wasmctrl` command line: argument parsing and one module per subcommand.
 
+#[cfg(feature = "apiserver")]
 mod apiserver;
 mod build;
+#[cfg(feature = "apiserver")]
 mod dev;
 mod inspect;
 mod new;
@@ -9,7 +11,7 @@ mod rbac;
 mod run;
 mod test;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -59,10 +61,12 @@ enum Command {
     /// Print the least-privilege RBAC (ServiceAccount, Roles, bindings) for a plugin directory.
     Rbac(rbac::Args),
     /// Run the embedded Kubernetes API server on its own.
+    #[cfg(feature = "apiserver")]
     Apiserver(apiserver::Args),
     /// Run the host against a cluster, serving a directory of plugins.
     Run(run::Args),
     /// Run the host against the embedded API server, with manifests applied: no cluster needed.
+    #[cfg(feature = "apiserver")]
     Dev(dev::Args),
 }
 
@@ -82,8 +86,10 @@ pub fn main() -> ExitCode {
         Command::Test(args) => test::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Rbac(args) => rbac::run(args),
+        #[cfg(feature = "apiserver")]
         Command::Apiserver(args) => apiserver::run(args),
         Command::Run(args) => run::run(args),
+        #[cfg(feature = "apiserver")]
         Command::Dev(args) => dev::run(args),
     };
     match result {
@@ -191,6 +197,35 @@ pub(crate) fn read_documents(path: &Path) -> anyhow::Result<Vec<Value>> {
         }
     }
     Ok(out)
+}
+
+/// The YAML/JSON files under `path`, sorted. A directory with a `kustomization.yaml` below
+/// `path` is a kustomize root (`kubectl apply -k`), not a set of plain manifests: it is skipped.
+pub(crate) fn manifest_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    manifests_under(path)
+}
+
+fn manifests_under(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let entries = std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?;
+    for entry in entries {
+        let p = entry?.path();
+        if p.is_dir() && p.join("kustomization.yaml").exists() {
+            tracing::info!(dir = %p.display(), "skipping a kustomization (apply it with kubectl apply -k)");
+        } else if p.is_dir() {
+            files.extend(manifests_under(&p)?);
+        } else if p
+            .extension()
+            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        {
+            files.push(p);
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let plugins = scopes(&args.plugins)?;
     let mut resolver = Resolver::default();
     for path in &args.crds {
-        for file in super::dev::manifest_files(path)? {
+        for file in super::manifest_files(path)? {
             for doc in super::read_documents(&file)? {
                 if doc["kind"] == "CustomResourceDefinition" {
                     resolver.add_crd(&doc).with_context(|| {

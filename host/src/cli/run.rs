@@ -94,6 +94,7 @@ const fn metrics_port(secure: bool) -> u16 {
 impl MetricsArgs {
     /// `dev`'s defaults: plain HTTP on loopback, beside the embedded API server, which listens
     /// on loopback too.
+    #[cfg(feature = "apiserver")]
     pub fn dev_defaults(&mut self) {
         let secure = *self.metrics_secure.get_or_insert(false);
         (self.metrics_bind_address)

@@ -310,7 +310,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::apiserver::ApiServer;
+    use wasmctrl_apiserver::ApiServer;
 
     async fn create<K>(api: Api<K>, object: Value)
     where

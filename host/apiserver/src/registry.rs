@@ -492,25 +492,3 @@ pub fn crd_status(crd: &Value, now: &str) -> Value {
         "storedVersions": stored,
     })
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn built_in_resources_have_kubes_plural_and_scope() {
-        let kinds = crate::kinds::Kinds::default();
-        // Reviews are create-only: nothing to list, watch or grant on.
-        for r in Registry::default().all().filter(|r| !r.create_only) {
-            let kube = kinds
-                .get(&r.group, &r.kind)
-                .unwrap_or_else(|| panic!("{}/{} is not a Kubernetes kind", r.group, r.kind));
-            assert_eq!(
-                (&r.plural, r.namespaced),
-                (&kube.plural, kube.namespaced),
-                "{}",
-                r.kind
-            );
-        }
-    }
-}

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::field::go_float;
 use super::{Schema, crd_schemas, prune, validate};
-use crate::apiserver::status::Cause;
+use crate::status::Cause;
 
 fn schema(v: Value) -> Schema {
     let mut errs = Vec::new();

@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
-//! let server = wasmctrl::apiserver::ApiServer::builder().history(1000).build()?;
+//! let server = wasmctrl_apiserver::ApiServer::builder().history(1000).build()?;
 //! let client: kube::Client = server.client();
 //! let http = server.serve("127.0.0.1:0".parse()?).await?;
 //! println!("{} {}", http.addr(), http.kubeconfig());
@@ -68,7 +68,7 @@ mod patch;
 mod persist;
 mod printers;
 mod protobuf;
-pub(crate) mod registry;
+mod registry;
 mod reviews;
 mod router;
 mod scale;
@@ -387,4 +387,31 @@ impl ApiServer {
     pub fn resource_version(&self) -> u64 {
         self.inner.store.lock().rv
     }
+}
+
+/// A built-in resource this server serves: its group, kind, plural and scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedKind {
+    /// API group (`""` for core).
+    pub group: String,
+    /// Kind (`ConfigMap`).
+    pub kind: String,
+    /// Plural resource (`configmaps`).
+    pub plural: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+}
+
+/// The built-in resources this server serves, reviews (create-only, nothing stored) left
+/// out: for tests that hold it to Kubernetes' own list, and to pick kinds it does not serve.
+pub fn served_builtins() -> Vec<ServedKind> {
+    (registry::Registry::default().all())
+        .filter(|r| !r.create_only)
+        .map(|r| ServedKind {
+            group: r.group.clone(),
+            kind: r.kind.clone(),
+            plural: r.plural.clone(),
+            namespaced: r.namespaced,
+        })
+        .collect()
 }

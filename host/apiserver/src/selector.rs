@@ -1,6 +1,6 @@
 //! Label and field selectors as the list and watch query parameters spell them.
 //!
-//! Label selectors use the one parser the host and the SDK share (`crate::selector`); field
+//! Label selectors use the one parser the host and the SDK share (`wasmctrl_scope::selector`); field
 //! selectors are written here, over the fields kube-apiserver lets each kind be selected by.
 
 use serde_json::Value;
@@ -8,9 +8,9 @@ use serde_json::Value;
 use super::events;
 use super::registry::Resource;
 use super::status::ApiError;
-use crate::selector::Selector;
+use wasmctrl_scope::selector::Selector;
 
-/// A parsed label selector (the shared grammar, `crate::selector`); the empty selector
+/// A parsed label selector (the shared grammar, `wasmctrl_scope::selector`); the empty selector
 /// matches everything.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(Selector);

@@ -11,7 +11,7 @@ use std::path::Path;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use tokio::net::TcpListener;
 
-use crate::tls::{self, io_error};
+use wasmctrl_tls::{self as tls, io_error};
 
 /// The server's certificates.
 #[derive(Debug)]

@@ -31,7 +31,8 @@ const RECHECK: Duration = Duration::from_secs(10);
 /// How long a client gets to finish its TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
 
-pub(crate) fn io_error(e: impl std::fmt::Display) -> std::io::Error {
+/// An error of another kind as an I/O error, with its message.
+pub fn io_error(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
@@ -128,7 +129,7 @@ impl Server {
 pub const LOOPBACK: &[&str] = &["localhost", "127.0.0.1", "::1"];
 
 /// A serving certificate's parameters: `names` (DNS names or IP addresses) and a common name.
-pub(crate) fn leaf(names: &[&str], common_name: &str) -> std::io::Result<CertificateParams> {
+pub fn leaf(names: &[&str], common_name: &str) -> std::io::Result<CertificateParams> {
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     let mut params = CertificateParams::new(names).map_err(io_error)?;
     params
@@ -138,10 +139,7 @@ pub(crate) fn leaf(names: &[&str], common_name: &str) -> std::io::Result<Certifi
 }
 
 /// An rcgen certificate and key as rustls takes them.
-pub(crate) fn der(
-    cert: Vec<u8>,
-    key: &KeyPair,
-) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+pub fn der(cert: Vec<u8>, key: &KeyPair) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
     let chain = vec![CertificateDer::from(cert)];
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     (chain, key)

@@ -2,7 +2,7 @@
 //! `(field number, value)` pairs. Fixed-width fields are skipped (no kind decoded here has
 //! one), never an error.
 
-use crate::apiserver::status::{ApiError, ApiResult};
+use crate::status::{ApiError, ApiResult};
 
 /// A 400 for a body that is not well-formed protobuf.
 pub(super) fn bad(what: &str) -> ApiError {

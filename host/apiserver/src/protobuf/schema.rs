@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use super::wire::{Wire, bad, base64, fields, string};
-use crate::apiserver::status::ApiResult;
+use crate::status::ApiResult;
 
 /// How one field's wire value becomes JSON.
 #[derive(Clone, Copy)]
