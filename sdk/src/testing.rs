@@ -369,12 +369,13 @@ fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(),
         serde_json::from_str::<serde_json::Value>(json)
             .map_err(|e| ActionError::Malformed(format!("invalid JSON: {e}")))
     };
-    let status;
+    // The parsed object or status the action refers to (it must outlive `act`).
+    let parsed;
     let objects: Vec<serde_json::Value>;
     let act = match action {
         Action::Apply(json) => {
-            status = parse(json)?;
-            Act::Apply(&status)
+            parsed = parse(json)?;
+            Act::Apply(&parsed)
         }
         Action::Children(set) => {
             objects = set
@@ -390,12 +391,12 @@ fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(),
         Action::Patch(p) => Act::Patch(target(&p.target)),
         Action::Delete(r) => Act::Delete(target(r)),
         Action::UpdateStatus(json) => {
-            status = if reconciled.exists {
+            parsed = if reconciled.exists {
                 parse(json)?
             } else {
                 serde_json::Value::Null
             };
-            Act::UpdateStatus(&status)
+            Act::UpdateStatus(&parsed)
         }
         Action::AddFinalizer(f) => Act::AddFinalizer(f),
         Action::RemoveFinalizer(f) => Act::RemoveFinalizer(f),
