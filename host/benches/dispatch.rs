@@ -51,6 +51,7 @@ fn request(object: &str) -> wit::Request {
         deleting: false,
         settings: String::new(),
         now: wit::Timestamp::parse("2026-11-22T00:00:00Z").expect("RFC 3339"),
+        previous: Vec::new(),
     }
 }
 
@@ -154,6 +155,7 @@ fn main() {
                     object: Some(text.clone()),
                     deleting: false,
                     now: wasmctrl_sdk::Timestamp::UNIX_EPOCH,
+                    previous: Vec::new(),
                 };
                 // The SDK parses the settings on every call in the sandbox; so does this.
                 let settings: trivial::Settings =

@@ -26,7 +26,7 @@ use crate::events::{HOST_CONTROLLER, Note, Recorders};
 use crate::informer::{Entry, Informer, Informers, ObjectKey, Version};
 use crate::leader::Fence;
 use crate::metrics::Metrics;
-use crate::plugin::{Child, Intent, Manifest, Target};
+use crate::plugin::{Child, Intent, Manifest, Target, wit};
 
 /// Why carrying out an intent failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +36,10 @@ pub enum Error {
     Conflict {
         /// The object.
         target: String,
+        /// The server's answer: 409, or 422 for a failed `test`.
+        code: u16,
+        /// The server's `Status.reason`.
+        reason: String,
         /// The server's message.
         message: String,
     },
@@ -110,20 +114,102 @@ impl Error {
     pub fn retryable(&self) -> bool {
         !matches!(self, Error::Malformed { .. })
     }
+
+    /// The HTTP code and `Status.reason` the server answered, with its message; for a request
+    /// that got no answer or was not sent, 0 and the host's own reason, with the whole error.
+    fn answer(&self) -> (u16, String, String) {
+        let host = |reason: &str| (0, reason.to_owned(), self.to_string());
+        match self {
+            Error::Conflict {
+                code,
+                reason,
+                message,
+                ..
+            } => (*code, reason.clone(), message.clone()),
+            Error::Api {
+                error: kube::Error::Api(status),
+                ..
+            } => (status.code, status.reason.clone(), status.message.clone()),
+            Error::Api { .. } => host("RequestFailed"),
+            Error::Discovery { .. } => host("NotServed"),
+            Error::Malformed { .. } => host("Malformed"),
+            Error::NotLeader { .. } => host("NotLeader"),
+            Error::Uncached { .. } => host("Uncached"),
+        }
+    }
+}
+
+/// What became of one intent: the contract's `action-status`, kept small, since the controller
+/// keeps one for each action of every key's last reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionStatus {
+    /// A request was sent and accepted.
+    Applied,
+    /// No request was needed (the cache showed the effect in place), or a delete found the
+    /// object gone.
+    Unchanged,
+    /// The request failed.
+    Failed(Box<Failure>),
+    /// Not attempted: an earlier intent that was not best effort failed.
+    Skipped,
+}
+
+/// A failed intent: which object it was about, and how the server (or the host) answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// The action's target; the reconciled object for status, finalizer and event intents; for
+    /// a set of children, the child whose write failed.
+    pub target: Target,
+    /// The HTTP status code; 0 when the request got no answer or was not sent.
+    pub code: u16,
+    /// The server's `Status.reason`, or the host's own (see [`Error`]).
+    pub reason: String,
+    /// What the server (or the host) said.
+    pub message: String,
+}
+
+impl Failure {
+    fn new(target: Target, error: &Error) -> Self {
+        let (code, reason, message) = error.answer();
+        Self {
+            target,
+            code,
+            reason,
+            message,
+        }
+    }
+}
+
+/// An intent that failed, and the object it failed on.
+struct Failed {
+    target: Target,
+    error: Error,
 }
 
 /// What the applier did for one reconcile.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct Applied {
     /// Requests sent.
     pub writes: usize,
-    /// Intents skipped because nothing changed.
+    /// Requests not sent because nothing would change.
     pub skipped: usize,
     /// The writes that changed a cached object, whose events the caches have yet to show.
     pub echoes: Vec<Echo>,
+    /// What became of each intent, in order.
+    pub statuses: Vec<ActionStatus>,
+    /// The first failure, if any intent failed: it decides how the key is retried.
+    pub error: Option<Error>,
 }
 
 impl Applied {
+    /// What was done, when every intent succeeded; else the first failure.
+    pub fn succeeded(self) -> Result<Self, Error> {
+        match self.error {
+            Some(error) => Err(error),
+            None => Ok(self),
+        }
+    }
+
     fn count(&mut self, sent: bool) {
         if sent {
             self.writes += 1;
@@ -426,12 +512,32 @@ fn reporting_controller(plugin: &str) -> String {
 
 /// Someone else changed the object first: 409, or (for a patch with `test` preconditions) a 422,
 /// which is how a failed `test` comes back; servers word its message differently.
-fn is_conflict(e: &kube::Error, preconditions: bool) -> Option<String> {
+fn is_conflict(e: &kube::Error, preconditions: bool) -> Option<&kube::core::Status> {
     match e {
-        kube::Error::Api(s) if s.code == 409 || (preconditions && s.code == 422) => {
-            Some(s.message.clone())
-        }
+        kube::Error::Api(s) if s.code == 409 || (preconditions && s.code == 422) => Some(s),
         _ => None,
+    }
+}
+
+/// The reconciled object, as a [`Target`].
+fn subject_target(subject: &Subject<'_>) -> Target {
+    let gvk = &subject.manifest.kind;
+    Target {
+        api_version: gvk.api_version(),
+        kind: gvk.kind.clone(),
+        namespace: subject.key.namespace().to_owned(),
+        name: subject.key.name().to_owned(),
+    }
+}
+
+/// The object an intent (other than a set of children) writes.
+fn intent_target(intent: &Intent, subject: &Subject<'_>) -> Target {
+    match intent {
+        Intent::Apply { target, .. }
+        | Intent::MergePatch { target, .. }
+        | Intent::JsonPatch { target, .. }
+        | Intent::Delete { target, .. } => target.clone(),
+        _ => subject_target(subject),
     }
 }
 
@@ -477,28 +583,59 @@ impl Applier {
         self
     }
 
-    /// Carries out `intents` in order; the first failure stops the rest.
-    pub async fn apply(&self, subject: &Subject<'_>, intents: &[Intent]) -> Result<Applied, Error> {
-        let mut applied = Applied::default();
-        for intent in intents {
-            if let Intent::Children {
-                api_version,
-                kind,
-                objects,
-            } = intent
-            {
-                let children = self
-                    .apply_children(subject, api_version, kind, objects)
-                    .await?;
-                applied.writes += children.writes;
-                applied.skipped += children.skipped;
-                applied.echoes.extend(children.echoes);
-            } else {
-                let sent = self.apply_one(subject, intent, &mut applied.echoes).await?;
-                applied.count(sent);
+    /// Carries out `intents` in order. The first failure of an intent whose position is not in
+    /// `best_effort` (sorted) stops the rest, which are skipped.
+    pub async fn apply(
+        &self,
+        subject: &Subject<'_>,
+        intents: &[Intent],
+        best_effort: &[usize],
+    ) -> Applied {
+        let mut applied = Applied {
+            statuses: Vec::with_capacity(intents.len()),
+            ..Applied::default()
+        };
+        // An intent that was not best effort failed: the rest are skipped.
+        let mut stopped = false;
+        for (index, intent) in intents.iter().enumerate() {
+            if stopped {
+                applied.statuses.push(ActionStatus::Skipped);
+                continue;
             }
+            let writes = applied.writes;
+            let done = match intent {
+                Intent::Children {
+                    api_version,
+                    kind,
+                    objects,
+                } => {
+                    self.apply_children(subject, api_version, kind, objects, &mut applied)
+                        .await
+                }
+                intent => match self.apply_one(subject, intent, &mut applied.echoes).await {
+                    Ok(sent) => {
+                        applied.count(sent);
+                        Ok(())
+                    }
+                    Err(error) => Err(Failed {
+                        target: intent_target(intent, subject),
+                        error,
+                    }),
+                },
+            };
+            let status = match done {
+                Ok(()) if applied.writes > writes => ActionStatus::Applied,
+                Ok(()) => ActionStatus::Unchanged,
+                Err(Failed { target, error }) => {
+                    let status = ActionStatus::Failed(Box::new(Failure::new(target, &error)));
+                    applied.error.get_or_insert(error);
+                    stopped = best_effort.binary_search(&index).is_err();
+                    status
+                }
+            };
+            applied.statuses.push(status);
         }
-        Ok(applied)
+        applied
     }
 
     /// Applies each desired child, then deletes the children of that kind the reconciled object
@@ -510,24 +647,29 @@ impl Applier {
         api_version: &str,
         kind: &str,
         objects: &[Child],
-    ) -> Result<Applied, Error> {
-        let mut applied = Applied::default();
+        applied: &mut Applied,
+    ) -> Result<(), Failed> {
         let mut desired = HashSet::with_capacity(objects.len());
         for child in objects {
+            let failed = |error| Failed {
+                target: child.target.clone(),
+                error,
+            };
             let intent = Intent::Apply {
                 target: child.target.clone(),
                 object: child.object.clone(),
             };
             let sent = self
                 .apply_one(subject, &intent, &mut applied.echoes)
-                .await?;
+                .await
+                .map_err(failed)?;
             applied.count(sent);
-            let (_, namespace, _) = self.api_for(&child.target, subject).await?;
+            let (_, namespace, _) = self.api_for(&child.target, subject).await.map_err(failed)?;
             desired.insert(ObjectKey::new(&namespace, &child.target.name));
         }
         // Checked before: the set is returned only for an object that exists.
         let Some(owner) = subject.object else {
-            return Ok(applied);
+            return Ok(());
         };
         let any = Target {
             api_version: api_version.into(),
@@ -538,10 +680,13 @@ impl Applier {
         let namespace = subject.key.namespace();
         let Some(informer) = self.informers.covering(&any.gvk(), namespace) else {
             let (gvk, key) = (&subject.manifest.kind, subject.key);
-            return Err(Error::Uncached {
-                target: target_label(gvk, key.namespace(), key.name()),
-                kind: kind.into(),
-                namespace: namespace.to_owned(),
+            return Err(Failed {
+                target: subject_target(subject),
+                error: Error::Uncached {
+                    target: target_label(gvk, key.namespace(), key.name()),
+                    kind: kind.into(),
+                    namespace: namespace.to_owned(),
+                },
             });
         };
         let owner_uid = owner.meta().uid;
@@ -561,13 +706,21 @@ impl Applier {
                 name: key.name().to_owned(),
                 ..any.clone()
             };
-            let delete = Intent::Delete { target };
-            let sent = self
-                .apply_one(subject, &delete, &mut applied.echoes)
-                .await?;
-            applied.count(sent);
+            let delete = Intent::Delete {
+                target,
+                propagation: wit::Propagation::Background,
+            };
+            match self.apply_one(subject, &delete, &mut applied.echoes).await {
+                Ok(sent) => applied.count(sent),
+                Err(error) => {
+                    let Intent::Delete { target, .. } = delete else {
+                        unreachable!("built as a delete above")
+                    };
+                    return Err(Failed { target, error });
+                }
+            }
         }
-        Ok(applied)
+        Ok(())
     }
 
     /// Records a Warning Event on the reconciled object (used for errors the plugin caused).
@@ -657,7 +810,10 @@ impl Applier {
                 self.patch(subject, target, Patching::Json(patch), echoes)
                     .await
             }
-            Intent::Delete { target } => self.delete(subject, target, echoes).await,
+            Intent::Delete {
+                target,
+                propagation,
+            } => self.delete(subject, target, *propagation, echoes).await,
             Intent::UpdateStatus { status } => self.write_status(subject, status, echoes).await,
             Intent::AddFinalizer { finalizer } => {
                 self.write_finalizer(subject, finalizer, true, echoes).await
@@ -782,12 +938,13 @@ impl Applier {
         Ok(true)
     }
 
-    /// Deletes in the background (kubectl's default); an object already gone, or already
-    /// being deleted, needs no request.
+    /// Deletes with the plugin's propagation policy; an object already gone, or already being
+    /// deleted, needs no request.
     async fn delete(
         &self,
         subject: &Subject<'_>,
         target: &Target,
+        propagation: wit::Propagation,
         echoes: &mut Vec<Echo>,
     ) -> Result<bool, Error> {
         let (api, namespace, gvk) = self.api_for(target, subject).await?;
@@ -799,7 +956,12 @@ impl Applier {
         {
             return Ok(false);
         }
-        match api.delete(&target.name, &DeleteParams::background()).await {
+        let params = match propagation {
+            wit::Propagation::Background => DeleteParams::background(),
+            wit::Propagation::Foreground => DeleteParams::foreground(),
+            wit::Propagation::Orphan => DeleteParams::orphan(),
+        };
+        match api.delete(&target.name, &params).await {
             Ok(_) => {
                 // Gone, or marked for deletion: either way a new version.
                 echoes.extend(cached.map(Cached::into_echo));
@@ -1057,9 +1219,11 @@ impl Applier {
         preconditions: bool,
     ) -> Error {
         match is_conflict(&e, preconditions) {
-            Some(message) => Error::Conflict {
+            Some(status) => Error::Conflict {
                 target: label.to_string(),
-                message,
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
             },
             None => Error::Api {
                 target: label.to_string(),

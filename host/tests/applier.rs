@@ -36,6 +36,7 @@ fn reconcile(plugin: &Plugin, entry: &Entry) -> Vec<Intent> {
         deleting: false,
         settings: String::new(),
         now: wit::Timestamp::parse("2026-11-23T00:00:00Z").expect("RFC 3339"),
+        previous: Vec::new(),
     };
     plugin
         .reconcile(request, Arc::new(EmptyView))
@@ -94,16 +95,18 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
 
     let before = writes(&server).len();
     let first = applier
-        .apply(&subject(Some(&stale)), &intents)
+        .apply(&subject(Some(&stale)), &intents, &[])
         .await
+        .succeeded()
         .unwrap();
     assert_eq!(first.writes, 2, "the child and the status");
     assert_eq!(first.echoes.len(), 2, "both writes changed a cached object");
     // The controller reconciles the key again at once (the child's creation queued its owner)
     // while the Thing's cache still holds the version without status: nothing is re-sent.
     let again = applier
-        .apply(&subject(Some(&stale)), &intents)
+        .apply(&subject(Some(&stale)), &intents, &[])
         .await
+        .succeeded()
         .unwrap();
     assert_eq!((again.writes, again.skipped), (0, 2));
     assert!(again.echoes.is_empty(), "nothing sent, nothing to wait for");
@@ -115,8 +118,9 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
     cached(&children, &child_key, |_| true).await;
     assert!(first.echoes.iter().all(Echo::seen), "{:?}", first.echoes);
     let settled = applier
-        .apply(&subject(Some(&current)), &intents)
+        .apply(&subject(Some(&current)), &intents, &[])
         .await
+        .succeeded()
         .unwrap();
     assert_eq!(settled.writes, 0);
     assert_eq!(
@@ -145,8 +149,9 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
     })
     .await;
     let corrected = applier
-        .apply(&subject(Some(&current)), &intents)
+        .apply(&subject(Some(&current)), &intents, &[])
         .await
+        .succeeded()
         .unwrap();
     assert_eq!(
         corrected.writes, 1,
@@ -206,8 +211,9 @@ async fn workers_writing_the_same_kind_at_once_discover_it_once() {
                 cache: Some(things),
             };
             applier
-                .apply(&subject, &reconcile(plugin, &entry))
+                .apply(&subject, &reconcile(plugin, &entry), &[])
                 .await
+                .succeeded()
                 .unwrap()
         }
     }))
@@ -263,7 +269,11 @@ async fn status_fields_the_server_prunes_are_reported_on_the_object() {
                 cache: Some(things),
             };
             let intents = [Intent::UpdateStatus { status }];
-            applier.apply(&subject, &intents).await.unwrap()
+            applier
+                .apply(&subject, &intents, &[])
+                .await
+                .succeeded()
+                .unwrap()
         }
     };
     let newer = json!({"phase": "Ready", "observedGeneration": 1, "replicas": 1});

@@ -1,6 +1,7 @@
 //! Contract versioning: a plugin built from source against the previous contract
-//! (`wit/0.1.1/plugin.wit`, tests/plugins/previous-contract) loads and reconciles under this
-//! host beside plugins of the current one, with every import it uses (log, cache) served.
+//! (`wit/0.2.0/plugin.wit`, tests/plugins/previous-contract) loads and reconciles under this
+//! host beside plugins of the current one, with every import it uses (log, cache) served, and
+//! its outcome read in the current contract's terms.
 
 mod common;
 
@@ -25,7 +26,7 @@ fn a_plugin_of_the_previous_contract_loads_and_reconciles_beside_a_current_one()
             &common::plugin_bytes("previous-contract"),
             r#"{"team":"a"}"#,
         )
-        .expect("a 0.1.1 plugin loads");
+        .expect("a 0.2.0 plugin loads");
     assert_eq!(old.contract(), PREVIOUS_CONTRACT);
     assert_eq!(old.manifest().name, "previous-contract");
     let current = rt
@@ -41,16 +42,24 @@ fn a_plugin_of_the_previous_contract_loads_and_reconciles_beside_a_current_one()
     let view: Arc<dyn View> = Arc::new(view);
     let done = old
         .reconcile(request("2026-11-22T10:00:00.5Z"), view.clone())
-        .expect("a 0.1.1 plugin reconciles");
+        .expect("a 0.2.0 plugin reconciles");
     let [
         Intent::Apply { object, .. },
+        Intent::Delete {
+            target,
+            propagation,
+        },
         Intent::UpdateStatus { status },
     ] = &done.intents[..]
     else {
         panic!("unexpected intents: {:?}", done.intents);
     };
-    // `now` reaches it as RFC 3339 text, the settings as given.
-    assert_eq!(object["data"]["now"], "2026-11-22T10:00:00Z");
+    // `now` reaches it as its seconds, the settings as given.
+    assert_eq!(object["data"]["now"], "1795341600");
+    // Its delete propagates in the background, as 0.2.0's always did; nothing is best effort.
+    assert_eq!(target.name, "t1-old");
+    assert_eq!(*propagation, wit::Propagation::Background);
+    assert!(done.best_effort.is_empty());
     assert_eq!(object["data"]["settings"], r#"{"team":"a"}"#);
     // The owned child gets its owner reference, as for any plugin.
     assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], "u1");

@@ -114,6 +114,77 @@ async fn a_burst_of_updates_to_a_slow_key_runs_few_reconciles_never_concurrently
     host.shutdown(Duration::from_secs(5)).await;
 }
 
+/// Action outcomes (contract 0.3.0) through the whole loop: a child's create the API server
+/// refuses (a 422 injected) reaches the plugin's next reconcile, which reports it as a
+/// condition; the best-effort delete of an object that does not exist is `unchanged`, and
+/// neither it nor the failed create (best effort too) stops the status write after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_create_reaches_the_next_reconcile_and_best_effort_failures_stop_nothing() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
+
+    let (server, _host, api) = things::setup(json!({"mode": "outcomes"}), Tuning::default()).await;
+    // Server-side apply is a patch: the child's first apply is refused as invalid.
+    server
+        .faults()
+        .fail(Some("patch"), Some("configmaps"), 422, 1);
+    let mut events = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    things::create(&api, "t", json!({})).await;
+
+    // Every status the plugin writes, in order, until one reports the failure and a later one
+    // the child created.
+    let refused = json!({"type": "ChildReady", "status": "False", "reason": "CreateFailed",
+        "message": "422 Invalid: injected fault: invalid"});
+    let ready = json!({"type": "ChildReady", "status": "True", "reason": "Created"});
+    let mut statuses: Vec<serde_json::Value> = Vec::new();
+    let watched = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(event) = events.try_next().await.unwrap() {
+            let (WatchEvent::Added(thing) | WatchEvent::Modified(thing)) = event else {
+                continue;
+            };
+            let Some(status) = thing.data.get("status") else {
+                continue;
+            };
+            if statuses.last() != Some(status) {
+                statuses.push(status.clone());
+            }
+            let failure = statuses.iter().position(|s| s["conditions"][0] == refused);
+            if failure.is_some_and(|i| {
+                statuses[i + 1..]
+                    .iter()
+                    .any(|s| s["conditions"][0] == ready)
+            }) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(watched.is_ok(), "statuses written: {statuses:#?}");
+
+    // The first reconcile: nothing before it; its status write went through although the
+    // create before it failed.
+    assert_eq!(statuses[0]["previous"], json!([]), "{statuses:#?}");
+    // The next one read what each action of the first did: the delete of the missing object
+    // unchanged, the create refused with the server's code and reason, the status applied.
+    let second = statuses
+        .iter()
+        .find(|s| s["conditions"][0] == refused)
+        .unwrap();
+    assert_eq!(
+        second["previous"],
+        json!(["unchanged", "failed 422 Invalid", "applied"]),
+        "{statuses:#?}"
+    );
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(server.client(), "default");
+    let child = config_maps.get_opt("t-child").await.unwrap();
+    assert!(child.is_some(), "the retried create succeeds");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_key_backs_off_while_others_proceed_and_terminal_errors_stop() {
     let (_server, host, api) = things::setup(json!({"mode": "fail"}), Tuning::default()).await;

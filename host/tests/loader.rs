@@ -109,6 +109,7 @@ async fn reconcile_vm(plugin: Arc<Plugin>) -> Vec<Intent> {
         deleting: false,
         settings: String::new(),
         now: wit::Timestamp::parse("2026-11-22T00:00:00Z").expect("RFC 3339"),
+        previous: Vec::new(),
     };
     tokio::task::spawn_blocking(move || plugin.reconcile(request, Arc::new(EmptyView)))
         .await

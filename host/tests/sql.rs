@@ -71,6 +71,7 @@ fn via_plugin(f: &Fixture, settings: Json) -> Json {
         deleting: false,
         settings: String::new(),
         now: wit::Timestamp::parse("2026-11-23T00:00:00Z").expect("RFC 3339"),
+        previous: Vec::new(),
     };
     let done = plugin.reconcile(request, Arc::new(EmptyView)).unwrap();
     match &done.intents[..] {

@@ -19,6 +19,30 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+/// How a delete treats the object's dependents (the objects whose `ownerReferences` name it),
+/// as the API's `propagationPolicy` says it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Propagation {
+    /// The object goes at once; the garbage collector deletes its dependents afterwards.
+    /// kubectl's default, and [`Action::delete`]'s.
+    #[default]
+    Background,
+    /// The object stays, being deleted, until the garbage collector has deleted the dependents
+    /// that block its owner's deletion.
+    Foreground,
+    /// The object goes; its dependents stay, their owner references to it removed.
+    Orphan,
+}
+
+/// A delete of a named object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletion {
+    /// Which object.
+    pub target: ObjectRef,
+    /// What becomes of its dependents.
+    pub propagation: Propagation,
+}
+
 /// The body of a patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatchBody {
@@ -78,8 +102,9 @@ pub enum Action {
     Apply(String),
     /// Patch an object of a watched, owned or writable kind.
     Patch(Patch),
-    /// Delete an object of a watched, owned or writable kind.
-    Delete(ObjectRef),
+    /// Delete an object of a watched, owned or writable kind. An object already gone is not a
+    /// failure: the next reconcile sees it as [`ActionStatus::Unchanged`](crate::ActionStatus).
+    Delete(Deletion),
     /// Replace `.status` of the reconciled object (a JSON object).
     UpdateStatus(String),
     /// Add this finalizer to the reconciled object (no-op when present).
@@ -93,10 +118,17 @@ pub enum Action {
 }
 
 /// A successful reconcile: the actions, in order, and when to look again.
+///
+/// The host carries the actions out in order. The first failure of an action that is not best
+/// effort stops the rest; any failure has the key retried with backoff, and the next reconcile
+/// reads what each action did in [`Request::previous`](crate::Request::previous).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
-    /// Applied in order; the first failure stops the rest and the key is retried.
+    /// Carried out in order.
     pub actions: Vec<Action>,
+    /// Positions in `actions` of those whose failure does not stop the ones after them
+    /// ([`Outcome::push_best_effort`]).
+    pub best_effort: Vec<usize>,
     /// Reconcile this key again after this long, even if nothing changes.
     pub requeue_after: Option<Duration>,
 }
@@ -144,9 +176,17 @@ impl Action {
         }))
     }
 
-    /// Deletes `target`.
+    /// Deletes `target`, its dependents deleted in the background afterwards (kubectl's default).
     pub fn delete(target: ObjectRef) -> Self {
-        Action::Delete(target)
+        Self::delete_with(target, Propagation::Background)
+    }
+
+    /// Deletes `target` with this propagation policy for its dependents.
+    pub fn delete_with(target: ObjectRef, propagation: Propagation) -> Self {
+        Action::Delete(Deletion {
+            target,
+            propagation,
+        })
     }
 
     /// Adds a finalizer to the reconciled object.
@@ -204,12 +244,21 @@ impl Outcome {
     pub fn with(actions: Vec<Action>) -> Self {
         Self {
             actions,
-            requeue_after: None,
+            ..Self::default()
         }
     }
 
     /// Appends an action.
     pub fn push(mut self, action: Action) -> Self {
+        self.actions.push(action);
+        self
+    }
+
+    /// Appends an action whose failure does not stop the ones after it (say, a cleanup that
+    /// must not keep the status from being written). Its failure still has the key retried,
+    /// and the next reconcile sees it.
+    pub fn push_best_effort(mut self, action: Action) -> Self {
+        self.best_effort.push(self.actions.len());
         self.actions.push(action);
         self
     }

@@ -1,5 +1,5 @@
 //! Support for [`export!`](crate::export): the bindings generated from the SDK's copy of the
-//! contract (`wit/plugin.wit`, `wasmctrl:plugin@0.2.0`) and the conversions between them and the
+//! contract (`wit/plugin.wit`, `wasmctrl:plugin@0.3.0`) and the conversions between them and the
 //! SDK's own types. Not part of the API: plugin authors never see a binding type.
 
 use serde::de::DeserializeOwned;
@@ -61,6 +61,7 @@ pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, Wir
         object: request.object,
         deleting: request.deleting,
         now: timestamp(request.now),
+        previous: all(request.previous),
     };
     let context = Context::new(&crate::context::Imports, &settings);
     R::reconcile(&request, &context)
@@ -215,7 +216,14 @@ impl From<crate::Action> for w::Action {
                     PatchBody::Json(json) => w::PatchBody::Json(json),
                 },
             }),
-            crate::Action::Delete(r) => w::Action::Delete(r.into()),
+            crate::Action::Delete(d) => w::Action::Delete(w::Deletion {
+                target: d.target.into(),
+                propagation: match d.propagation {
+                    crate::Propagation::Background => w::Propagation::Background,
+                    crate::Propagation::Foreground => w::Propagation::Foreground,
+                    crate::Propagation::Orphan => w::Propagation::Orphan,
+                },
+            }),
             crate::Action::UpdateStatus(json) => w::Action::UpdateStatus(json),
             crate::Action::AddFinalizer(f) => w::Action::AddFinalizer(f),
             crate::Action::RemoveFinalizer(f) => w::Action::RemoveFinalizer(f),
@@ -240,9 +248,37 @@ impl From<crate::Outcome> for w::Outcome {
     fn from(o: crate::Outcome) -> Self {
         Self {
             actions: all(o.actions),
+            best_effort: (o.best_effort.into_iter())
+                .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+                .collect(),
             requeue_after_ms: o
                 .requeue_after
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+impl From<w::ActionResult> for crate::ActionResult {
+    fn from(r: w::ActionResult) -> Self {
+        use crate::ActionStatus;
+        Self {
+            index: r.index as usize,
+            status: match r.status {
+                w::ActionStatus::Applied => ActionStatus::Applied,
+                w::ActionStatus::Unchanged => ActionStatus::Unchanged,
+                w::ActionStatus::Skipped => ActionStatus::Skipped,
+                w::ActionStatus::Failed(f) => ActionStatus::Failed(crate::ActionFailure {
+                    target: crate::ObjectRef {
+                        api_version: f.target.api_version,
+                        kind: f.target.kind,
+                        namespace: f.target.namespace,
+                        name: f.target.name,
+                    },
+                    code: f.code,
+                    reason: f.reason,
+                    message: f.message,
+                }),
+            },
         }
     }
 }

@@ -33,7 +33,7 @@
 //! custom resources with kube's `#[derive(CustomResource)]`, their CRD generated from the types
 //! (see the [`kube`](mod@kube) module).
 //!
-//! The SDK implements the plugin contract `wasmctrl:plugin@0.2.0`; its copy of the contract's
+//! The SDK implements the plugin contract `wasmctrl:plugin@0.3.0`; its copy of the contract's
 //! WIT is `wit/plugin.wit` in this crate.
 
 // The generated bindings name the SDK by its crate name, from plugin crates and from here alike.
@@ -56,13 +56,14 @@ mod types;
 pub mod __private;
 
 pub use action::{
-    Action, Children, Event, EventType, Finalizer, ObjectRef, Outcome, Patch, PatchBody, finalizer,
+    Action, Children, Deletion, Event, EventType, Finalizer, ObjectRef, Outcome, Patch, PatchBody,
+    Propagation, finalizer,
 };
 pub use conditions::{Condition, find_condition, set_condition};
 pub use context::{Context, Host};
 pub use jiff::{self, Timestamp};
 pub use meta::{Metadata, Object, ObjectMeta, OwnerReference};
-pub use request::{Error, Request};
+pub use request::{ActionFailure, ActionResult, ActionStatus, Error, Request};
 pub use serde_json::{Value, json};
 pub use tracing;
 pub use types::{Gvk, Level, Manifest, Mapping, NoSettings, Predicate, Related, Selector, Watch};
@@ -101,7 +102,7 @@ macro_rules! export {
     ($reconciler:ty) => {
         const _: () = {
             // Natively (tests, `rlib` builds) nothing is exported: export names such as
-            // `wasmctrl:plugin/reconciler@0.2.0#reconcile` are not valid native symbols.
+            // `wasmctrl:plugin/reconciler@0.3.0#reconcile` are not valid native symbols.
             #[allow(dead_code)]
             struct Guest;
 

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::de::DeserializeOwned;
 
-use crate::Timestamp;
+use crate::{ObjectRef, Timestamp};
 
 /// One reconcile: the key, the cached object and the host's clock.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +20,51 @@ pub struct Request {
     pub deleting: bool,
     /// The host's current time. Read it rather than a clock: one reconcile sees one time.
     pub now: Timestamp,
+    /// What each action of this key's previous reconcile did, in order; empty when there was
+    /// none since the host (or this version of the plugin) started, or when it returned an
+    /// error. [`Request::failures`] picks out the failed ones.
+    pub previous: Vec<ActionResult>,
+}
+
+/// What became of one action of the previous reconcile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionResult {
+    /// The action's position in that reconcile's [`Outcome::actions`](crate::Outcome).
+    pub index: usize,
+    /// What it did.
+    pub status: ActionStatus,
+}
+
+/// What the host did with one action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionStatus {
+    /// The request was sent and the API server accepted it.
+    Applied,
+    /// No request was needed: the host's cache showed the action's effect already in place (the
+    /// same apply as last time, a finalizer already there, an object already gone). A delete
+    /// the server answers with 404 Not Found is unchanged too.
+    Unchanged,
+    /// The request failed.
+    Failed(ActionFailure),
+    /// Not attempted: an earlier action that was not best effort failed.
+    Skipped,
+}
+
+/// Why an action failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionFailure {
+    /// The object the failed request was about: the action's target, the reconciled object for
+    /// status, finalizer and event actions, and for a set of children the child that failed.
+    pub target: ObjectRef,
+    /// The HTTP status code the API server answered (422, 409, 403, ...); 0 when the request
+    /// got no answer or was not sent.
+    pub code: u16,
+    /// The API server's `Status.reason` (`Invalid`, `Conflict`, `Forbidden`, ...); when the
+    /// request got no answer or was not sent, the host's own (`RequestFailed`, `NotServed`,
+    /// `Uncached`, `Malformed`, `NotLeader`).
+    pub reason: String,
+    /// What the server (or the host) said.
+    pub message: String,
 }
 
 impl Request {
@@ -32,6 +77,7 @@ impl Request {
             deleting: !meta["deletionTimestamp"].is_null(),
             object: Some(object.to_string()),
             now: Timestamp::UNIX_EPOCH,
+            previous: Vec::new(),
         }
     }
 
@@ -43,7 +89,23 @@ impl Request {
             object: None,
             deleting: false,
             now: Timestamp::UNIX_EPOCH,
+            previous: Vec::new(),
         }
+    }
+
+    /// The same request, as if the previous reconcile's actions had done `previous` (for
+    /// tests of how a plugin answers its failures).
+    pub fn after(mut self, previous: Vec<ActionResult>) -> Self {
+        self.previous = previous;
+        self
+    }
+
+    /// The previous reconcile's failed actions: each one's position and failure.
+    pub fn failures(&self) -> impl Iterator<Item = (usize, &ActionFailure)> {
+        self.previous.iter().filter_map(|r| match &r.status {
+            ActionStatus::Failed(failure) => Some((r.index, failure)),
+            _ => None,
+        })
     }
 
     /// [`now`](Self::now) as Kubernetes writes times (`metav1.Time`): RFC 3339 in UTC, to the

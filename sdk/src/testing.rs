@@ -206,6 +206,8 @@ impl Harness {
             return Err(Error::terminal(format!("cache read {refusal}")));
         }
         let outcome = outcome?;
+        wasmctrl_scope::best_effort(outcome.best_effort.iter().copied(), outcome.actions.len())
+            .map_err(Error::terminal)?;
         if let Some(scope) = self.scope.borrow().as_ref() {
             for (index, action) in outcome.actions.iter().enumerate() {
                 check_action(scope, &request, action)
@@ -389,7 +391,7 @@ fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(),
             }
         }
         Action::Patch(p) => Act::Patch(target(&p.target)),
-        Action::Delete(r) => Act::Delete(target(r)),
+        Action::Delete(d) => Act::Delete(target(&d.target)),
         Action::UpdateStatus(json) => {
             parsed = if reconciled.exists {
                 parse(json)?

@@ -196,7 +196,10 @@ impl ApiError {
                 e.retry_after = Some(1);
                 e
             }
+            400 => Self::new(400, "BadRequest", "injected fault: bad request"),
+            403 => Self::new(403, "Forbidden", "injected fault: forbidden"),
             404 => Self::new(404, "NotFound", "injected fault: not found"),
+            422 => Self::new(422, "Invalid", "injected fault: invalid"),
             410 => Self::expired("injected fault: expired"),
             503 => Self::new(
                 503,

@@ -132,6 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         deleting: deleting && !args.deleted,
         settings: String::new(),
         now,
+        previous: Vec::new(),
     };
     // The cache holds the object too, as the host's informer would.
     if !args.deleted {

@@ -5,6 +5,7 @@
 
 mod echoes;
 mod mapping;
+mod outcomes;
 mod worker;
 
 use std::collections::{HashMap, HashSet};
@@ -148,6 +149,8 @@ struct Controller {
     stop: CancellationToken,
     stats: Arc<Stats>,
     in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
+    /// What each key's last reconcile did, for its next one.
+    outcomes: Arc<outcomes::Outcomes>,
     queue: Queue<ObjectKey>,
     subscriptions: Vec<(Arc<Informer>, u64)>,
     tasks: Vec<JoinHandle<()>>,
@@ -356,6 +359,7 @@ impl Manager {
             if let Some(c) = controllers.get(&name) {
                 *c.plugin.write().unwrap_or_else(|p| p.into_inner()) = plugin.clone();
                 self.applier.forget_plugin(&name);
+                c.outcomes.clear();
                 for entry in c.watched.iter().flat_map(|w| w.entries()) {
                     c.queue.add_low(entry.key.clone());
                 }
@@ -470,6 +474,7 @@ impl Manager {
         let in_flight = Arc::new(Mutex::new(HashSet::new()));
         let caches = Arc::new(Caches::new(&informers));
         let echoes = Arc::new(echoes::Echoes::default());
+        let outcomes = Arc::new(outcomes::Outcomes::default());
         let worker = || Worker {
             plugin: shared.clone(),
             informers: informers.clone(),
@@ -483,6 +488,7 @@ impl Manager {
             in_flight: in_flight.clone(),
             leadership: self.leadership.clone(),
             echoes: echoes.clone(),
+            outcomes: outcomes.clone(),
             call_time: CallTime::default(),
         };
         let concurrency = tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
@@ -496,6 +502,7 @@ impl Manager {
             stop,
             stats,
             in_flight,
+            outcomes,
             queue,
             subscriptions,
             tasks,

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::echoes::Echoes;
+use super::outcomes::Outcomes;
 use super::{ReconcileResult, Stats, current, lock};
 use crate::applier::{self, Applier, Subject};
 use crate::informer::{Caches, Informer, ObjectKey};
@@ -48,6 +49,8 @@ pub(super) struct Worker {
     pub(super) leadership: Leadership,
     /// What each key's last reconcile wrote that the caches have not shown yet.
     pub(super) echoes: Arc<Echoes>,
+    /// What each key's last reconcile did, for its next request.
+    pub(super) outcomes: Arc<Outcomes>,
     /// How long this worker's sandboxed calls have lately taken.
     pub(super) call_time: CallTime,
 }
@@ -156,6 +159,7 @@ impl Worker {
             deleting: entry.as_ref().is_some_and(|e| e.deleting),
             settings: String::new(),
             now: wit::Timestamp::now(),
+            previous: self.outcomes.previous(key),
         };
         let view: Arc<dyn View> = self.caches.clone();
         let sandboxed = plugin.clone();
@@ -184,6 +188,7 @@ impl Worker {
         let reconciled = match result {
             Ok(r) => r,
             Err(e) => {
+                self.outcomes.forget(key);
                 self.metrics
                     .sandbox_failure(&plugin.manifest().name, e.kind.metric_kind());
                 // Tell whoever looks at the object (kubectl describe) when retrying cannot help:
@@ -203,10 +208,16 @@ impl Worker {
                 return self.failed(key, &e.to_string(), e.kind.retryable(), e.kind.label());
             }
         };
-        match self.applier.apply(&subject, &reconciled.intents).await {
-            Ok(applied) => {
+        let applied = (self.applier)
+            .apply(&subject, &reconciled.intents, &reconciled.best_effort)
+            .await;
+        // Kept whether or not something failed: a retry must see the writes that succeeded.
+        self.echoes.expect(key, applied.echoes);
+        self.outcomes
+            .record(key, applied.statuses, subject.object.is_none());
+        match applied.error {
+            None => {
                 self.queue.forget(key);
-                self.echoes.expect(key, applied.echoes);
                 tracing::debug!(
                     writes = applied.writes,
                     skipped = applied.skipped,
@@ -220,7 +231,9 @@ impl Worker {
                     None => ReconcileResult::Success,
                 }
             }
-            Err(applier::Error::Conflict { target, message }) => {
+            Some(applier::Error::Conflict {
+                target, message, ..
+            }) => {
                 // Through the rate limiter like any failure: a precondition that keeps failing
                 // must back off, not hot-loop against the API server. The object changing
                 // queues the key again at once anyway.
@@ -238,7 +251,7 @@ impl Worker {
                 }
                 ReconcileResult::Error
             }
-            Err(e) => {
+            Some(e) => {
                 if e.forbidden() {
                     // A missing RBAC rule: say which on the object (kubectl describe); retries
                     // go on with backoff and succeed once the rule is granted.

@@ -1,6 +1,6 @@
 //! Host bindings of the plugin contracts this host serves: the current one, generated from
-//! `wit/plugin.wit` (`wasmctrl:plugin@0.2.0`), and the previous one, from
-//! `wit/0.1.1/plugin.wit` (`wasmctrl:plugin@0.1.1`).
+//! `wit/plugin.wit` (`wasmctrl:plugin@0.3.0`), and the previous one, from
+//! `wit/0.2.0/plugin.wit` (`wasmctrl:plugin@0.2.0`).
 //!
 //! The host checks and applies what a plugin of either contract returns with one code path, in
 //! the current contract's types; [`previous`] converts to and from the previous one's.
@@ -9,7 +9,7 @@
 
 pub use self::current::wasmctrl::plugin::types as wit;
 
-/// `wasmctrl:plugin@0.2.0`: the reconciler exported as the interface `reconciler`.
+/// `wasmctrl:plugin@0.3.0`: action outcomes, best-effort actions, delete propagation.
 pub mod current {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -18,10 +18,10 @@ pub mod current {
     });
 }
 
-/// `wasmctrl:plugin@0.1.1`: `manifest` and `reconcile` exported by the world itself.
+/// `wasmctrl:plugin@0.2.0`: the reconciler exported as the interface `reconciler`.
 pub mod previous {
     wasmtime::component::bindgen!({
-        path: "../wit/0.1.1",
+        path: "../wit/0.2.0",
         world: "plugin",
         additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
     });
@@ -33,14 +33,14 @@ pub mod previous {
     use super::wit;
 
     /// A value of a type both contracts define alike (same names, same shape, so the same serde
-    /// form), in the other contract's type. 0.2.0 only added to the types 0.1.1 has, so every
-    /// 0.1.1 value converts; the reverse holds for every type whose 0.2.0 additions it lacks.
+    /// form), in the other contract's type: the manifest, errors, and the `log`, `cache` and
+    /// `sql` imports' types. Types 0.3.0 changed are converted by hand below.
     pub fn convert<A: Serialize, B: DeserializeOwned>(value: &A) -> wasmtime::Result<B> {
         let json = serde_json::to_value(value)?;
         Ok(serde_json::from_value(json)?)
     }
 
-    /// The request as a 0.1.1 plugin reads it: `now` as RFC 3339 text.
+    /// The request as a 0.2.0 plugin reads it: without what its previous actions did.
     pub fn request(request: &wit::Request) -> old::Request {
         old::Request {
             namespace: request.namespace.clone(),
@@ -48,7 +48,31 @@ pub mod previous {
             object: request.object.clone(),
             deleting: request.deleting,
             settings: request.settings.clone(),
-            now: request.now.to_rfc3339(),
+            now: old::Timestamp {
+                seconds: request.now.seconds,
+                nanoseconds: request.now.nanoseconds,
+            },
         }
+    }
+
+    /// A 0.2.0 outcome in 0.3.0's terms: no action is best effort, and a delete propagates in
+    /// the background, as the host always sent it under 0.2.0.
+    pub fn outcome(outcome: old::Outcome) -> wasmtime::Result<wit::Outcome> {
+        let actions = outcome
+            .actions
+            .into_iter()
+            .map(|action| match action {
+                old::Action::Delete(target) => Ok(wit::Action::Delete(wit::Deletion {
+                    target: convert(&target)?,
+                    propagation: wit::Propagation::Background,
+                })),
+                other => convert(&other),
+            })
+            .collect::<wasmtime::Result<_>>()?;
+        Ok(wit::Outcome {
+            actions,
+            best_effort: Vec::new(),
+            requeue_after_ms: outcome.requeue_after_ms,
+        })
     }
 }

@@ -71,6 +71,9 @@ pub enum Intent {
     Delete {
         /// Which object.
         target: Target,
+        /// What becomes of its dependents (`Background`, `Foreground` or `Orphan`, spelled as
+        /// the API's `propagationPolicy`).
+        propagation: wit::Propagation,
     },
     /// Replace the reconciled object's status.
     UpdateStatus {
@@ -135,6 +138,9 @@ pub enum ActionError {
         /// What was refused and why.
         refusal: Refusal,
     },
+    /// The outcome marks as best effort a position past its last action.
+    #[error(transparent)]
+    BestEffort(wasmctrl_scope::BestEffortError),
 }
 
 /// The contract's verb for an action.
@@ -182,6 +188,13 @@ pub fn check_actions(
             })
         })
         .collect()
+}
+
+/// The positions of an outcome's best-effort actions, sorted, once each (`wasmctrl-scope`'s
+/// rule, which the SDK's test harness applies too).
+pub fn best_effort(positions: &[u32], actions: usize) -> Result<Vec<usize>, ActionError> {
+    wasmctrl_scope::best_effort(positions.iter().map(|&p| p as usize), actions)
+        .map_err(ActionError::BestEffort)
 }
 
 /// One reconcile's actions being checked.
@@ -275,10 +288,11 @@ impl Checker<'_> {
                     }
                 }
             }
-            wit::Action::Delete(r) => {
-                self.check(Act::Delete(shared_target(r)))?;
+            wit::Action::Delete(d) => {
+                self.check(Act::Delete(shared_target(&d.target)))?;
                 Intent::Delete {
-                    target: owned_target(r),
+                    target: owned_target(&d.target),
+                    propagation: d.propagation,
                 }
             }
             wit::Action::UpdateStatus(json) => {
@@ -429,7 +443,15 @@ mod tests {
                 seconds: 0,
                 nanoseconds: 0,
             },
+            previous: Vec::new(),
         }
+    }
+
+    fn delete(target: wit::ObjectRef) -> wit::Action {
+        wit::Action::Delete(wit::Deletion {
+            target,
+            propagation: wit::Propagation::Background,
+        })
     }
 
     fn pod() -> String {
@@ -460,7 +482,7 @@ mod tests {
             matches!(err, ActionError::Refused { index: 1, .. }),
             "{err}"
         );
-        let read_only = wit::Action::Delete(wit::ObjectRef {
+        let read_only = delete(wit::ObjectRef {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
             namespace: "ns".into(),
@@ -488,7 +510,7 @@ mod tests {
         };
         let elsewhere_pod = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"namespace": "other", "name": "p"}});
-        let delete = wit::Action::Delete(wit::ObjectRef {
+        let delete = delete(wit::ObjectRef {
             api_version: "example.com/v1".into(),
             kind: "Thing".into(),
             namespace: "other".into(),

@@ -6,7 +6,7 @@ mod intent;
 mod manifest;
 
 pub use bindings::wit;
-pub use intent::{ActionError, Child, Intent, Target, check_actions};
+pub use intent::{ActionError, Child, Intent, Target, best_effort, check_actions};
 pub use manifest::{Manifest, ManifestError, Read, kind};
 
 impl wit::Timestamp {

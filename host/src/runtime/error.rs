@@ -80,7 +80,9 @@ impl ErrorKind {
             ErrorKind::Memory { .. } => "memory",
             ErrorKind::ResultTooLarge { .. } => "result_too_large",
             ErrorKind::Action(ActionError::Refused { .. }) | ErrorKind::Read(_) => "undeclared",
-            ErrorKind::Action(ActionError::Malformed { .. }) => "malformed_action",
+            ErrorKind::Action(ActionError::Malformed { .. } | ActionError::BestEffort(_)) => {
+                "malformed_action"
+            }
             ErrorKind::Sandbox(_) => "sandbox",
         }
     }
@@ -139,7 +141,7 @@ pub enum LoadError {
     },
     /// It implements neither plugin contract this host serves (wrong exports or imports).
     #[error(
-        "{source_name}: does not implement a wasmctrl:plugin contract this host serves (0.2.0 or 0.1.1): {reason}"
+        "{source_name}: does not implement a wasmctrl:plugin contract this host serves (0.3.0 or 0.2.0): {reason}"
     )]
     Contract {
         /// File or label of the plugin.

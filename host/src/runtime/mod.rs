@@ -26,7 +26,7 @@ pub use error::{Error, ErrorKind, LoadError, SetupError};
 use wasmctrl_scope::Scope;
 
 use crate::plugin::bindings::{current, previous};
-use crate::plugin::{Intent, Manifest, check_actions, wit};
+use crate::plugin::{Intent, Manifest, best_effort, check_actions, wit};
 use crate::sql::Databases;
 use crate::view::{EmptyView, View};
 use imports::{Limits, State, Throttle};
@@ -283,8 +283,8 @@ impl Runtime {
                 Ok(pre) => Ok(Pre::Previous(pre)),
                 Err(_) => Err(current.context(format!(
                     "it implements neither contract this host serves \
-                     (exports wasmctrl:plugin/reconciler@{CONTRACT}, or the world \
-                     wasmctrl:plugin/plugin@{PREVIOUS_CONTRACT})"
+                     (exports wasmctrl:plugin/reconciler@{CONTRACT} or \
+                     wasmctrl:plugin/reconciler@{PREVIOUS_CONTRACT})"
                 ))),
             },
         }
@@ -293,9 +293,9 @@ impl Runtime {
 
 /// The plugin contract (`wit/plugin.wit`) this host implements, and the one before it, which
 /// it still serves.
-pub const CONTRACT: &str = "0.2.0";
+pub const CONTRACT: &str = "0.3.0";
 /// See [`CONTRACT`].
-pub const PREVIOUS_CONTRACT: &str = "0.1.1";
+pub const PREVIOUS_CONTRACT: &str = "0.2.0";
 
 /// A component pre-linked against the contract it implements.
 enum Pre {
@@ -386,7 +386,10 @@ impl Exports {
                 )?;
                 Ok(f.call(store, (settings,))?.0)
             }
-            Exports::Previous(plugin) => match plugin.call_manifest(store, settings)? {
+            Exports::Previous(plugin) => match plugin
+                .wasmctrl_plugin_reconciler()
+                .call_manifest(store, settings)?
+            {
                 Ok(manifest) => Ok(Ok(previous::convert(&manifest)?)),
                 Err(message) => Ok(Err(message)),
             },
@@ -416,8 +419,12 @@ impl Exports {
                 Ok(typed.call(store, (request,))?.0)
             }
             Exports::Previous(plugin) => {
-                match plugin.call_reconcile(store, &previous::request(request))? {
-                    Ok(outcome) => Ok(Ok(previous::convert(&outcome)?)),
+                let request = previous::request(request);
+                match plugin
+                    .wasmctrl_plugin_reconciler()
+                    .call_reconcile(store, &request)?
+                {
+                    Ok(outcome) => Ok(Ok(previous::outcome(outcome)?)),
                     Err(error) => Ok(Err(previous::convert(&error)?)),
                 }
             }
@@ -430,6 +437,8 @@ impl Exports {
 pub struct Reconciled {
     /// Checked actions, in the plugin's order.
     pub intents: Vec<Intent>,
+    /// The positions in `intents` of those whose failure does not stop the rest, sorted.
+    pub best_effort: Vec<usize>,
     /// When to reconcile again regardless of changes.
     pub requeue_after: Option<Duration>,
 }
@@ -548,8 +557,11 @@ impl Plugin {
         }
         let intents = check_actions(self.scope(), &request, &outcome.actions)
             .map_err(|e| fail(ErrorKind::Action(e)))?;
+        let best_effort = best_effort(&outcome.best_effort, intents.len())
+            .map_err(|e| fail(ErrorKind::Action(e)))?;
         Ok(Reconciled {
             intents,
+            best_effort,
             requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
         })
     }
@@ -653,7 +665,7 @@ fn action_size(action: &wit::Action) -> usize {
         wit::Action::Patch(p) => match &p.body {
             wit::PatchBody::Merge(s) | wit::PatchBody::Json(s) => s.len() + p.target.name.len(),
         },
-        wit::Action::Delete(r) => r.name.len() + r.kind.len(),
+        wit::Action::Delete(d) => d.target.name.len() + d.target.kind.len(),
         wit::Action::EmitEvent(e) => e.note.len() + e.reason.len() + e.action.len(),
         wit::Action::Children(c) => c.objects.iter().map(String::len).sum(),
     }

@@ -153,6 +153,7 @@ pub mod things {
             deleting: false,
             settings: String::new(),
             now: wasmctrl::plugin::wit::Timestamp::parse(now).expect("RFC 3339"),
+            previous: Vec::new(),
         }
     }
 

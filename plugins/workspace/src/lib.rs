@@ -432,7 +432,7 @@ mod tests {
             .actions
             .iter()
             .filter_map(|a| match a {
-                Action::Delete(target) => Some(target.clone()),
+                Action::Delete(deletion) => Some(deletion.target.clone()),
                 _ => None,
             })
             .collect();

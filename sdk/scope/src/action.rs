@@ -94,6 +94,33 @@ pub enum ActionError {
     Refused(#[from] Refusal),
 }
 
+/// An outcome marks as best effort a position past its last action.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("best-effort position {position} names no action (the outcome has {actions})")]
+pub struct BestEffortError {
+    /// The position given.
+    pub position: usize,
+    /// How many actions the outcome has.
+    pub actions: usize,
+}
+
+/// The positions of an outcome's best-effort actions, sorted, once each; each must name one of
+/// its `actions` actions.
+pub fn best_effort(
+    positions: impl IntoIterator<Item = usize>,
+    actions: usize,
+) -> Result<Vec<usize>, BestEffortError> {
+    let mut checked = (positions.into_iter())
+        .map(|position| match position < actions {
+            true => Ok(position),
+            false => Err(BestEffortError { position, actions }),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    checked.sort_unstable();
+    checked.dedup();
+    Ok(checked)
+}
+
 impl Scope {
     /// Checks one action of a reconcile of `reconciled`.
     pub fn check_action(
@@ -228,6 +255,16 @@ fn malformed(reason: impl Into<String>) -> ActionError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn best_effort_positions_must_name_actions() {
+        assert_eq!(super::best_effort([2, 0, 2], 3), Ok(vec![0, 2]));
+        let err = super::best_effort([1, 3], 3).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "best-effort position 3 names no action (the outcome has 3)"
+        );
+    }
+
     use serde_json::json;
 
     use super::*;

@@ -30,7 +30,7 @@ pub mod validation;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-pub use action::{Act, ActionError, Reconciled, Target};
+pub use action::{Act, ActionError, BestEffortError, Reconciled, Target, best_effort};
 pub use declaration::{Declaration, DeclarationError, DeclaredRead};
 pub use selector::{Labels, ParseError, Selector};
 

@@ -45,7 +45,7 @@ pub(crate) struct State {
 
 impl crate::plugin::bindings::current::wasmctrl::plugin::types::Host for State {}
 
-/// A plugin built against the previous contract imports the same services under their 0.1.1
+/// A plugin built against the previous contract imports the same services under their 0.2.0
 /// names, with types of the same shape: each call goes to the current implementation.
 mod previous {
     use crate::plugin::bindings::current::wasmctrl::plugin as current;

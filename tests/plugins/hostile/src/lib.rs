@@ -16,12 +16,16 @@
 //! namespace. `precondition` JSON-patches objects labelled `stuck=yes` with a `test` that always
 //! fails, and reports others Ready. `children` returns the complete set of its ConfigMaps, one
 //! per name in the object's `spec.children`, then reports the generation it did so for.
+//! `outcomes` deletes its ConfigMap `<name>-stale` (which never exists) and applies its
+//! ConfigMap `<name>-child`, both best effort, then reports in its status what each action of
+//! its previous reconcile did and a `ChildReady` condition saying why the child's write failed.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use wasmctrl_sdk::sql::{Statement, Value};
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request, json,
+    Action, ActionStatus, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request,
+    json,
 };
 
 /// Calls this instance has seen. A fresh instance per call means it is always 1.
@@ -49,7 +53,7 @@ impl Reconciler for Hostile {
         };
         let manifest = Manifest::new(&name, Gvk::new("example.com", "v1", "Thing"));
         Ok(match mode.as_str() {
-            "own" | "children" => manifest.owns(config_map()),
+            "own" | "children" | "outcomes" => manifest.owns(config_map()),
             "sql" => {
                 let declare = settings["declare"].as_str().unwrap_or("db");
                 manifest.capability(&format!("sql:{declare}"))
@@ -210,6 +214,7 @@ impl Reconciler for Hostile {
                 Ok(Outcome::done().requeue_after(std::time::Duration::from_millis(after)))
             }
             "scope" => scope(req, ctx),
+            "outcomes" => outcomes(req),
             "precondition" => {
                 let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
                 if object["metadata"]["labels"]["stuck"] != "yes" {
@@ -236,6 +241,40 @@ impl Reconciler for Hostile {
             )?])),
         }
     }
+}
+
+/// The `outcomes` mode.
+fn outcomes(req: &Request) -> Result<Outcome, Error> {
+    if req.object.is_none() {
+        return Ok(Outcome::done());
+    }
+    let child = format!("{}-child", req.name);
+    let previous: Vec<String> = (req.previous.iter())
+        .map(|result| match &result.status {
+            ActionStatus::Applied => "applied".to_string(),
+            ActionStatus::Unchanged => "unchanged".to_string(),
+            ActionStatus::Skipped => "skipped".to_string(),
+            ActionStatus::Failed(f) => format!("failed {} {}", f.code, f.reason),
+        })
+        .collect();
+    let condition = match req.failures().find(|(_, f)| f.target.name == child) {
+        Some((_, f)) => json!({"type": "ChildReady", "status": "False", "reason": "CreateFailed",
+            "message": format!("{} {}: {}", f.code, f.reason, f.message)}),
+        None => json!({"type": "ChildReady", "status": "True", "reason": "Created"}),
+    };
+    let stale = ObjectRef::new(
+        &config_map(),
+        &req.namespace,
+        &format!("{}-stale", req.name),
+    );
+    let child = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": child, "namespace": req.namespace}, "data": {"owner": req.name}});
+    Ok(Outcome::done()
+        .push_best_effort(Action::delete(stale))
+        .push_best_effort(Action::apply(&child)?)
+        .push(Action::update_status(
+            &json!({"previous": previous, "conditions": [condition]}),
+        )?))
 }
 
 fn config_map() -> Gvk {
@@ -385,6 +424,47 @@ mod tests {
             ),
             "{}",
             err.message
+        );
+    }
+
+    #[test]
+    fn a_failed_child_write_becomes_a_condition_on_the_next_reconcile() {
+        use wasmctrl_sdk::{ActionFailure, ActionResult, Request};
+        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": "t", "namespace": "default"}});
+        let failed = ActionFailure {
+            target: ObjectRef::new(&config_map(), "default", "t-child"),
+            code: 422,
+            reason: "Invalid".into(),
+            message: "no".into(),
+        };
+        let previous = vec![
+            ActionResult {
+                index: 0,
+                status: ActionStatus::Unchanged,
+            },
+            ActionResult {
+                index: 1,
+                status: ActionStatus::Failed(failed),
+            },
+        ];
+        let outcome = Harness::new()
+            .settings(json!({"mode": "outcomes"}))
+            .run::<Hostile>(Request::for_object(&thing).after(previous))
+            .unwrap();
+        assert_eq!(outcome.best_effort, vec![0, 1]);
+        let Action::UpdateStatus(status) = &outcome.actions[2] else {
+            panic!("{:?}", outcome.actions)
+        };
+        let status: wasmctrl_sdk::Value = serde_json::from_str(status).unwrap();
+        assert_eq!(
+            status["previous"],
+            json!(["unchanged", "failed 422 Invalid"])
+        );
+        assert_eq!(
+            status["conditions"][0],
+            json!({"type": "ChildReady", "status": "False", "reason": "CreateFailed",
+                "message": "422 Invalid: no"})
         );
     }
 

@@ -1,18 +1,20 @@
-//! A plugin of the previous contract, `wasmctrl:plugin@0.1.1`: the world exports `manifest` and
-//! `reconcile` itself, and `now` is RFC 3339 text. It watches `example.com/v1` Things and owns
-//! ConfigMaps; each reconcile logs, reads its ConfigMap from the cache, applies it (carrying the
-//! request's `now` and settings) and reports a status, so a test sees every part of the old
-//! contract at work.
+//! A plugin of the previous contract, `wasmctrl:plugin@0.2.0`: its deletes carry no
+//! propagation policy, its outcome marks nothing best effort, and its request has no
+//! `previous`. It watches `example.com/v1` Things and owns ConfigMaps; each reconcile logs,
+//! reads its ConfigMap from the cache, applies it (carrying the request's `now` and settings),
+//! deletes the ConfigMap of an older name and reports a status, so a test sees every part of the
+//! old contract at work.
 
 #![allow(missing_docs, unsafe_code, clippy::all)]
 
 wit_bindgen::generate!({
-    path: "../../../wit/0.1.1",
+    path: "../../../wit/0.2.0",
     world: "plugin",
 });
 
+use exports::wasmctrl::plugin::reconciler::{Error, Guest, Outcome, PluginManifest, Request};
 use serde_json::json;
-use wasmctrl::plugin::types::{Action, Gvk, Selector, Watch};
+use wasmctrl::plugin::types::{Action, Gvk, ObjectRef, Selector, Watch};
 use wasmctrl::plugin::{cache, log};
 
 struct PreviousContract;
@@ -26,13 +28,13 @@ fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
 }
 
 impl Guest for PreviousContract {
-    fn manifest(settings: String) -> Result<Manifest, String> {
+    fn manifest(settings: String) -> Result<PluginManifest, String> {
         if settings.contains("reject") {
             return Err("rejected by request".into());
         }
-        Ok(Manifest {
+        Ok(PluginManifest {
             name: "previous-contract".into(),
-            version: "0.1.1".into(),
+            version: "0.2.0".into(),
             watches: Watch {
                 kind: gvk("example.com", "v1", "Thing"),
                 selector: Selector {
@@ -76,8 +78,14 @@ impl Guest for PreviousContract {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": request.name, "namespace": request.namespace},
-            "data": {"now": request.now, "settings": request.settings},
+            "data": {"now": request.now.seconds.to_string(), "settings": request.settings},
         });
+        let old_child = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: request.namespace.clone(),
+            name: format!("{}-old", request.name),
+        };
         let status = json!({
             "phase": "Ready",
             "observedGeneration": object["metadata"]["generation"],
@@ -86,6 +94,7 @@ impl Guest for PreviousContract {
         Ok(Outcome {
             actions: vec![
                 Action::Apply(child.to_string()),
+                Action::Delete(old_child),
                 Action::UpdateStatus(status.to_string()),
             ],
             requeue_after_ms: Some(60_000),
