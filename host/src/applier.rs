@@ -549,8 +549,8 @@ fn has_test(ops: &json_patch::Patch) -> bool {
 }
 
 /// Whether the server answered 404 Not Found.
-pub(crate) fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
 }
 
 impl Applier {

@@ -30,7 +30,6 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::applier::is_not_found;
 use crate::metrics::Metrics;
 use wasmctrl_scope::validation::EVENT_NOTE_MAX;
 
@@ -173,7 +172,7 @@ impl Recorders {
                     Ok(()) => Ok(seen),
                     // The first event is gone from the server (its TTL, or someone deleted
                     // it): start the series again, as client-go does.
-                    Err(e) if is_not_found(&e) => {
+                    Err(kube::Error::Api(status)) if status.is_not_found() => {
                         let event = self.event(controller, regarding, note, now);
                         self.create(event, now).await
                     }

@@ -18,13 +18,12 @@
 //! kube's major version and has no release for kube 5 (0.2 needs kube <= 1, 2.0 is for kube 2);
 //! neither offers a fence.
 //!
-//! What stops acting is a [`Fence`]: a deadline the renewals push forward. The applier and the
-//! `sql` capability check it before every request they send for a plugin, so a leader that
-//! cannot renew sends nothing once its renew deadline has passed, even if the election task
-//! itself is starved.
+//! What stops acting is a [`Fence`] (`wasmctrl-runtime`'s, since its `sql` import checks it
+//! too): a deadline the renewals push forward through the elector's [`FenceKeeper`]. The
+//! applier and the `sql` capability check it before every request they send for a plugin, so a
+//! leader that cannot renew sends nothing once its renew deadline has passed, even if the
+//! election task itself is starved.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -33,6 +32,7 @@ use kube::Api;
 use kube::api::PostParams;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+pub use wasmctrl_runtime::fence::{Fence, FenceKeeper};
 
 /// How the Lease is named and timed.
 #[derive(Debug, Clone)]
@@ -128,78 +128,6 @@ pub fn own_namespace() -> String {
         .unwrap_or_else(|| "default".into())
 }
 
-/// Whether this replica may send requests on behalf of plugins now. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Fence {
-    inner: Arc<FenceInner>,
-}
-
-#[derive(Debug)]
-struct FenceInner {
-    base: Instant,
-    /// Milliseconds after `base` until which requests may be sent: `u64::MAX` for a host
-    /// without election, `0` for a replica that does not lead.
-    until_ms: AtomicU64,
-}
-
-impl Default for Fence {
-    fn default() -> Self {
-        Self::open()
-    }
-}
-
-impl Fence {
-    /// A fence that always holds: the host runs without leader election.
-    pub fn open() -> Self {
-        Self::with(u64::MAX)
-    }
-
-    fn closed() -> Self {
-        Self::with(0)
-    }
-
-    fn with(until_ms: u64) -> Self {
-        Self {
-            inner: Arc::new(FenceInner {
-                base: Instant::now(),
-                until_ms: AtomicU64::new(until_ms),
-            }),
-        }
-    }
-
-    /// How long requests may still be sent: `None` without election, zero when they may not.
-    pub fn remaining(&self) -> Option<Duration> {
-        match self.inner.until_ms.load(Ordering::Acquire) {
-            u64::MAX => None,
-            ms => Some(Duration::from_millis(ms).saturating_sub(self.inner.base.elapsed())),
-        }
-    }
-
-    /// Whether requests may be sent now.
-    pub fn holds(&self) -> bool {
-        let now = self.inner.base.elapsed().as_millis() as u64;
-        now < self.inner.until_ms.load(Ordering::Acquire)
-    }
-
-    /// Lets requests be sent until `until`.
-    fn extend_to(&self, until: Instant) {
-        let ms = until.saturating_duration_since(self.inner.base).as_millis() as u64;
-        self.inner.until_ms.store(ms, Ordering::Release);
-    }
-
-    fn close(&self) {
-        self.inner.until_ms.store(0, Ordering::Release);
-    }
-
-    /// When requests stop being allowed, if they ever do and have not yet.
-    fn deadline(&self) -> Option<Instant> {
-        match self.inner.until_ms.load(Ordering::Acquire) {
-            u64::MAX => None,
-            ms => Some(self.inner.base + Duration::from_millis(ms)),
-        }
-    }
-}
-
 /// What the host's workers and applier follow: whether this replica leads.
 #[derive(Debug, Clone)]
 pub struct Leadership {
@@ -255,11 +183,11 @@ pub struct Election {
 /// leads.
 pub fn campaign(client: kube::Client, config: Config) -> (Leadership, Election) {
     let (tx, leading) = watch::channel(false);
-    let fence = Fence::closed();
+    let (keeper, fence) = FenceKeeper::closed();
     let elector = Elector {
         api: Api::namespaced(client, &config.namespace),
         config,
-        fence: fence.clone(),
+        fence: keeper,
         leading: tx,
         observed: None,
     };
@@ -315,7 +243,7 @@ impl Record {
 struct Elector {
     api: Api<Lease>,
     config: Config,
-    fence: Fence,
+    fence: FenceKeeper,
     leading: watch::Sender<bool>,
     /// The Lease's record as last seen, and when (this replica's clock).
     observed: Option<(Record, Instant)>,
@@ -562,21 +490,6 @@ mod tests {
         };
         let refused = no_retry.check().unwrap_err();
         assert!(refused.to_string().contains("retry period"), "{refused}");
-    }
-
-    #[test]
-    fn a_fence_holds_until_its_deadline_and_not_after_closing() {
-        let fence = Fence::closed();
-        assert!(!fence.holds());
-        fence.extend_to(Instant::now() + Duration::from_secs(60));
-        assert!(fence.holds());
-        fence.extend_to(Instant::now());
-        assert!(!fence.holds(), "a deadline that has come closes the fence");
-        fence.extend_to(Instant::now() + Duration::from_secs(60));
-        fence.close();
-        assert!(!fence.holds());
-        assert!(Fence::open().holds());
-        assert_eq!(Fence::open().deadline(), None);
     }
 
     #[test]

@@ -1,20 +1,21 @@
 //! wasmctrl: a Kubernetes controller host whose reconcilers are sandboxed WebAssembly plugins.
 //!
-//! Layers, each only reaching down: [`plugin`] (the contract: what a plugin declares and may do)
-//! -> [`runtime`] (wasmtime: one fresh sandbox per reconcile, reading through a [`view`]) ->
-//! [`build`] (turning plugin crates into components; the crate `wasmctrl-build`, in
-//! `host/build`). The controller loop is [`informer`]
-//! (shared caches) -> [`queue`] (the client-go workqueue contract) -> [`controller`] (a plugin
-//! per queue) -> [`applier`] (carrying out checked intents; [`events`] records Kubernetes Events,
-//! best effort). [`loader`] owns the plugin directory and hot-reloads it. [`sql`] is the
-//! database capability plugins reach through the `sql` import. [`leader`] elects the one replica
-//! that reconciles. [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the
-//! Prometheus metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default);
-//! [`tls`] is the HTTPS both it and the API server serve. [`memory`] hands freed heap back to
-//! the system. [`kinds`] knows each Kubernetes kind's plural and scope (from `k8s-openapi` and
-//! CRDs), which [`rbac`] turns declarations into Roles with. [`apiserver`] (the crate
-//! `wasmctrl-apiserver`, feature `apiserver`) is an embedded, protocol-faithful Kubernetes API
-//! server, for `dev`, `apiserver` and the tests. [`cli`] wires them to commands.
+//! Layers, each only reaching down. The sandbox is the crate `wasmctrl-runtime`
+//! (`host/runtime`), re-exported here: [`plugin`] (the contract: what a plugin declares and may
+//! do) -> [`runtime`] (wasmtime: one fresh sandbox per reconcile, reading through a [`view`];
+//! [`sql`] is the database capability plugins reach through the `sql` import). [`build`] turns
+//! plugin crates into components (the crate `wasmctrl-build`, in `host/build`). The controller
+//! loop, this crate's own, is [`informer`] (shared caches) -> [`queue`] (the client-go
+//! workqueue contract) -> [`controller`] (a plugin per queue) -> [`applier`] (carrying out
+//! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the
+//! plugin directory and hot-reloads it. [`leader`] elects the one replica that reconciles.
+//! [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the Prometheus
+//! metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default); [`tls`] is the
+//! HTTPS both it and the API server serve. [`memory`] hands freed heap back to the system.
+//! [`kinds`] knows each Kubernetes kind's plural and scope (from `k8s-openapi` and CRDs), which
+//! [`rbac`] turns declarations into Roles with. [`apiserver`] (the crate `wasmctrl-apiserver`,
+//! feature `apiserver`) is an embedded, protocol-faithful Kubernetes API server, for `dev`,
+//! `apiserver` and the tests. [`cli`] wires them to commands.
 
 #[cfg(feature = "apiserver")]
 pub use wasmctrl_apiserver as apiserver;
@@ -29,12 +30,12 @@ pub mod leader;
 pub mod loader;
 pub mod memory;
 pub mod metrics;
-pub mod plugin;
+pub use wasmctrl_runtime::plugin;
 pub mod probes;
 pub mod queue;
 pub mod rbac;
-pub mod runtime;
+pub use wasmctrl_runtime as runtime;
+pub use wasmctrl_runtime::sql;
+pub use wasmctrl_runtime::view;
 pub use wasmctrl_scope::selector;
-pub mod sql;
 pub use wasmctrl_tls as tls;
-pub mod view;

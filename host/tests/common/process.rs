@@ -332,6 +332,7 @@ impl Cluster {
         all.extend(["-o", "json"]);
         let (ok, out) = self.kubectl(&[&["get"], all.as_slice()].concat());
         if !ok {
+            eprintln!("kubectl get {}: {out}", args.join(" "));
             return None;
         }
         serde_json::from_str(&out).ok()

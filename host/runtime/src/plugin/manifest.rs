@@ -144,7 +144,7 @@ impl Manifest {
 
     /// Stands in until the plugin's `manifest()` has answered (while it loads): declares
     /// nothing and grants nothing.
-    pub(crate) fn placeholder() -> Self {
+    pub fn placeholder() -> Self {
         let declaration = Declaration::default();
         let scope = Scope::new(Kind::default(), Namespaces::All, Selector::default());
         Self {

@@ -12,7 +12,7 @@ pub use self::current::wasmctrl::plugin::types as wit;
 /// `wasmctrl:plugin@0.3.0`: action outcomes, best-effort actions, delete propagation.
 pub mod current {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "plugin",
         additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
     });
@@ -21,7 +21,7 @@ pub mod current {
 /// `wasmctrl:plugin@0.2.0`: the reconciler exported as the interface `reconciler`.
 pub mod previous {
     wasmtime::component::bindgen!({
-        path: "../wit/0.2.0",
+        path: "../../wit/0.2.0",
         world: "plugin",
         additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
     });

@@ -1,14 +1,22 @@
-//! The dispatch runtime: one wasmtime [`Engine`] for the process, each plugin compiled once per
-//! content hash and pre-linked, and a **fresh store and instance for every call**, with a deadline
-//! (epoch ticks checked against the wall clock), a memory cap and a cap on the result size.
+//! The wasmctrl plugin sandbox: the plugin contract as the host reads it ([`plugin`]), one
+//! wasmtime [`Engine`] for the process, each plugin compiled once per content hash and
+//! pre-linked, and a **fresh store and instance for every call**, with a deadline (epoch ticks
+//! checked against the wall clock), a memory cap and a cap on the result size. The imports it
+//! serves read objects through a [`view`] and run SQL through [`sql`], whose statements wait
+//! for the replica's [`fence`]. Nothing here knows about informers, queues or the API server.
 //!
 //! A trap, timeout or runaway allocation ends that one call with a typed [`Error`]; the engine,
 //! the plugin and every other call carry on.
 
 mod artifacts;
 mod error;
+pub mod fence;
 mod imports;
 mod permits;
+pub mod plugin;
+pub use wasmctrl_scope::selector;
+pub mod sql;
+pub mod view;
 
 use std::path::PathBuf;
 use std::sync::Arc;

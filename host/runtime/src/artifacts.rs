@@ -147,8 +147,9 @@ impl Artifacts {
         let Some(path) = self.path(digest) else {
             return;
         };
-        let write = || -> anyhow::Result<()> {
-            let dir = path.parent().ok_or_else(|| anyhow::anyhow!("no parent"))?;
+        let write = || -> std::io::Result<()> {
+            // `path` is `<cache dir>/<digest>`: it has a parent.
+            let dir = path.parent().unwrap_or(&path);
             std::fs::create_dir_all(dir)?;
             let tmp = dir.join(format!(".{digest}.{}.tmp", std::process::id()));
             std::fs::write(&tmp, compiled)?;

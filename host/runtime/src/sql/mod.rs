@@ -27,7 +27,7 @@ use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, PoolError, 
 use futures::{StreamExt as _, pin_mut};
 use tokio::runtime::Handle;
 
-use crate::leader::Fence;
+use crate::fence::Fence;
 
 pub use crate::plugin::bindings::current::wasmctrl::plugin::sql::{
     Rows, SqlError, Statement, Value,
