@@ -183,6 +183,9 @@ async fn a_refused_create_reaches_the_next_reconcile_and_best_effort_failures_st
         Api::namespaced(server.client(), "default");
     let child = config_maps.get_opt("t-child").await.unwrap();
     assert!(child.is_some(), "the retried create succeeds");
+    // The plugin lists its children through the host's owner index (`cache.children`).
+    let children = statuses.last().unwrap()["children"].clone();
+    assert_eq!(children, json!(["t-child"]), "{statuses:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,10 @@ pub trait Host {
     fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String>;
     /// Lists objects as JSON in a namespace (empty: all) matching a label selector (empty: all).
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String>;
+    /// Lists, as JSON, the objects of a kind in a namespace (empty: all) that the object with
+    /// `owner_uid` controls.
+    fn children(&self, kind: &Gvk, namespace: &str, owner_uid: &str)
+    -> Result<Vec<String>, String>;
     /// Runs statements in one transaction on a granted database.
     fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError>;
 }
@@ -37,6 +41,15 @@ impl Host for Imports {
 
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
         cache::list(&kind.into(), namespace, labels)
+    }
+
+    fn children(
+        &self,
+        kind: &Gvk,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, String> {
+        cache::children(&kind.into(), namespace, owner_uid)
     }
 
     fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
@@ -117,23 +130,15 @@ impl<'a, S> Context<'a, S> {
         namespace: &str,
         labels: &str,
     ) -> Result<Vec<T>, Error> {
-        let items = self
-            .host
-            .list(kind, namespace, labels)
-            .map_err(Error::retryable)?;
-        items
-            .iter()
-            .map(|json| {
-                serde_json::from_str(json)
-                    .map_err(|e| Error::retryable(format!("listing {}: {e}", kind.kind)))
-            })
-            .collect()
+        let items = self.host.list(kind, namespace, labels);
+        parse_each(items, || format!("listing {}", kind.kind))
     }
 
     /// The cached objects of kind `K` that `owner` controls (an owner reference with
-    /// `controller: true` and its uid), in its namespace: the children a previous reconcile
-    /// applied, as controller-runtime's owner index finds them. `K` must be declared (owned, or
-    /// read) in the manifest; feature `kube`.
+    /// `controller: true` and its uid), in its namespace, in name order: the children a
+    /// previous reconcile applied, found through the host's owner index as controller-runtime's
+    /// `Owns` index finds them. `K` must be declared (owned, or read) in the manifest; feature
+    /// `kube`.
     ///
     /// ```ignore
     /// let jobs: Vec<Job> = ctx.children::<Job>(&cron_job.metadata)?;
@@ -144,14 +149,8 @@ impl<'a, S> Context<'a, S> {
         K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
     {
         let kind = crate::kube::gvk::<K>();
-        let candidates: Vec<K> = self.list(&kind, owner.namespace(), "")?;
-        let controlled = |child: &K| {
-            let references = child.meta().owner_references.as_deref().unwrap_or_default();
-            references
-                .iter()
-                .any(|r| r.controller == Some(true) && r.uid == owner.uid())
-        };
-        Ok(candidates.into_iter().filter(controlled).collect())
+        let items = (self.host).children(&kind, owner.namespace(), owner.uid());
+        parse_each(items, || format!("children of kind {}", kind.kind))
     }
 
     /// A database the operator granted and the manifest declares as `sql:<database>`.
@@ -161,4 +160,18 @@ impl<'a, S> Context<'a, S> {
             name: database.into(),
         }
     }
+}
+
+/// Each object a read returned, deserialized into `T`; a failed read or an object that does not
+/// fit is a retryable error saying `what` was read.
+fn parse_each<T: DeserializeOwned>(
+    items: Result<Vec<String>, String>,
+    what: impl Fn() -> String,
+) -> Result<Vec<T>, Error> {
+    let items = items.map_err(Error::retryable)?;
+    (items.iter())
+        .map(|json| {
+            serde_json::from_str(json).map_err(|e| Error::retryable(format!("{}: {e}", what())))
+        })
+        .collect()
 }

@@ -299,6 +299,25 @@ impl Host for Harness {
         })
     }
 
+    fn children(
+        &self,
+        kind: &Gvk,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, String> {
+        self.check_read(Verb::List, kind, namespace, "", |reads| {
+            Ok(self
+                .kind_objects(kind)
+                .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
+                .filter(|((ns, _), o)| {
+                    wasmctrl_scope::controlled_by(o, owner_uid)
+                        && reads.admits(ns, &o["metadata"]["labels"])
+                })
+                .map(|(_, o)| o.to_string())
+                .collect())
+        })
+    }
+
     fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
         let refuse = |message: String| SqlError {
             message,

@@ -57,6 +57,24 @@ pub trait View: Send + Sync {
         selector: &Selector,
         reads: &Reads<'_>,
     ) -> Vec<Arc<str>>;
+    /// Objects of `kind` in `namespace` (empty: all) that the object with `owner_uid` controls,
+    /// admitted by `reads`, in namespace/name order. This default reads every object `list`
+    /// finds; a view with an owner index answers from it.
+    fn children(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        owner_uid: &str,
+        reads: &Reads<'_>,
+    ) -> Vec<Arc<str>> {
+        let all = self.list(kind, namespace, &Selector::default(), reads);
+        all.into_iter()
+            .filter(|json| {
+                serde_json::from_str(json)
+                    .is_ok_and(|object| wasmctrl_scope::controlled_by(&object, owner_uid))
+            })
+            .collect()
+    }
 }
 
 /// A view over nothing: every read finds no object.

@@ -88,4 +88,103 @@ impl View for Caches {
             .map(|e| e.json.clone())
             .collect()
     }
+
+    /// From each cache's owner index: no object but the children is looked at.
+    fn children(
+        &self,
+        kind: &GroupVersionKind,
+        namespace: &str,
+        owner_uid: &str,
+        reads: &Reads<'_>,
+    ) -> Vec<Arc<str>> {
+        let mut out: BTreeMap<ObjectKey, Arc<str>> = BTreeMap::new();
+        for informer in self.by_kind.get(kind).into_iter().flatten() {
+            if !namespace.is_empty() && !informer.covers(namespace) {
+                continue;
+            }
+            for key in informer.children_of(owner_uid) {
+                if !namespace.is_empty() && key.namespace() != namespace {
+                    continue;
+                }
+                let Some(entry) = informer.get(&key) else {
+                    continue;
+                };
+                let controlled =
+                    (entry.owners().iter()).any(|o| o.controller && o.uid == owner_uid);
+                if controlled && reads.admits(key.namespace(), &entry.labels()) {
+                    out.entry(key).or_insert_with(|| entry.json.clone());
+                }
+            }
+        }
+        out.into_values().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::GroupVersionKind;
+    use serde_json::json;
+    use wasmctrl_scope::{Kind, Namespaces, Scope, Selector, Verb};
+
+    use super::*;
+
+    #[test]
+    fn children_come_from_the_owner_index_and_only_the_controlled_ones() {
+        let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let informer = Informer::detached(gvk.clone());
+        let cm = |name: &str, namespace: &str, uid: &str, controller: bool| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, "uid": format!("u-{name}"),
+                    "resourceVersion": "1", "ownerReferences": [{"apiVersion": "example.com/v1",
+                    "kind": "Thing", "name": "t", "uid": uid, "controller": controller}]}})
+        };
+        informer.put(cm("b", "ns", "owner", true));
+        informer.put(cm("a", "ns", "owner", true));
+        informer.put(cm("merely-owned", "ns", "owner", false));
+        informer.put(cm("elsewhere", "other", "owner", true));
+        informer.put(cm("someone-elses", "ns", "another", true));
+        let caches = Caches::new([&informer]);
+        let scope = Scope::new(
+            Kind::new("", "v1", "ConfigMap"),
+            Namespaces::All,
+            Selector::default(),
+        );
+        let kind = Kind::new("", "v1", "ConfigMap");
+        let reads = scope.check_read(Verb::List, &kind, "ns", "").unwrap();
+        let names = |found: Vec<Arc<str>>| {
+            (found.iter())
+                .map(|j| serde_json::from_str::<serde_json::Value>(j).unwrap())
+                .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(caches.children(&gvk, "ns", "owner", &reads)),
+            ["a", "b"]
+        );
+        let everywhere = scope.check_read(Verb::List, &kind, "", "").unwrap();
+        assert_eq!(
+            names(caches.children(&gvk, "", "owner", &everywhere)),
+            ["a", "b", "elsewhere"]
+        );
+        // The trait's default (a list, then a filter) answers the same.
+        struct Listing<'a>(&'a Caches);
+        impl View for Listing<'_> {
+            fn get(&self, k: &GroupVersionKind, ns: &str, n: &str, r: &Reads<'_>) -> Lookup {
+                View::get(self.0, k, ns, n, r)
+            }
+            fn list(
+                &self,
+                k: &GroupVersionKind,
+                ns: &str,
+                s: &Selector,
+                r: &Reads<'_>,
+            ) -> Vec<Arc<str>> {
+                View::list(self.0, k, ns, s, r)
+            }
+        }
+        assert_eq!(
+            names(Listing(&caches).children(&gvk, "", "owner", &everywhere)),
+            ["a", "b", "elsewhere"]
+        );
+    }
 }

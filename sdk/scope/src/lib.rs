@@ -102,6 +102,15 @@ pub fn object_id(object: &serde_json::Value) -> Result<(Kind, String, String), S
     ))
 }
 
+/// Whether `owner_uid` controls `object`: an `ownerReferences` entry with `controller: true`
+/// and that uid, as kube's garbage collector and controller-runtime's owner index read it.
+pub fn controlled_by(object: &serde_json::Value, owner_uid: &str) -> bool {
+    let references = object["metadata"]["ownerReferences"].as_array();
+    references.into_iter().flatten().any(|reference| {
+        reference["controller"] == true && reference["uid"].as_str() == Some(owner_uid)
+    })
+}
+
 /// A set of namespaces: every namespace, or only some. Never "an empty list that means all",
 /// which is how narrowing to nothing turns into access to everything.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -79,4 +79,26 @@ impl Host for State {
             .map(|j| j.to_string())
             .collect())
     }
+
+    fn children(
+        &mut self,
+        kind: Gvk,
+        namespace: String,
+        owner_uid: String,
+    ) -> Result<Vec<String>, String> {
+        let Some(scope) = self.scope.clone() else {
+            return Err("the cache cannot be read from manifest()".into());
+        };
+        let wanted = Kind::new(&kind.group, &kind.version, &kind.kind);
+        let reads = match scope.check_read(Verb::List, &wanted, &namespace, "") {
+            Ok(reads) => reads,
+            Err(refusal) => return Err(self.refuse(refusal)),
+        };
+        Ok(self
+            .view
+            .children(&gvk(&kind), &namespace, &owner_uid, &reads)
+            .iter()
+            .map(|j| j.to_string())
+            .collect())
+    }
 }

@@ -18,7 +18,8 @@
 //! per name in the object's `spec.children`, then reports the generation it did so for.
 //! `outcomes` deletes its ConfigMap `<name>-stale` (which never exists) and applies its
 //! ConfigMap `<name>-child`, both best effort, then reports in its status what each action of
-//! its previous reconcile did and a `ChildReady` condition saying why the child's write failed.
+//! its previous reconcile did, a `ChildReady` condition saying why the child's write failed,
+//! and the children it controls as the host's owner index lists them.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -214,7 +215,7 @@ impl Reconciler for Hostile {
                 Ok(Outcome::done().requeue_after(std::time::Duration::from_millis(after)))
             }
             "scope" => scope(req, ctx),
-            "outcomes" => outcomes(req),
+            "outcomes" => outcomes(req, ctx),
             "precondition" => {
                 let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
                 if object["metadata"]["labels"]["stuck"] != "yes" {
@@ -244,10 +245,17 @@ impl Reconciler for Hostile {
 }
 
 /// The `outcomes` mode.
-fn outcomes(req: &Request) -> Result<Outcome, Error> {
-    if req.object.is_none() {
+fn outcomes(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
+    let Some(object) =
+        req.object::<wasmctrl_sdk::Object<wasmctrl_sdk::Value, wasmctrl_sdk::Value>>()?
+    else {
         return Ok(Outcome::done());
-    }
+    };
+    let children =
+        ctx.children::<wasmctrl_sdk::k8s_openapi::api::core::v1::ConfigMap>(&object.metadata)?;
+    let children: Vec<_> = (children.into_iter())
+        .filter_map(|c| c.metadata.name)
+        .collect();
     let child = format!("{}-child", req.name);
     let previous: Vec<String> = (req.previous.iter())
         .map(|result| match &result.status {
@@ -273,7 +281,7 @@ fn outcomes(req: &Request) -> Result<Outcome, Error> {
         .push_best_effort(Action::delete(stale))
         .push_best_effort(Action::apply(&child)?)
         .push(Action::update_status(
-            &json!({"previous": previous, "conditions": [condition]}),
+            &json!({"previous": previous, "conditions": [condition], "children": children}),
         )?))
 }
 
