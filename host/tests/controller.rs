@@ -478,14 +478,16 @@ async fn deleted_objects_leave_nothing_behind_in_the_host() {
     .await;
     let api = things::api(&client);
     churn(&api, &client, 20_000).await;
-    // The informers deliver the last deletions before the applier forgets them: wait for both.
+    // The informers deliver the last deletions before the applier forgets them, and the keys'
+    // last reconciles (which forget what their actions did) come after: wait for all three.
     common::eventually(60, "the host's caches and memory to empty", || async {
         let sizes: Vec<(String, (usize, usize))> = (host.informers().running().iter())
             .map(|i| (i.watch().to_string(), i.sizes()))
             .collect();
         let empty = sizes.len() == 2
             && sizes.iter().all(|(_, s)| *s == (0, 0))
-            && host.applier().remembered() == 0;
+            && host.applier().remembered() == 0
+            && host.counts("hostile-own").unwrap().outcomes_kept == 0;
         empty.then_some(sizes)
     })
     .await;

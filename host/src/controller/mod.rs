@@ -91,6 +91,8 @@ pub struct Counts {
     pub held: u64,
     /// Reconciles running now.
     pub in_flight: u64,
+    /// Keys whose last reconcile's action statuses are kept for their next one.
+    pub outcomes_kept: u64,
 }
 
 impl Counts {
@@ -121,6 +123,7 @@ impl Stats {
             overlaps: self.overlaps.load(Ordering::Relaxed),
             held: self.held.load(Ordering::Relaxed),
             in_flight: 0,
+            outcomes_kept: 0,
         }
     }
 }
@@ -297,6 +300,7 @@ impl Manager {
     pub fn counts(&self, plugin: &str) -> Option<Counts> {
         lock(&self.controllers).get(plugin).map(|c| Counts {
             in_flight: lock(&c.in_flight).len() as u64,
+            outcomes_kept: c.outcomes.len() as u64,
             ..c.stats.counts()
         })
     }

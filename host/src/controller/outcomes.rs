@@ -57,6 +57,11 @@ impl Outcomes {
         lock(&self.last).remove(key);
     }
 
+    /// How many keys' statuses are kept.
+    pub(super) fn len(&self) -> usize {
+        lock(&self.last).len()
+    }
+
     /// Forgets every key's: a new version of the plugin serves them.
     pub(super) fn clear(&self) {
         lock(&self.last).clear();
