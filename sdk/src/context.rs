@@ -101,11 +101,35 @@ impl<'a, S> Context<'a, S> {
         self.log(Level::Warn, message, fields);
     }
 
-    /// Reads one cached object of a declared kind, deserialized into `T`.
+    /// Reads one cached object of kind `K` (declared in the manifest): `ctx.get::<Pod>(ns,
+    /// name)`. `Ok(None)` when it is not cached.
+    ///
+    /// A kind the manifest did not declare, or an object that does not fit `K`, is a retryable
+    /// error naming the object.
+    #[cfg(feature = "kube")]
+    pub fn get<K>(&self, namespace: &str, name: &str) -> Result<Option<K>, Error>
+    where
+        K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        self.get_dynamic(&crate::kube::gvk::<K>(), namespace, name)
+    }
+
+    /// Lists cached objects of kind `K` (declared in the manifest) in `namespace` (empty: all)
+    /// matching the label selector `labels` (empty: all), in namespace/name order.
+    #[cfg(feature = "kube")]
+    pub fn list<K>(&self, namespace: &str, labels: &str) -> Result<Vec<K>, Error>
+    where
+        K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        self.list_dynamic(&crate::kube::gvk::<K>(), namespace, labels)
+    }
+
+    /// Reads one cached object of a declared kind named by its group, version and kind (for a
+    /// kind with no Rust type; [`get`](Self::get) takes the type), deserialized into `T`.
     ///
     /// A kind the manifest did not declare, or an object that does not fit `T`, is a retryable
     /// error naming the object.
-    pub fn get<T: DeserializeOwned>(
+    pub fn get_dynamic<T: DeserializeOwned>(
         &self,
         kind: &Gvk,
         namespace: &str,
@@ -123,8 +147,9 @@ impl<'a, S> Context<'a, S> {
             .map_err(|e| Error::retryable(format!("{} {namespace}/{name}: {e}", kind.kind)))
     }
 
-    /// Lists cached objects of a declared kind, deserialized into `T`, in namespace/name order.
-    pub fn list<T: DeserializeOwned>(
+    /// Lists cached objects of a declared kind named by its group, version and kind, deserialized
+    /// into `T`, in namespace/name order ([`list`](Self::list) takes the type).
+    pub fn list_dynamic<T: DeserializeOwned>(
         &self,
         kind: &Gvk,
         namespace: &str,

@@ -48,7 +48,7 @@ use kube_core::Resource;
 use crate::{Condition, Gvk, Metadata};
 
 /// The kind of `K`, a k8s-openapi type or a derived custom resource, as the manifest and
-/// [`Context::get`](crate::Context::get) name it: `gvk::<Pod>()`.
+/// dynamic reads ([`Context::get_dynamic`](crate::Context::get_dynamic)) name it: `gvk::<Pod>()`.
 pub fn gvk<K: Resource<DynamicType = ()>>() -> Gvk {
     Gvk::new(&K::group(&()), &K::version(&()), &K::kind(&()))
 }
@@ -246,7 +246,7 @@ mod tests {
             fn manifest(_: &NoSettings) -> Result<Manifest, String> {
                 Ok(
                     Manifest::new("lister", Gvk::new("example.com", "v1", "Owner"))
-                        .owns(gvk::<ConfigMap>()),
+                        .owns::<ConfigMap>(),
                 )
             }
 

@@ -3,7 +3,8 @@
 //! A plugin is one type implementing [`Reconciler`] and one [`export!`] line:
 //!
 //! ```
-//! use wasmctrl_sdk::{Context, Error, Gvk, Manifest, NoSettings, Outcome, Reconciler, Request};
+//! use wasmctrl_sdk::k8s_openapi::api::core::v1::ConfigMap;
+//! use wasmctrl_sdk::{Context, Error, Manifest, NoSettings, Outcome, Reconciler, Request};
 //!
 //! struct Hello;
 //!
@@ -11,7 +12,7 @@
 //!     type Settings = NoSettings;
 //!
 //!     fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
-//!         Ok(Manifest::new("hello", Gvk::new("", "v1", "ConfigMap")))
+//!         Ok(Manifest::for_::<ConfigMap>("hello"))
 //!     }
 //!
 //!     fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
@@ -29,9 +30,11 @@
 //! Read an object's `metadata` into [`ObjectMeta`] rather than a struct of your own, and a custom
 //! resource into [`Object<Spec, Status>`](Object) with your own `Spec` and `Status`.
 //!
-//! With the feature `kube`, read and write built-in kinds as [`k8s_openapi`] types and declare
-//! custom resources with kube's `#[derive(CustomResource)]`, their CRD generated from the types
-//! (see the [`kube`](mod@kube) module).
+//! With the feature `kube` (on by default), read and write built-in kinds as [`k8s_openapi`]
+//! types and declare custom resources with kube's `#[derive(CustomResource)]`, their CRD
+//! generated from the types (see the [`kube`](mod@kube) module); the manifest and the cache
+//! reads take those types (`Manifest::for_::<Website>("website").owns::<ConfigMap>()`,
+//! `ctx.get::<Pod>(namespace, name)`).
 //!
 //! The SDK implements the plugin contract `wasmctrl:plugin@0.3.0`; its copy of the contract's
 //! WIT is `wit/plugin.wit` in this crate.

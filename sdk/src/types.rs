@@ -134,14 +134,16 @@ impl Manifest {
         self
     }
 
-    /// Declares a kind of child object this plugin creates and owns.
-    pub fn owns(mut self, kind: Gvk) -> Self {
+    /// Declares a kind of child object this plugin creates and owns, by its group, version and
+    /// kind (for a kind with no Rust type; [`owns`](Self::owns) takes the type).
+    pub fn owns_kind(mut self, kind: Gvk) -> Self {
         self.owns.push(kind);
         self
     }
 
-    /// Declares a kind this plugin reads from the cache, optionally triggering on its events.
-    pub fn reads(mut self, kind: Gvk, selector: Selector, trigger: Option<Mapping>) -> Self {
+    /// Declares a kind this plugin reads from the cache, optionally triggering on its events,
+    /// by its group, version and kind ([`reads`](Self::reads) takes the type).
+    pub fn reads_kind(mut self, kind: Gvk, selector: Selector, trigger: Option<Mapping>) -> Self {
         self.reads.push(Related {
             kind,
             selector,
@@ -150,8 +152,9 @@ impl Manifest {
         self
     }
 
-    /// Declares a kind this plugin patches, applies or deletes without owning it.
-    pub fn writes(mut self, kind: Gvk) -> Self {
+    /// Declares a kind this plugin patches, applies or deletes without owning it, by its group,
+    /// version and kind ([`writes`](Self::writes) takes the type).
+    pub fn writes_kind(mut self, kind: Gvk) -> Self {
         self.writes.push(kind);
         self
     }
@@ -160,6 +163,49 @@ impl Manifest {
     pub fn capability(mut self, name: &str) -> Self {
         self.capabilities.push(name.into());
         self
+    }
+}
+
+/// The manifest typed by the kinds' Rust types, as controller-runtime's builder reads
+/// (`For(&Website{}).Owns(&ConfigMap{})`): k8s-openapi's types and custom resources derived with
+/// `#[derive(CustomResource)]`.
+///
+/// ```
+/// use wasmctrl_sdk::Manifest;
+/// use wasmctrl_sdk::k8s_openapi::api::apps::v1::Deployment;
+/// use wasmctrl_sdk::k8s_openapi::api::core::v1::{ConfigMap, Pod};
+///
+/// let manifest = Manifest::for_::<Deployment>("restarter")
+///     .owns::<ConfigMap>()
+///     .reads::<Pod>(Default::default(), None);
+/// assert_eq!(manifest.watches.kind.kind, "Deployment");
+/// assert_eq!(manifest.owns[0].api_version(), "v1");
+/// ```
+#[cfg(feature = "kube")]
+impl Manifest {
+    /// A plugin named `name` reconciling every object of kind `K`, reacting to every change.
+    pub fn for_<K: kube_core::Resource<DynamicType = ()>>(name: &str) -> Self {
+        Self::new(name, crate::kube::gvk::<K>())
+    }
+
+    /// Declares `K` a kind of child object this plugin creates and owns.
+    pub fn owns<K: kube_core::Resource<DynamicType = ()>>(self) -> Self {
+        self.owns_kind(crate::kube::gvk::<K>())
+    }
+
+    /// Declares `K` a kind this plugin reads from the cache, optionally triggering on its
+    /// events.
+    pub fn reads<K: kube_core::Resource<DynamicType = ()>>(
+        self,
+        selector: Selector,
+        trigger: Option<Mapping>,
+    ) -> Self {
+        self.reads_kind(crate::kube::gvk::<K>(), selector, trigger)
+    }
+
+    /// Declares `K` a kind this plugin patches, applies or deletes without owning it.
+    pub fn writes<K: kube_core::Resource<DynamicType = ()>>(self) -> Self {
+        self.writes_kind(crate::kube::gvk::<K>())
     }
 }
 

@@ -197,12 +197,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let child = &owns[0];
     let more_owns: String = owns[1..]
         .iter()
-        .map(|k| format!("\n            .owns({})", k.rust()))
+        .map(|k| format!("\n            .owns_kind({})", k.rust()))
         .collect();
     let (child_use, child_build) = child_code(child);
+    // A Kubernetes kind is owned by its type; a CRD's by its group, version and kind.
+    let child_owns = match crate::kinds::rust_path(&child.group, &child.kind) {
+        Some(_) => format!("owns::<{}>()", child.kind),
+        None => "owns_kind(child_kind())".to_string(),
+    };
     let crate_name = args.name.replace('-', "_");
     let fill = |template: &str| {
         template
+            .replace("__CHILD_OWNS__", &child_owns)
             .replace("__MORE_OWNS__", &more_owns)
             .replace("__CHILD_USE__", &child_use)
             .replace("__CHILD_BUILD__", &child_build)

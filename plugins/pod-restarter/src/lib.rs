@@ -75,15 +75,14 @@ impl Reconciler for PodRestarter {
     fn manifest(config: &Config) -> Result<Manifest, String> {
         config.validate()?;
         let namespace = std::slice::from_ref(&config.namespace);
-        Ok(Manifest::new("pod-restarter", pod_kind())
+        Ok(Manifest::for_::<Pod>("pod-restarter")
             .version(env!("CARGO_PKG_VERSION"))
             .namespaces(namespace)
             .labels(&config.label_selector)
             // Every Pod of the namespace, not only selected ones, is read to prune the record:
             // a Pod relabelled out of the selector still exists. No trigger: the watch covers
             // the Pods that call for a restart.
-            .reads(
-                pod_kind(),
+            .reads::<Pod>(
                 Selector {
                     namespaces: namespace.to_vec(),
                     labels: String::new(),
@@ -91,15 +90,14 @@ impl Reconciler for PodRestarter {
                 None,
             )
             // Read to see the record; no trigger, since only Pod events call for a restart.
-            .reads(
-                deployment_kind(),
+            .reads::<Deployment>(
                 Selector {
                     namespaces: namespace.to_vec(),
                     labels: String::new(),
                 },
                 None,
             )
-            .writes(deployment_kind()))
+            .writes::<Deployment>())
     }
 
     fn reconcile(req: &Request, ctx: &Context<'_, Config>) -> Result<Outcome, Error> {
@@ -122,7 +120,7 @@ impl Reconciler for PodRestarter {
         };
 
         let deployment: Deployment = ctx
-            .get(&deployment_kind(), &config.namespace, &config.deployment)?
+            .get::<Deployment>(&config.namespace, &config.deployment)?
             .ok_or_else(|| {
                 Error::retryable(format!(
                     "Deployment {target} not found; pod {key} is waiting for it"
@@ -137,7 +135,7 @@ impl Reconciler for PodRestarter {
 
         // Prune by existence, not by the selector: a Pod relabelled out and back in is not new.
         let existing: BTreeSet<String> = ctx
-            .list::<Pod>(&pod_kind(), &config.namespace, "")?
+            .list::<Pod>(&config.namespace, "")?
             .into_iter()
             .filter_map(|p| p.metadata.uid)
             .collect();

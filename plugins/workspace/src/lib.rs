@@ -121,7 +121,7 @@ impl Reconciler for WorkspaceController {
             // Our own status writes do not bump the generation, so they do not trigger us again;
             // Pod events reach us through `owns` regardless.
             .predicate(Predicate::GenerationChanged)
-            .owns(pod_kind()))
+            .owns::<Pod>())
     }
 
     fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
@@ -138,7 +138,7 @@ impl Reconciler for WorkspaceController {
 
         let (desired, hash) = pod::desired(&ws);
         let (namespace, name) = (ws.metadata.namespace(), ws.metadata.name());
-        let cached: Option<Pod> = ctx.get(&pod_kind(), namespace, name)?;
+        let cached = ctx.get::<Pod>(namespace, name)?;
         let mut actions = Vec::new();
         let observed = match &cached {
             None => {

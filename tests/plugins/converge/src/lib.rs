@@ -4,6 +4,7 @@
 //! native kube-runtime controller sending the same requests.
 
 use serde::Deserialize;
+use wasmctrl_sdk::k8s_openapi::api::core::v1::ConfigMap;
 use wasmctrl_sdk::{
     Action, Context, Error, Gvk, Manifest, NoSettings, ObjectMeta, Outcome, Reconciler, Request,
     json,
@@ -29,13 +30,7 @@ impl Reconciler for Converge {
     type Settings = NoSettings;
 
     fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
-        Ok(
-            Manifest::new("converge", Gvk::new("example.com", "v1", "Thing")).owns(Gvk::new(
-                "",
-                "v1",
-                "ConfigMap",
-            )),
-        )
+        Ok(Manifest::new("converge", Gvk::new("example.com", "v1", "Thing")).owns::<ConfigMap>())
     }
 
     fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {

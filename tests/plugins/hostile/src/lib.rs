@@ -23,6 +23,8 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use wasmctrl_sdk::k8s_openapi::api::apps::v1::Deployment;
+use wasmctrl_sdk::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use wasmctrl_sdk::sql::{Statement, Value};
 use wasmctrl_sdk::{
     Action, ActionStatus, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request,
@@ -54,23 +56,22 @@ impl Reconciler for Hostile {
         };
         let manifest = Manifest::new(&name, Gvk::new("example.com", "v1", "Thing"));
         Ok(match mode.as_str() {
-            "own" | "children" | "outcomes" => manifest.owns(config_map()),
+            "own" | "children" | "outcomes" => manifest.owns::<ConfigMap>(),
             "sql" => {
                 let declare = settings["declare"].as_str().unwrap_or("db");
                 manifest.capability(&format!("sql:{declare}"))
             }
             "scope" => manifest
                 .namespaces(&["team-a"])
-                .owns(config_map())
-                .reads(
-                    secret(),
+                .owns::<ConfigMap>()
+                .reads::<Secret>(
                     wasmctrl_sdk::Selector {
                         namespaces: Vec::new(),
                         labels: "visible=yes".into(),
                     },
                     None,
                 )
-                .writes(deployment()),
+                .writes::<Deployment>(),
             _ => manifest,
         })
     }
@@ -317,22 +318,22 @@ fn scope(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
     // fails the reconcile all the same.
     let actions = match attempt.as_str() {
         "get-other" => {
-            let _ = ctx.get::<wasmctrl_sdk::Value>(&secret(), "team-b", "data");
+            let _ = ctx.get_dynamic::<wasmctrl_sdk::Value>(&secret(), "team-b", "data");
             vec![]
         }
         "list-other" => {
-            let _ = ctx.list::<wasmctrl_sdk::Value>(&secret(), "team-b", "");
+            let _ = ctx.list_dynamic::<wasmctrl_sdk::Value>(&secret(), "team-b", "");
             vec![]
         }
         "get-hidden" => {
             // Invisible: the object is outside the declared selector, so not even cached.
-            let found = ctx.get::<wasmctrl_sdk::Value>(&secret(), own, "hidden")?;
+            let found = ctx.get_dynamic::<wasmctrl_sdk::Value>(&secret(), own, "hidden")?;
             vec![Action::update_status(
                 &json!({"phase": "Hidden", "found": found.is_some()}),
             )?]
         }
         "list-hidden" => {
-            let _ = ctx.list::<wasmctrl_sdk::Value>(&secret(), own, "visible=no");
+            let _ = ctx.list_dynamic::<wasmctrl_sdk::Value>(&secret(), own, "visible=no");
             vec![]
         }
         "patch-other" => vec![
@@ -347,9 +348,11 @@ fn scope(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
         ))],
         _ => {
             let visible = ctx
-                .get::<wasmctrl_sdk::Value>(&secret(), own, "data")?
+                .get_dynamic::<wasmctrl_sdk::Value>(&secret(), own, "data")?
                 .is_some();
-            let listed = ctx.list::<wasmctrl_sdk::Value>(&secret(), "", "")?.len();
+            let listed = ctx
+                .list_dynamic::<wasmctrl_sdk::Value>(&secret(), "", "")?
+                .len();
             vec![
                 Action::apply(&child(own))?,
                 Action::merge_patch(ObjectRef::new(&deployment(), own, "tools"), &restart)?,
