@@ -707,17 +707,12 @@ impl Applier {
                 ..any.clone()
             };
             let delete = Intent::Delete {
-                target,
+                target: target.clone(),
                 propagation: wit::Propagation::Background,
             };
             match self.apply_one(subject, &delete, &mut applied.echoes).await {
                 Ok(sent) => applied.count(sent),
-                Err(error) => {
-                    let Intent::Delete { target, .. } = delete else {
-                        unreachable!("built as a delete above")
-                    };
-                    return Err(Failed { target, error });
-                }
+                Err(error) => return Err(Failed { target, error }),
             }
         }
         Ok(())
