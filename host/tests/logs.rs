@@ -89,7 +89,7 @@ async fn json_logs_parse_line_by_line_and_carry_the_reconcile_span() {
     for line in read {
         assert_eq!(line["level"], "DEBUG", "{line}");
         assert_eq!(
-            line["fields"]["fields"], "generation=1 replicas=1 parse=None",
+            line["fields"]["fields"], "generation=1 replicas=1",
             "{line}"
         );
         assert_eq!(line["span"]["plugin.name"], "trivial", "{line}");

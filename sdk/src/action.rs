@@ -1,4 +1,4 @@
-//! Building the [`Action`]s and the [`Outcome`] a reconcile returns.
+//! Building the [`Action`]s and the [`Outcome`] a reconcile returns, and the parts of actions.
 
 use std::time::Duration;
 
@@ -138,7 +138,14 @@ fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, Error> {
 }
 
 impl ObjectRef {
-    /// Names an object of `kind`; `namespace` is empty for cluster-scoped kinds.
+    /// Names an object of kind `K` (a k8s-openapi or derived custom resource type):
+    /// `ObjectRef::of::<Pod>("default", "web-0")`; `namespace` is empty for cluster-scoped kinds.
+    pub fn of<K: kube_core::Resource<DynamicType = ()>>(namespace: &str, name: &str) -> Self {
+        Self::new(&crate::kube::gvk::<K>(), namespace, name)
+    }
+
+    /// Names an object of `kind` given by its group, version and kind (for a kind with no Rust
+    /// type; [`of`](Self::of) takes the type); `namespace` is empty for cluster-scoped kinds.
     pub fn new(kind: &Gvk, namespace: &str, name: &str) -> Self {
         Self {
             api_version: kind.api_version(),
@@ -267,93 +274,5 @@ impl Outcome {
     pub fn requeue_after(mut self, after: Duration) -> Self {
         self.requeue_after = Some(after);
         self
-    }
-}
-
-/// What a reconcile guarded by a finalizer is asked to do ([`finalizer`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finalizer {
-    /// The object is live and holds the finalizer: bring the world in line with it.
-    Apply,
-    /// The object is being deleted and the finalizer holds it: clean up what it made.
-    Cleanup,
-}
-
-/// kube-runtime's `finalizer()` for plugins. For an object with metadata `meta`:
-///
-/// - live without the finalizer `name`: adds it, and nothing else (the change brings the object
-///   back; declare [`Predicate::FinalizersChanged`](crate::Predicate) if you filter events);
-/// - live with it: `reconcile(Finalizer::Apply)`;
-/// - being deleted with it: `reconcile(Finalizer::Cleanup)`, then, when that succeeded, removes
-///   the finalizer so the object can go; a failed cleanup keeps it and is retried;
-/// - being deleted without it: nothing (it is not ours to clean up).
-pub fn finalizer(
-    meta: &impl crate::Metadata,
-    deleting: bool,
-    name: &str,
-    reconcile: impl FnOnce(Finalizer) -> Result<Outcome, Error>,
-) -> Result<Outcome, Error> {
-    let ours = meta.finalizers().iter().any(|f| f == name);
-    match (deleting, ours) {
-        (true, false) => Ok(Outcome::done()),
-        (true, true) => {
-            let mut outcome = reconcile(Finalizer::Cleanup)?;
-            outcome.actions.push(Action::remove_finalizer(name));
-            Ok(outcome)
-        }
-        (false, false) => Ok(Outcome::with(vec![Action::add_finalizer(name)])),
-        (false, true) => reconcile(Finalizer::Apply),
-    }
-}
-
-#[cfg(test)]
-mod finalizer_tests {
-    use super::*;
-    use crate::ObjectMeta;
-
-    const NAME: &str = "example.com/cleanup";
-
-    fn meta(holding: bool) -> ObjectMeta {
-        ObjectMeta {
-            finalizers: if holding { vec![NAME.into()] } else { vec![] },
-            ..ObjectMeta::default()
-        }
-    }
-
-    /// What `finalizer` returns, and which event the reconcile got, if it was called.
-    fn run(holding: bool, deleting: bool) -> (Outcome, Option<Finalizer>) {
-        let mut seen = None;
-        let outcome = finalizer(&meta(holding), deleting, NAME, |event| {
-            seen = Some(event);
-            Ok(Outcome::with(vec![Action::event("Did", "it")]))
-        })
-        .unwrap();
-        (outcome, seen)
-    }
-
-    #[test]
-    fn live_objects_get_the_finalizer_first_then_apply() {
-        let (outcome, seen) = run(false, false);
-        assert_eq!(seen, None);
-        assert_eq!(outcome.actions, vec![Action::add_finalizer(NAME)]);
-        let (outcome, seen) = run(true, false);
-        assert_eq!(seen, Some(Finalizer::Apply));
-        assert_eq!(outcome.actions, vec![Action::event("Did", "it")]);
-    }
-
-    #[test]
-    fn deletion_cleans_up_then_releases_and_ignores_objects_not_held() {
-        let (outcome, seen) = run(true, true);
-        assert_eq!(seen, Some(Finalizer::Cleanup));
-        assert_eq!(
-            outcome.actions,
-            vec![Action::event("Did", "it"), Action::remove_finalizer(NAME)]
-        );
-        let (outcome, seen) = run(false, true);
-        assert_eq!((outcome.actions.len(), seen), (0, None));
-        let failed = finalizer(&meta(true), true, NAME, |_| {
-            Err(Error::retryable("db down"))
-        });
-        assert!(failed.is_err(), "a failed cleanup keeps the finalizer");
     }
 }

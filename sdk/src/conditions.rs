@@ -3,7 +3,8 @@
 //! otherwise.
 //!
 //! ```
-//! use wasmctrl_sdk::{Condition, Timestamp, set_condition};
+//! use wasmctrl_sdk::conditions::{Condition, set_condition};
+//! use wasmctrl_sdk::jiff::Timestamp;
 //! let (t1, t2): (Timestamp, Timestamp) =
 //!     ("2026-01-01T00:00:00Z".parse().unwrap(), "2026-01-02T00:00:00Z".parse().unwrap());
 //! let mut conditions = Vec::new();
@@ -17,37 +18,30 @@
 use jiff::{RoundMode, TimestampRound, Unit};
 use serde::{Deserialize, Serialize};
 
-use crate::Timestamp;
+use jiff::Timestamp;
 
 /// A `metav1.Condition`: one aspect of an object's state, as `kubectl wait --for=condition=`
 /// and other controllers read it.
 ///
 /// In a derived custom resource's status, declare the list with
-/// `#[schemars(schema_with = "wasmctrl_sdk::kube::conditions")]` (feature `kube`), so that its
+/// `#[schemars(schema_with = "wasmctrl_sdk::kube::conditions")]`, so that its
 /// CRD makes it a list map keyed by `type`, as Kubernetes' own types do.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 // Its CRD schema speaks to `kubectl explain` readers, not Rust ones.
-#[cfg_attr(
-    feature = "kube",
-    schemars(
+#[schemars(
         description = "One aspect of the object's state (a metav1.Condition).",
         extend("required" = ["type", "status", "lastTransitionTime"])
-    )
-)]
+    )]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// The condition's type, CamelCase (`Ready`, `Available`).
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
-    #[cfg_attr(
-        feature = "kube",
-        schemars(
+    #[schemars(
             description = "True, False or Unknown.",
             extend("enum" = ["True", "False", "Unknown"])
-        )
-    )]
+        )]
     pub status: String,
     /// A CamelCase reason for the status, for machines.
     #[serde(default)]
@@ -57,14 +51,11 @@ pub struct Condition {
     pub message: String,
     /// When `status` last changed; [`set_condition`] sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(
-        feature = "kube",
-        schemars(
+    #[schemars(
             with = "Option<String>",
             description = "When status last changed.",
             extend("format" = "date-time")
-        )
-    )]
+        )]
     pub last_transition_time: Option<Timestamp>,
     /// The object's `metadata.generation` the condition was computed from.
     #[serde(default, skip_serializing_if = "is_zero")]

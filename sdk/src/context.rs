@@ -1,10 +1,30 @@
-//! What a reconcile can ask of the host: logging, reads from the host's cache, and SQL.
+//! What a reconcile knows and can ask of the host: [`Context`] (settings, the host's clock, what
+//! the previous reconcile's actions did, reads from the host's cache, SQL) and [`Host`], the
+//! services behind it.
 
+use jiff::Timestamp;
+use kube_core::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::wasmctrl::plugin::{cache, log, sql};
+use crate::request::Request;
 use crate::sql::{Database, Rows, SqlError, Statement};
-use crate::{Error, Gvk, Level, NoSettings};
+use crate::{ActionFailure, ActionResult, Error, Gvk, NoSettings};
+
+/// A log record's level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// Very detailed.
+    Trace,
+    /// For debugging.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something is off.
+    Warn,
+    /// Something failed.
+    Error,
+}
 
 /// The host services a plugin uses. In wasm these are the component's imports; natively
 /// [`crate::testing::Harness`] stands in for them.
@@ -61,18 +81,24 @@ impl Host for Imports {
     }
 }
 
-/// Handed to [`crate::Reconciler::reconcile`]: the operator's settings, logging, typed cache
-/// reads and SQL.
+/// Handed to [`crate::Reconciler::reconcile`]: the operator's settings, the key, the host's
+/// clock, what the previous reconcile's actions did, typed cache reads and SQL. Log with the
+/// [`tracing`](crate::tracing) macros.
 pub struct Context<'a, S = NoSettings> {
     host: &'a dyn Host,
     settings: &'a S,
+    request: &'a Request,
 }
 
 impl<'a, S> Context<'a, S> {
-    /// A context over any [`Host`] with these settings; plugins get theirs from the host or the
-    /// test harness.
-    pub fn new(host: &'a dyn Host, settings: &'a S) -> Self {
-        Self { host, settings }
+    /// A context for `request` over any [`Host`] with these settings; plugins get theirs from
+    /// the host or the test harness.
+    pub fn new(host: &'a dyn Host, settings: &'a S, request: &'a Request) -> Self {
+        Self {
+            host,
+            settings,
+            request,
+        }
     }
 
     /// The operator's settings for this plugin, parsed by the SDK into the reconciler's
@@ -81,24 +107,33 @@ impl<'a, S> Context<'a, S> {
         self.settings
     }
 
-    /// Logs at `level` with key/value fields; the host adds plugin name and key.
-    pub fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]) {
-        self.host.log(level, message, fields);
+    /// The key reconciled: `namespace/name`, or `name` for a cluster-scoped kind.
+    pub fn key(&self) -> String {
+        self.request.key()
     }
 
-    /// Logs at debug level.
-    pub fn debug(&self, message: &str, fields: &[(&str, &str)]) {
-        self.log(Level::Debug, message, fields);
+    /// The host's current time. Read it rather than a clock: one reconcile sees one time, and
+    /// tests set it ([`Harness::now`](crate::testing::Harness::now)).
+    pub fn now(&self) -> Timestamp {
+        self.request.now
     }
 
-    /// Logs at info level.
-    pub fn info(&self, message: &str, fields: &[(&str, &str)]) {
-        self.log(Level::Info, message, fields);
+    /// [`now`](Self::now) as Kubernetes writes times (`metav1.Time`): RFC 3339 in UTC, to the
+    /// second (`2026-11-22T10:00:00Z`).
+    pub fn now_rfc3339(&self) -> String {
+        self.request.now_rfc3339()
     }
 
-    /// Logs at warn level.
-    pub fn warn(&self, message: &str, fields: &[(&str, &str)]) {
-        self.log(Level::Warn, message, fields);
+    /// What each action of this key's previous reconcile did, in order; empty when there was
+    /// none since the host (or this version of the plugin) started, or when it returned an
+    /// error.
+    pub fn previous(&self) -> &'a [ActionResult] {
+        &self.request.previous
+    }
+
+    /// The previous reconcile's failed actions: each one's position and failure.
+    pub fn failures(&self) -> impl Iterator<Item = (usize, &'a ActionFailure)> {
+        self.request.failures()
     }
 
     /// Reads one cached object of kind `K` (declared in the manifest): `ctx.get::<Pod>(ns,
@@ -106,20 +141,18 @@ impl<'a, S> Context<'a, S> {
     ///
     /// A kind the manifest did not declare, or an object that does not fit `K`, is a retryable
     /// error naming the object.
-    #[cfg(feature = "kube")]
     pub fn get<K>(&self, namespace: &str, name: &str) -> Result<Option<K>, Error>
     where
-        K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
+        K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         self.get_dynamic(&crate::kube::gvk::<K>(), namespace, name)
     }
 
     /// Lists cached objects of kind `K` (declared in the manifest) in `namespace` (empty: all)
     /// matching the label selector `labels` (empty: all), in namespace/name order.
-    #[cfg(feature = "kube")]
     pub fn list<K>(&self, namespace: &str, labels: &str) -> Result<Vec<K>, Error>
     where
-        K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
+        K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         self.list_dynamic(&crate::kube::gvk::<K>(), namespace, labels)
     }
@@ -162,19 +195,19 @@ impl<'a, S> Context<'a, S> {
     /// The cached objects of kind `K` that `owner` controls (an owner reference with
     /// `controller: true` and its uid), in its namespace, in name order: the children a
     /// previous reconcile applied, found through the host's owner index as controller-runtime's
-    /// `Owns` index finds them. `K` must be declared (owned, or read) in the manifest; feature
-    /// `kube`.
+    /// `Owns` index finds them. `K` must be declared (owned, or read) in the manifest.
     ///
     /// ```ignore
-    /// let jobs: Vec<Job> = ctx.children::<Job>(&cron_job.metadata)?;
+    /// let jobs: Vec<Job> = ctx.children::<Job>(&cron_job)?;
     /// ```
-    #[cfg(feature = "kube")]
-    pub fn children<K>(&self, owner: &impl crate::Metadata) -> Result<Vec<K>, Error>
+    pub fn children<K>(&self, owner: &impl Resource) -> Result<Vec<K>, Error>
     where
-        K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
+        K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         let kind = crate::kube::gvk::<K>();
-        let items = (self.host).children(&kind, owner.namespace(), owner.uid());
+        let meta = owner.meta();
+        let (namespace, uid) = (meta.namespace.as_deref(), meta.uid.as_deref());
+        let items = (self.host).children(&kind, namespace.unwrap_or(""), uid.unwrap_or(""));
         parse_each(items, || format!("children of kind {}", kind.kind))
     }
 

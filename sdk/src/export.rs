@@ -55,7 +55,7 @@ pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, Wir
         message,
         retryable: false,
     })?;
-    let request = crate::Request {
+    let request = crate::request::Request {
         namespace: request.namespace,
         name: request.name,
         object: request.object,
@@ -63,19 +63,19 @@ pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, Wir
         now: timestamp(request.now),
         previous: all(request.previous),
     };
-    let context = Context::new(&crate::context::Imports, &settings);
-    R::reconcile(&request, &context)
+    let context = Context::new(&crate::context::Imports, &settings, &request);
+    crate::reconcile::run::<R>(&request, &context)
         .map(Into::into)
         .map_err(Into::into)
 }
 
-fn timestamp(t: w::Timestamp) -> crate::Timestamp {
-    crate::Timestamp::new(t.seconds, t.nanoseconds as i32).unwrap_or(crate::Timestamp::UNIX_EPOCH)
+fn timestamp(t: w::Timestamp) -> jiff::Timestamp {
+    jiff::Timestamp::new(t.seconds, t.nanoseconds as i32).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// `tracing` events go to the host's `log` import.
 fn forward_logs() {
-    use crate::Host as _;
+    use crate::context::Host as _;
     crate::logging::Forward::new(|level, message, fields| {
         let fields: Vec<(&str, &str)> = (fields.iter())
             .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -119,20 +119,20 @@ impl From<crate::Gvk> for w::Gvk {
     }
 }
 
-impl From<crate::Level> for w::Level {
-    fn from(l: crate::Level) -> Self {
+impl From<crate::context::Level> for w::Level {
+    fn from(l: crate::context::Level) -> Self {
         match l {
-            crate::Level::Trace => w::Level::Trace,
-            crate::Level::Debug => w::Level::Debug,
-            crate::Level::Info => w::Level::Info,
-            crate::Level::Warn => w::Level::Warn,
-            crate::Level::Error => w::Level::Error,
+            crate::context::Level::Trace => w::Level::Trace,
+            crate::context::Level::Debug => w::Level::Debug,
+            crate::context::Level::Info => w::Level::Info,
+            crate::context::Level::Warn => w::Level::Warn,
+            crate::context::Level::Error => w::Level::Error,
         }
     }
 }
 
-impl From<crate::Selector> for w::Selector {
-    fn from(s: crate::Selector) -> Self {
+impl From<crate::manifest::Selector> for w::Selector {
+    fn from(s: crate::manifest::Selector) -> Self {
         Self {
             namespaces: s.namespaces,
             labels: s.labels,
@@ -140,25 +140,25 @@ impl From<crate::Selector> for w::Selector {
     }
 }
 
-impl From<crate::Predicate> for w::Predicate {
-    fn from(p: crate::Predicate) -> Self {
+impl From<crate::manifest::Predicate> for w::Predicate {
+    fn from(p: crate::manifest::Predicate) -> Self {
         match p {
-            crate::Predicate::GenerationChanged => w::Predicate::GenerationChanged,
-            crate::Predicate::LabelsChanged => w::Predicate::LabelsChanged,
-            crate::Predicate::AnnotationsChanged => w::Predicate::AnnotationsChanged,
-            crate::Predicate::FinalizersChanged => w::Predicate::FinalizersChanged,
+            crate::manifest::Predicate::GenerationChanged => w::Predicate::GenerationChanged,
+            crate::manifest::Predicate::LabelsChanged => w::Predicate::LabelsChanged,
+            crate::manifest::Predicate::AnnotationsChanged => w::Predicate::AnnotationsChanged,
+            crate::manifest::Predicate::FinalizersChanged => w::Predicate::FinalizersChanged,
         }
     }
 }
 
-impl From<crate::Mapping> for w::Mapping {
-    fn from(m: crate::Mapping) -> Self {
+impl From<crate::manifest::Mapping> for w::Mapping {
+    fn from(m: crate::manifest::Mapping) -> Self {
         match m {
-            crate::Mapping::Owner => w::Mapping::Owner,
-            crate::Mapping::SameName => w::Mapping::SameName,
-            crate::Mapping::Label(l) => w::Mapping::Label(l),
-            crate::Mapping::Annotation(a) => w::Mapping::Annotation(a),
-            crate::Mapping::Namespace => w::Mapping::Namespace,
+            crate::manifest::Mapping::Owner => w::Mapping::Owner,
+            crate::manifest::Mapping::SameName => w::Mapping::SameName,
+            crate::manifest::Mapping::Label(l) => w::Mapping::Label(l),
+            crate::manifest::Mapping::Annotation(a) => w::Mapping::Annotation(a),
+            crate::manifest::Mapping::Namespace => w::Mapping::Namespace,
         }
     }
 }

@@ -31,8 +31,8 @@
 //!
 //! ```
 //! # use wasmctrl_sdk::k8s_openapi::api::core::v1::ConfigMap;
-//! # let owner = wasmctrl_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-//! #     name: Some("cache".into()), namespace: Some("team-a".into()), ..Default::default() };
+//! # let owner = ConfigMap { metadata: wasmctrl_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+//! #     name: Some("cache".into()), namespace: Some("team-a".into()), ..Default::default() }, ..Default::default() };
 //! let config = ConfigMap {
 //!     metadata: wasmctrl_sdk::kube::child_meta(&owner, "cache-config"),
 //!     data: Some([("size".to_string(), "3".to_string())].into()),
@@ -45,7 +45,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::Resource;
 
-use crate::{Condition, Gvk, Metadata};
+use crate::{Condition, Gvk};
 
 /// The kind of `K`, a k8s-openapi type or a derived custom resource, as the manifest and
 /// dynamic reads ([`Context::get_dynamic`](crate::Context::get_dynamic)) name it: `gvk::<Pod>()`.
@@ -53,13 +53,13 @@ pub fn gvk<K: Resource<DynamicType = ()>>() -> Gvk {
     Gvk::new(&K::group(&()), &K::version(&()), &K::kind(&()))
 }
 
-/// The metadata of an owned child named `name` of the object `owner` are the metadata of: it
-/// lives in its owner's namespace (the host adds the controller owner reference when it applies
-/// it). Add labels and annotations as needed.
-pub fn child_meta(owner: &impl Metadata, name: &str) -> ObjectMeta {
+/// The metadata of an owned child of `owner` named `name`: it lives in its owner's namespace
+/// (the host adds the controller owner reference when it applies it). Add labels and
+/// annotations as needed.
+pub fn child_meta(owner: &impl Resource, name: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.into()),
-        namespace: Some(owner.namespace().to_owned()).filter(|ns| !ns.is_empty()),
+        namespace: owner.meta().namespace.clone().filter(|ns| !ns.is_empty()),
         ..ObjectMeta::default()
     }
 }
@@ -146,35 +146,13 @@ fn cut_descriptions(
     }
 }
 
-impl Metadata for ObjectMeta {
-    fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or_default()
-    }
-
-    fn namespace(&self) -> &str {
-        self.namespace.as_deref().unwrap_or_default()
-    }
-
-    fn finalizers(&self) -> &[String] {
-        self.finalizers.as_deref().unwrap_or_default()
-    }
-
-    fn uid(&self) -> &str {
-        self.uid.as_deref().unwrap_or_default()
-    }
-
-    fn generation(&self) -> i64 {
-        self.generation.unwrap_or_default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Pod;
 
     use super::*;
-    use crate::{Action, Finalizer, Outcome, finalizer};
+    use crate::{Action, Outcome};
 
     #[test]
     fn descriptions_are_cut_everywhere_but_property_names_stay() {
@@ -236,11 +214,12 @@ mod tests {
         use k8s_openapi::api::core::v1::ConfigMap;
 
         use crate::testing::Harness;
-        use crate::{Context, Error, Manifest, NoSettings, Reconciler, Request};
+        use crate::{Context, Error, Manifest, NoSettings, Reconcile, Reconciler};
 
         struct Lister;
 
         impl Reconciler for Lister {
+            type Object = kube_core::DynamicObject;
             type Settings = NoSettings;
 
             fn manifest(_: &NoSettings) -> Result<Manifest, String> {
@@ -250,10 +229,14 @@ mod tests {
                 )
             }
 
-            fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
-                let owner: crate::Object<serde_json::Value, serde_json::Value> =
-                    req.object()?.ok_or_else(|| Error::terminal("gone"))?;
-                let mut names: Vec<String> = (ctx.children::<ConfigMap>(&owner.metadata)?)
+            fn reconcile(
+                event: Reconcile<kube_core::DynamicObject>,
+                ctx: &Context<'_>,
+            ) -> Result<Outcome, Error> {
+                let Reconcile::Apply(owner) = event else {
+                    return Err(Error::terminal("not live"));
+                };
+                let mut names: Vec<String> = (ctx.children::<ConfigMap>(&owner)?)
                     .into_iter()
                     .filter_map(|c| c.metadata.name)
                     .collect();
@@ -296,9 +279,12 @@ mod tests {
 
     #[test]
     fn typed_children_live_beside_their_owner() {
-        let owner = crate::ObjectMeta {
-            namespace: "team-a".into(),
-            ..crate::ObjectMeta::default()
+        let owner = Pod {
+            metadata: ObjectMeta {
+                namespace: Some("team-a".into()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
         };
         let pod = Pod {
             metadata: child_meta(&owner, "alice"),
@@ -309,24 +295,7 @@ mod tests {
             serde_json::json!({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": "alice", "namespace": "team-a"}})
         );
-        let cluster = child_meta(&ObjectMeta::default(), "z");
+        let cluster = child_meta(&k8s_openapi::api::core::v1::Namespace::default(), "z");
         assert_eq!(cluster.namespace, None);
-    }
-
-    #[test]
-    fn the_finalizer_helper_reads_k8s_openapi_metadata() {
-        let meta = ObjectMeta {
-            finalizers: Some(vec!["example.com/x".into()]),
-            ..ObjectMeta::default()
-        };
-        let outcome = finalizer(&meta, true, "example.com/x", |event| {
-            assert_eq!(event, Finalizer::Cleanup);
-            Ok(Outcome::done())
-        })
-        .unwrap();
-        assert_eq!(
-            outcome.actions,
-            vec![Action::remove_finalizer("example.com/x")]
-        );
     }
 }

@@ -1,22 +1,28 @@
 //! Write wasmctrl reconciler plugins in Rust.
 //!
-//! A plugin is one type implementing [`Reconciler`] and one [`export!`] line:
+//! A plugin is one type implementing [`Reconciler`] and one [`export!`] line. Objects are
+//! k8s-openapi's types for built-in kinds and kube's `#[derive(CustomResource)]` types for your
+//! own, as in a kube-rs controller:
 //!
 //! ```
 //! use wasmctrl_sdk::k8s_openapi::api::core::v1::ConfigMap;
-//! use wasmctrl_sdk::{Context, Error, Manifest, NoSettings, Outcome, Reconciler, Request};
+//! use wasmctrl_sdk::{Context, Error, Manifest, NoSettings, Outcome, Reconcile, Reconciler};
 //!
 //! struct Hello;
 //!
 //! impl Reconciler for Hello {
+//!     type Object = ConfigMap;
 //!     type Settings = NoSettings;
 //!
 //!     fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
 //!         Ok(Manifest::for_::<ConfigMap>("hello"))
 //!     }
 //!
-//!     fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
-//!         ctx.info("reconciling", &[("key", &req.key())]);
+//!     fn reconcile(event: Reconcile<ConfigMap>, ctx: &Context<'_>) -> Result<Outcome, Error> {
+//!         if let Reconcile::Apply(config) = event {
+//!             let keys = config.data.unwrap_or_default().len();
+//!             wasmctrl_sdk::tracing::info!(key = %ctx.key(), keys, "reconciling");
+//!         }
 //!         Ok(Outcome::done())
 //!     }
 //! }
@@ -27,14 +33,11 @@
 //! The host calls [`Reconciler::manifest`] once per plugin version and [`Reconciler::reconcile`]
 //! once per key, each time in a fresh sandbox: statics never survive from one call to the next.
 //! Build with `wasmctrl build <crate dir>`; test natively with [`testing::Harness`].
-//! Read an object's `metadata` into [`ObjectMeta`] rather than a struct of your own, and a custom
-//! resource into [`Object<Spec, Status>`](Object) with your own `Spec` and `Status`.
 //!
-//! With the feature `kube` (on by default), read and write built-in kinds as [`k8s_openapi`]
-//! types and declare custom resources with kube's `#[derive(CustomResource)]`, their CRD
-//! generated from the types (see the [`kube`](mod@kube) module); the manifest and the cache
-//! reads take those types (`Manifest::for_::<Website>("website").owns::<ConfigMap>()`,
-//! `ctx.get::<Pod>(namespace, name)`).
+//! The root holds what every plugin uses; the [`manifest`] module holds the rest of what a
+//! manifest is built from (predicates, mappings, selectors), [`action`] the parts of actions,
+//! [`kube`] the helpers for typed objects (a child's metadata, CRDs with descriptions cut,
+//! conditions' schema), [`conditions`] and [`sql`] what their names say.
 //!
 //! The SDK implements the plugin contract `wasmctrl:plugin@0.3.0`; its copy of the contract's
 //! WIT is `wit/plugin.wit` in this crate.
@@ -42,38 +45,32 @@
 // The generated bindings name the SDK by its crate name, from plugin crates and from here alike.
 extern crate self as wasmctrl_sdk;
 
-mod action;
+pub mod action;
 pub mod conditions;
-mod context;
-#[cfg(feature = "kube")]
+pub mod context;
 pub mod kube;
 mod logging;
-mod meta;
-mod request;
+pub mod manifest;
+mod reconcile;
+pub mod request;
 pub mod sql;
 pub mod testing;
-mod types;
 
 #[doc(hidden)]
 #[path = "export.rs"]
 pub mod __private;
 
-pub use action::{
-    Action, Children, Deletion, Event, EventType, Finalizer, ObjectRef, Outcome, Patch, PatchBody,
-    Propagation, finalizer,
-};
-pub use conditions::{Condition, find_condition, set_condition};
-pub use context::{Context, Host};
-pub use jiff::{self, Timestamp};
-pub use meta::{Metadata, Object, ObjectMeta, OwnerReference};
-pub use request::{ActionFailure, ActionResult, ActionStatus, Error, Request};
-pub use serde_json::{Value, json};
+pub use action::{Action, ObjectRef, Outcome, Propagation};
+pub use conditions::Condition;
+pub use context::Context;
+pub use jiff;
+pub use manifest::{Gvk, Manifest, NoSettings};
+pub use reconcile::{Reconcile, finalizer};
+pub use request::{ActionFailure, ActionResult, ActionStatus, Error};
 pub use tracing;
-pub use types::{Gvk, Level, Manifest, Mapping, NoSettings, Predicate, Related, Selector, Watch};
-#[cfg(feature = "kube")]
 pub use {
     k8s_openapi, kube_core,
-    kube_core::{CustomResourceExt, Resource},
+    kube_core::{CustomResourceExt, Resource, ResourceExt},
     kube_derive::CustomResource,
     schemars,
 };
@@ -83,6 +80,11 @@ pub use {
 /// Both functions are associated functions rather than methods because every call runs in a
 /// fresh instance: there is no `self` that could carry state between calls.
 pub trait Reconciler {
+    /// The kind reconciled, as its Rust type: a k8s-openapi type, a `#[derive(CustomResource)]`
+    /// type, or [`kube_core::DynamicObject`] for a kind with no Rust type. The SDK decodes the
+    /// cached object into it; an object that does not fit is a terminal error naming it.
+    type Object: Resource + serde::de::DeserializeOwned;
+
     /// The operator's settings for this plugin (the config file beside the `.wasm`), parsed by
     /// the SDK before each call. No settings give `Default::default()`; settings that do not
     /// deserialize make the host refuse the plugin at load, with serde's message. Use
@@ -91,10 +93,19 @@ pub trait Reconciler {
 
     /// Describes the plugin for the operator's settings. An `Err` rejects the settings and the
     /// host refuses to load the plugin, printing the message.
+    ///
+    /// The SDK also calls it before each reconcile of an existing object, to learn the
+    /// [finalizer](Manifest::finalizer) it handles: keep it a pure function of the settings.
     fn manifest(settings: &Self::Settings) -> Result<Manifest, String>;
 
-    /// Decides what to do for one key. `req.object` is absent when the object no longer exists.
-    fn reconcile(req: &Request, ctx: &Context<'_, Self::Settings>) -> Result<Outcome, Error>;
+    /// Decides what to do for one key: [`Reconcile::Apply`] a live object,
+    /// [`Reconcile::Cleanup`] one being deleted, or let a [`Reconcile::Gone`] one go. The
+    /// context carries the settings, the host's clock, what the previous reconcile's actions
+    /// did, and the cache.
+    fn reconcile(
+        event: Reconcile<Self::Object>,
+        ctx: &Context<'_, Self::Settings>,
+    ) -> Result<Outcome, Error>;
 }
 
 /// Exports a [`Reconciler`] as the plugin's `reconciler` interface.

@@ -20,7 +20,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
-use crate::Level;
+use crate::context::Level;
 
 /// Where a record goes: level, message and fields.
 type Sink = Box<dyn Fn(Level, String, Vec<(String, String)>) + Send + Sync>;

@@ -1,12 +1,16 @@
-//! Reading a reconcile [`Request`] and reporting an [`Error`].
+//! The host's [`Request`] for one reconcile, what the previous reconcile's actions did
+//! ([`ActionResult`]), and the [`Error`] a reconcile reports.
 
 use std::fmt;
 
+use jiff::Timestamp;
 use serde::de::DeserializeOwned;
 
-use crate::{ObjectRef, Timestamp};
+use crate::ObjectRef;
 
-/// One reconcile: the key, the cached object and the host's clock.
+/// One reconcile as the host asks for it: the key, the cached object and the host's clock. The
+/// SDK turns it into a [`Reconcile`](crate::Reconcile) and a [`Context`](crate::Context); tests
+/// build one to run a plugin on ([`Harness::run`](crate::testing::Harness::run)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
     /// Namespace of the object; empty for cluster-scoped kinds.

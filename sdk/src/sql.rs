@@ -14,7 +14,8 @@
 
 use std::fmt;
 
-use crate::{Error, Host};
+use crate::Error;
+use crate::context::Host;
 
 /// A parameter or column value. The host converts it to and from the column's SQL type:
 /// `Integer` to smallint/integer/bigint (range-checked), `Float` to real/double, `Text` to any

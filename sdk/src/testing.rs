@@ -23,10 +23,11 @@ use wasmctrl_scope::{
     Act, ActionError, Declaration, DeclaredRead, Reconciled, Refusal, Scope, Selector, Target, Verb,
 };
 
+use crate::context::{Host, Level};
+use crate::request::Request;
 use crate::sql::{Rows, SqlError, Statement};
-use crate::{
-    Action, Context, Error, Gvk, Host, Level, Manifest, Outcome, Reconciler, Request, Timestamp,
-};
+use crate::{Action, Context, Error, Gvk, Manifest, Outcome, Reconciler};
+use jiff::Timestamp;
 
 /// Answers the plugin's SQL in tests: `(database, statements) -> one Rows per statement`.
 pub type SqlStandIn = Box<dyn Fn(&str, &[Statement]) -> Result<Vec<Rows>, SqlError>>;
@@ -197,7 +198,7 @@ impl Harness {
             }
         });
         let outcome = tracing::subscriber::with_default(forward, || {
-            R::reconcile(&request, &Context::new(self, &settings))
+            crate::reconcile::run::<R>(&request, &Context::new(self, &settings, &request))
         });
         if let Ok(mut lines) = logged.lock() {
             self.logs.borrow_mut().append(&mut lines);
@@ -443,7 +444,7 @@ fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(),
 /// # Panics
 ///
 /// When the file differs or cannot be read or written: the message says how to regenerate it.
-#[cfg(all(feature = "kube", not(target_arch = "wasm32")))]
+#[cfg(not(target_arch = "wasm32"))]
 pub fn check_crd<K: kube_core::CustomResourceExt>(path: impl AsRef<std::path::Path>) {
     check_generated(
         path.as_ref(),
@@ -461,7 +462,7 @@ pub fn check_crd<K: kube_core::CustomResourceExt>(path: impl AsRef<std::path::Pa
 /// # Panics
 ///
 /// As [`check_crd`].
-#[cfg(all(feature = "kube", not(target_arch = "wasm32")))]
+#[cfg(not(target_arch = "wasm32"))]
 pub fn check_crd_trimmed<K: kube_core::CustomResourceExt>(
     path: impl AsRef<std::path::Path>,
     max_description_len: usize,
@@ -471,7 +472,7 @@ pub fn check_crd_trimmed<K: kube_core::CustomResourceExt>(
     check_generated(path.as_ref(), &crd, std::any::type_name::<K>(), by);
 }
 
-#[cfg(all(feature = "kube", not(target_arch = "wasm32")))]
+#[cfg(not(target_arch = "wasm32"))]
 fn check_generated(
     path: &std::path::Path,
     crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,

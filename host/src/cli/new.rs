@@ -74,7 +74,7 @@ impl Kind {
 
     fn rust(&self) -> String {
         format!(
-            "Gvk::new({:?}, {:?}, {:?})",
+            "wasmctrl_sdk::Gvk::new({:?}, {:?}, {:?})",
             self.group, self.version, self.kind
         )
     }
@@ -199,7 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|k| format!("\n            .owns_kind({})", k.rust()))
         .collect();
-    let (child_use, child_build) = child_code(child);
+    let (child_use, child_kind_fn, child_build) = child_code(child);
     // A Kubernetes kind is owned by its type; a CRD's by its group, version and kind.
     let child_owns = match crate::kinds::rust_path(&child.group, &child.kind) {
         Some(_) => format!("owns::<{}>()", child.kind),
@@ -212,6 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .replace("__MORE_OWNS__", &more_owns)
             .replace("__CHILD_USE__", &child_use)
             .replace("__CHILD_BUILD__", &child_build)
+            .replace("__CHILD_KIND_FN__", &child_kind_fn)
             .replace("__CHILD_GROUP__", &child.group)
             .replace("__CHILD_VERSION__", &child.version)
             .replace("__CHILD_KIND__", &child.kind)
@@ -248,19 +249,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The import and the statement that build the child: a Kubernetes kind as its `k8s-openapi`
-/// type (a ConfigMap carries the message; other kinds start with what the author fills in), any
-/// other kind (a CRD's) as JSON.
-fn child_code(child: &Kind) -> (String, String) {
+/// The import, the kind helper and the statement that build the child: a Kubernetes kind as its
+/// `k8s-openapi` type (a ConfigMap carries the message; other kinds start with what the author
+/// fills in), any other kind (a CRD's, with no Rust type here) as JSON named by a helper.
+fn child_code(child: &Kind) -> (String, String, String) {
     let Some(path) = crate::kinds::rust_path(&child.group, &child.kind) else {
-        let build = "        let child = wasmctrl_sdk::json!({
+        let kind_fn = format!(
+            "/// The kind of the child it owns.
+pub fn child_kind() -> wasmctrl_sdk::Gvk {{
+    {}
+}}
+
+",
+            child.rust()
+        );
+        let build = "        let child = serde_json::json!({
             \"apiVersion\": child_kind().api_version(),
             \"kind\": child_kind().kind,
-            \"metadata\": {\"name\": req.name, \"namespace\": req.namespace},
+            \"metadata\": {\"name\": name, \"namespace\": object.namespace()},
             // The rest of the desired object (spec, ...) goes here.
         });
 ";
-        return (String::new(), build.into());
+        return (String::new(), kind_fn, build.into());
     };
     let body = if child.group.is_empty() && child.kind == "ConfigMap" {
         "            data: Some([(\"message\".to_string(), object.spec.message.clone())].into()),\n"
@@ -269,13 +279,14 @@ fn child_code(child: &Kind) -> (String, String) {
     };
     let build = format!(
         "        let child = {kind} {{
-            metadata: wasmctrl_sdk::kube::child_meta(&object.metadata, &req.name),
+            metadata: wasmctrl_sdk::kube::child_meta(&object, &name),
 {body}            ..Default::default()
         }};
 ",
         kind = child.kind
     );
-    (format!("use wasmctrl_sdk::k8s_openapi::{path};\n"), build)
+    let import = format!("use wasmctrl_sdk::k8s_openapi::{path};\n");
+    (import, String::new(), build)
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -29,25 +29,14 @@ pub mod settings;
 use std::collections::BTreeSet;
 
 use wasmctrl_sdk::k8s_openapi::api::core::v1::Pod;
-use wasmctrl_sdk::kube::gvk;
+use wasmctrl_sdk::manifest::Selector;
 use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, Metadata, ObjectRef, Outcome, Reconciler, Request,
-    Selector,
+    Action, Context, Error, Manifest, ObjectRef, Outcome, Reconcile, Reconciler, ResourceExt,
 };
 
 use crate::restart::{Deployment, Record};
 use crate::settings::Config;
-
-/// The kind this plugin watches: core v1 Pods.
-pub fn pod_kind() -> Gvk {
-    gvk::<Pod>()
-}
-
-/// The kind it restarts: apps/v1 Deployments.
-pub fn deployment_kind() -> Gvk {
-    gvk::<Deployment>()
-}
 
 /// Whether the Pod reports phase `Running`.
 pub fn is_running(pod: &Pod) -> bool {
@@ -70,6 +59,7 @@ pub fn belongs_to(pod: &Pod, deployment: &str) -> bool {
 pub struct PodRestarter;
 
 impl Reconciler for PodRestarter {
+    type Object = Pod;
     type Settings = Config;
 
     fn manifest(config: &Config) -> Result<Manifest, String> {
@@ -100,16 +90,14 @@ impl Reconciler for PodRestarter {
             .writes::<Deployment>())
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_, Config>) -> Result<Outcome, Error> {
+    fn reconcile(event: Reconcile<Pod>, ctx: &Context<'_, Config>) -> Result<Outcome, Error> {
         let config = ctx.settings();
-        let key = req.key();
-        let Some(pod) = req.object::<Pod>()? else {
-            tracing::debug!(%key, "pod no longer exists");
-            return Ok(Outcome::done());
+        let key = ctx.key();
+        let pod = match event {
+            Reconcile::Apply(pod) if is_running(&pod) => pod,
+            // Pending, being deleted or gone: nothing to restart for.
+            _ => return Ok(Outcome::done()),
         };
-        if req.deleting || !is_running(&pod) {
-            return Ok(Outcome::done());
-        }
         let target = format!("{}/{}", config.namespace, config.deployment);
         if belongs_to(&pod, &config.deployment) {
             tracing::debug!(%key, deployment = %target, "pod belongs to the deployment it would restart; ignored");
@@ -142,18 +130,17 @@ impl Reconciler for PodRestarter {
         handled.retain(|u| existing.contains(u));
         handled.insert(uid.clone());
 
-        let ops = restart::patch(&deployment, &handled, &req.now_rfc3339())
+        let ops = restart::patch(&deployment, &handled, &ctx.now_rfc3339())
             .map_err(|e| Error::terminal(format!("Deployment {target} {e}")))?;
         tracing::info!(%key, deployment = %target, pod.uid = %uid, "restarting deployment for a new running pod");
-        let deployment_ref =
-            ObjectRef::new(&deployment_kind(), &config.namespace, &config.deployment);
+        let deployment_ref = ObjectRef::of::<Deployment>(&config.namespace, &config.deployment);
         Ok(Outcome::with(vec![
             Action::json_patch(deployment_ref, &ops)?,
             Action::event(
                 "DeploymentRestarted",
                 &format!(
                     "restarted Deployment {target}: new Pod {} is Running",
-                    pod.metadata.name()
+                    pod.name_any()
                 ),
             ),
         ]))

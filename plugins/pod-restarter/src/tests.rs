@@ -1,7 +1,10 @@
 //! Reconcile tests through the native harness: the cache holds the Deployment and the Pods.
 
+use serde_json::{Value, json};
+use wasmctrl_sdk::Action;
+use wasmctrl_sdk::action::{EventType, PatchBody};
+use wasmctrl_sdk::kube::gvk;
 use wasmctrl_sdk::testing::Harness;
-use wasmctrl_sdk::{Action, EventType, PatchBody, Value, json};
 
 use super::*;
 use crate::restart::{HANDLED, RESTARTED_AT};
@@ -74,10 +77,7 @@ fn a_new_running_pod_restarts_the_deployment_once_and_records_itself() {
         .object(p.clone());
     let outcome = h.reconcile::<PodRestarter>(&p).unwrap();
     let (target, ops) = json_patch(&outcome);
-    assert_eq!(
-        target,
-        ObjectRef::new(&deployment_kind(), "default", "tools")
-    );
+    assert_eq!(target, ObjectRef::of::<Deployment>("default", "tools"));
     assert_eq!(
         ops,
         vec![
@@ -232,10 +232,7 @@ fn settings_choose_the_namespace_selector_and_deployment() {
     assert_eq!(m.watches.selector.labels, "tier=api");
     assert_eq!(m.watches.selector.namespaces, ["team-a"]);
     let (target, ops) = json_patch(&h.reconcile::<PodRestarter>(&p).unwrap());
-    assert_eq!(
-        target,
-        ObjectRef::new(&deployment_kind(), "team-a", "backend")
-    );
+    assert_eq!(target, ObjectRef::of::<Deployment>("team-a", "backend"));
     assert_eq!(
         ops[0],
         json!({"op": "test", "path": "/metadata/annotations", "value": null})
@@ -250,21 +247,21 @@ fn settings_choose_the_namespace_selector_and_deployment() {
 fn the_default_manifest_watches_nginx_pods_and_writes_deployments() {
     let m = Harness::new().manifest::<PodRestarter>().unwrap();
     assert_eq!(m.name, "pod-restarter");
-    assert_eq!(m.watches.kind, pod_kind());
+    assert_eq!(m.watches.kind, gvk::<Pod>());
     assert_eq!(m.watches.selector.labels, "app=nginx");
     assert_eq!(m.watches.selector.namespaces, ["default"]);
     assert_eq!(m.reads.len(), 2);
-    assert_eq!(m.reads[0].kind, pod_kind());
+    assert_eq!(m.reads[0].kind, gvk::<Pod>());
     assert_eq!(
         m.reads[0].selector.labels, "",
         "every Pod, to prune the record"
     );
-    assert_eq!(m.reads[1].kind, deployment_kind());
+    assert_eq!(m.reads[1].kind, gvk::<Deployment>());
     for read in &m.reads {
         assert_eq!(read.selector.namespaces, ["default"]);
         assert!(read.trigger.is_none());
     }
-    assert_eq!(m.writes, [deployment_kind()]);
+    assert_eq!(m.writes, [gvk::<Deployment>()]);
     assert!(m.owns.is_empty());
 }
 

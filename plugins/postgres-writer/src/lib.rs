@@ -18,11 +18,11 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::manifest::Predicate;
 use wasmctrl_sdk::sql::{Database, SqlError, Statement};
 use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
-    Action, Context, CustomResource, Error, Finalizer, Gvk, Manifest, Outcome, Predicate,
-    Reconciler, Request, finalizer,
+    Action, Context, CustomResource, Error, Manifest, Outcome, Reconcile, Reconciler,
 };
 
 /// The finalizer that keeps an object until its row is gone.
@@ -30,11 +30,6 @@ pub const FINALIZER: &str = "demo.yash.com/row-cleanup";
 
 /// PostgreSQL's SQLSTATE for "relation does not exist".
 const UNDEFINED_TABLE: &str = "42P01";
-
-/// The kind this plugin reconciles.
-pub fn kind() -> Gvk {
-    wasmctrl_sdk::kube::gvk::<PostgresWriter>()
-}
 
 /// Operator settings.
 #[derive(Debug, Deserialize, PartialEq)]
@@ -175,11 +170,14 @@ fn sql_failed(e: SqlError, table: &str) -> Error {
 pub struct PostgresWriterController;
 
 impl Reconciler for PostgresWriterController {
+    type Object = PostgresWriter;
     type Settings = Config;
 
     fn manifest(config: &Config) -> Result<Manifest, String> {
-        Ok(Manifest::new("postgres-writer", kind())
+        Ok(Manifest::for_::<PostgresWriter>("postgres-writer")
             .version(env!("CARGO_PKG_VERSION"))
+            // Holds each object until its row is deleted.
+            .finalizer(FINALIZER)
             // Spec changes, and the finalizer/deletion changes the delete path waits for; our
             // own status writes trigger nothing.
             .predicate(Predicate::GenerationChanged)
@@ -187,37 +185,37 @@ impl Reconciler for PostgresWriterController {
             .capability(&format!("sql:{}", config.database)))
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_, Config>) -> Result<Outcome, Error> {
-        let key = req.key();
-        let Some(writer) = req.object::<PostgresWriter>()? else {
-            // The finalizer path deleted the row before the object could go.
-            tracing::debug!(%key, "postgreswriter is gone");
-            return Ok(Outcome::done());
-        };
+    fn reconcile(
+        event: Reconcile<PostgresWriter>,
+        ctx: &Context<'_, Config>,
+    ) -> Result<Outcome, Error> {
+        let key = ctx.key();
         let db = ctx.sql(&ctx.settings().database);
-        let status = writer.status.clone().unwrap_or_default();
-        finalizer(
-            &writer.metadata,
-            req.deleting,
-            FINALIZER,
-            |event| match event {
-                Finalizer::Cleanup => {
-                    // The row lives where status says it was written; before any write, nowhere.
-                    if !status.table.is_empty() {
-                        match db.execute(delete(&status.table, &key)) {
-                            Ok(rows) => {
-                                tracing::info!(%key, rows = rows.affected, "deleted row");
-                            }
-                            // Nothing to delete from a table that is gone.
-                            Err(e) if e.sqlstate.as_deref() == Some(UNDEFINED_TABLE) => {}
-                            Err(e) => return Err(sql_failed(e, &status.table)),
-                        }
+        match event {
+            Reconcile::Apply(writer) => {
+                let status = writer.status.clone().unwrap_or_default();
+                sync(&writer, &status, &key, &db)
+            }
+            Reconcile::Cleanup(writer) => {
+                // The row lives where status says it was written; before any write, nowhere.
+                let table = writer.status.map(|s| s.table).unwrap_or_default();
+                if !table.is_empty() {
+                    match db.execute(delete(&table, &key)) {
+                        Ok(rows) => tracing::info!(%key, rows = rows.affected, "deleted row"),
+                        // Nothing to delete from a table that is gone.
+                        Err(e) if e.sqlstate.as_deref() == Some(UNDEFINED_TABLE) => {}
+                        Err(e) => return Err(sql_failed(e, &table)),
                     }
-                    Ok(Outcome::done())
                 }
-                Finalizer::Apply => sync(&writer, &status, &key, &db),
-            },
-        )
+                // The SDK removes the finalizer after this.
+                Ok(Outcome::done())
+            }
+            // The cleanup deleted the row before the object could go.
+            Reconcile::Gone { .. } => {
+                tracing::debug!(%key, "postgreswriter is gone");
+                Ok(Outcome::done())
+            }
+        }
     }
 }
 

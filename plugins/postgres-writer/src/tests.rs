@@ -5,9 +5,10 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use serde_json::json;
 use wasmctrl_sdk::sql::{Rows, SqlError, Statement, Value};
 use wasmctrl_sdk::testing::Harness;
-use wasmctrl_sdk::{Action, Outcome, json};
+use wasmctrl_sdk::{Action, Outcome};
 
 use super::*;
 

@@ -7,16 +7,12 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::manifest::Predicate;
 use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
-    Action, Context, CustomResource, Error, Gvk, Manifest, Metadata, NoSettings, Outcome,
-    Predicate, Reconciler, Request,
+    Action, Context, CustomResource, Error, Manifest, NoSettings, Outcome, Reconcile, Reconciler,
+    ResourceExt,
 };
-
-/// The kind this plugin reconciles.
-pub fn kind() -> Gvk {
-    wasmctrl_sdk::kube::gvk::<VirtualMachine>()
-}
 
 /// The requested resources and power action.
 //
@@ -87,30 +83,30 @@ pub struct Status {
 pub struct VirtualMachineController;
 
 impl Reconciler for VirtualMachineController {
+    type Object = VirtualMachine;
     type Settings = NoSettings;
 
     fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
-        Ok(Manifest::new("virtualmachine", kind())
+        Ok(Manifest::for_::<VirtualMachine>("virtualmachine")
             .version(env!("CARGO_PKG_VERSION"))
             // Status writes do not bump the generation, so they do not trigger us again.
             .predicate(Predicate::GenerationChanged))
     }
 
-    fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {
-        let key = req.key();
-        let Some(vm) = req.object::<VirtualMachine>()? else {
-            tracing::info!(%key, "virtualmachine no longer exists");
-            return Ok(Outcome::done());
+    fn reconcile(event: Reconcile<VirtualMachine>, ctx: &Context<'_>) -> Result<Outcome, Error> {
+        let key = ctx.key();
+        let vm = match event {
+            Reconcile::Apply(vm) => vm,
+            Reconcile::Cleanup(_) => {
+                tracing::info!(%key, "virtualmachine is being deleted");
+                return Ok(Outcome::done());
+            }
+            Reconcile::Gone { .. } => {
+                tracing::info!(%key, "virtualmachine no longer exists");
+                return Ok(Outcome::done());
+            }
         };
-        if req.deleting {
-            tracing::info!(%key, "virtualmachine is being deleted");
-            return Ok(Outcome::done());
-        }
-        tracing::info!(
-            %key,
-            object = req.object.as_deref().unwrap_or_default(),
-            "reconciling virtualmachine"
-        );
+        tracing::info!(%key, generation = vm.metadata.generation, spec = ?vm.spec, "reconciling virtualmachine");
 
         let desired = desired_status(&vm);
         let current = vm.status.clone().unwrap_or_default();
@@ -119,14 +115,14 @@ impl Reconciler for VirtualMachineController {
         }
 
         let status = Status {
-            last_update_time: req.now_rfc3339(),
+            last_update_time: ctx.now_rfc3339(),
             ..desired
         };
         let mut outcome = Outcome::with(vec![Action::update_status(&status)?]);
         if current.phase != status.phase {
             let note = match &status.reason {
-                Some(reason) => format!("{} is {}: {reason}", vm.metadata.name(), status.phase),
-                None => format!("{} is {}", vm.metadata.name(), status.phase),
+                Some(reason) => format!("{} is {}: {reason}", vm.name_any(), status.phase),
+                None => format!("{} is {}", vm.name_any(), status.phase),
             };
             outcome = outcome.push(if status.phase == "Failed" {
                 Action::warning("Failed", &note)
@@ -207,8 +203,9 @@ wasmctrl_sdk::export!(VirtualMachineController);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use wasmctrl_sdk::action::EventType;
     use wasmctrl_sdk::testing::Harness;
-    use wasmctrl_sdk::{EventType, json};
 
     fn vm(spec: serde_json::Value, status: serde_json::Value) -> serde_json::Value {
         json!({
@@ -318,7 +315,7 @@ mod tests {
         let m = Harness::new()
             .manifest::<VirtualMachineController>()
             .unwrap();
-        assert_eq!(m.watches.kind, kind());
+        assert_eq!(m.watches.kind, wasmctrl_sdk::kube::gvk::<VirtualMachine>());
         assert_eq!(m.watches.predicates, vec![Predicate::GenerationChanged]);
     }
 

@@ -12,24 +12,15 @@ pub mod status;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::manifest::Predicate;
 use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
-    Action, Condition, Context, CustomResource, Error, Gvk, Manifest, Metadata, NoSettings,
-    ObjectRef, Outcome, Predicate, Reconciler, Request,
+    Action, Condition, Context, CustomResource, Error, Manifest, NoSettings, ObjectRef, Outcome,
+    Reconcile, Reconciler, ResourceExt,
 };
 
 use crate::pod::{Cached, Pod};
 use crate::status::{Observed, Status};
-
-/// The kind this plugin reconciles.
-pub fn kind() -> Gvk {
-    wasmctrl_sdk::kube::gvk::<Workspace>()
-}
-
-/// The kind it owns: one Pod per Workspace.
-pub fn pod_kind() -> Gvk {
-    wasmctrl_sdk::kube::gvk::<Pod>()
-}
 
 /// What the IDE Pod runs.
 //
@@ -113,10 +104,11 @@ impl Resources {
 pub struct WorkspaceController;
 
 impl Reconciler for WorkspaceController {
+    type Object = Workspace;
     type Settings = NoSettings;
 
     fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
-        Ok(Manifest::new("workspace", kind())
+        Ok(Manifest::for_::<Workspace>("workspace")
             .version(env!("CARGO_PKG_VERSION"))
             // Our own status writes do not bump the generation, so they do not trigger us again;
             // Pod events reach us through `owns` regardless.
@@ -124,20 +116,21 @@ impl Reconciler for WorkspaceController {
             .owns::<Pod>())
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_>) -> Result<Outcome, Error> {
-        let key = req.key();
-        let Some(ws) = req.object::<Workspace>()? else {
-            tracing::debug!(%key, "workspace no longer exists");
-            return Ok(Outcome::done());
-        };
-        if req.deleting {
+    fn reconcile(event: Reconcile<Workspace>, ctx: &Context<'_>) -> Result<Outcome, Error> {
+        let key = ctx.key();
+        let ws = match event {
+            Reconcile::Apply(ws) => ws,
             // Garbage collection removes the owned Pod; nothing of ours holds the deletion up.
-            return Ok(Outcome::done());
-        }
+            Reconcile::Cleanup(_) | Reconcile::Gone { .. } => {
+                tracing::debug!(%key, "workspace deleted");
+                return Ok(Outcome::done());
+            }
+        };
         pod::validate(&ws).map_err(|e| Error::terminal(format!("Workspace {key}: {e}")))?;
 
         let (desired, hash) = pod::desired(&ws);
-        let (namespace, name) = (ws.metadata.namespace(), ws.metadata.name());
+        let (namespace, name) = (ws.namespace().unwrap_or_default(), ws.name_any());
+        let (namespace, name) = (namespace.as_str(), name.as_str());
         let cached = ctx.get::<Pod>(namespace, name)?;
         let mut actions = Vec::new();
         let observed = match &cached {
@@ -145,10 +138,7 @@ impl Reconciler for WorkspaceController {
                 actions.push(Action::apply(&desired)?);
                 Observed::Missing
             }
-            Some(p)
-                if !ws.metadata.uid().is_empty()
-                    && p.controller_uid() != Some(ws.metadata.uid()) =>
-            {
+            Some(p) if ws.uid().is_some() && p.controller_uid() != ws.uid().as_deref() => {
                 // Retried with backoff rather than terminal: the other Pod's removal (or garbage
                 // collection of a previous Workspace's Pod) need not come back to us as an event.
                 return Err(Error::retryable(format!(
@@ -160,7 +150,7 @@ impl Reconciler for WorkspaceController {
             Some(p) if p.spec_hash() != Some(hash.as_str()) => {
                 let had = p.spec_hash().unwrap_or("none");
                 tracing::info!(pod = name, hash = had, want = %hash, "replacing outdated pod");
-                actions.push(Action::delete(ObjectRef::new(&pod_kind(), namespace, name)));
+                actions.push(Action::delete(ObjectRef::of::<Pod>(namespace, name)));
                 actions.push(Action::event(
                     "ReplacingPod",
                     &format!("deleting Pod {name} to re-create it with spec {hash}"),
@@ -175,7 +165,7 @@ impl Reconciler for WorkspaceController {
         };
 
         let current = ws.status.clone().unwrap_or_default();
-        let status = status::desired(&ws, observed, req.now);
+        let status = status::desired(&ws, observed, ctx.now());
         if status != current {
             let became_ready = status.ready().is_some_and(Condition::is_true)
                 && !current.ready().is_some_and(Condition::is_true);
@@ -197,8 +187,8 @@ wasmctrl_sdk::export!(WorkspaceController);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
     use wasmctrl_sdk::testing::Harness;
-    use wasmctrl_sdk::{Value, json};
 
     const UID: &str = "0f9e3c1a-7d0b-4c84-9f3e-2b7a1c5d6e01";
     const NOW: &str = "2026-11-22T10:00:00Z";
@@ -279,8 +269,8 @@ mod tests {
     fn manifest_watches_workspaces_and_owns_pods() {
         let m = Harness::new().manifest::<WorkspaceController>().unwrap();
         assert_eq!(m.name, "workspace");
-        assert_eq!(m.watches.kind, kind());
-        assert_eq!(m.owns, vec![pod_kind()]);
+        assert_eq!(m.watches.kind, wasmctrl_sdk::kube::gvk::<Workspace>());
+        assert_eq!(m.owns, vec![wasmctrl_sdk::kube::gvk::<Pod>()]);
         assert_eq!(m.watches.predicates, vec![Predicate::GenerationChanged]);
     }
 
@@ -436,10 +426,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(
-            deletes,
-            vec![ObjectRef::new(&pod_kind(), "default", "alice")]
-        );
+        assert_eq!(deletes, vec![ObjectRef::of::<Pod>("default", "alice")]);
         let status = status_of(&outcome).unwrap();
         assert_eq!(status.phase, "Pending");
         assert_eq!(status.pod_ip, None);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use wasmctrl_sdk::Value;
+use serde_json::Value;
 use wasmctrl_sdk::k8s_openapi::api::core::v1::{
     Container, ContainerPort, PodSpec, ResourceRequirements,
 };
@@ -12,7 +12,7 @@ use wasmctrl_sdk::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub use wasmctrl_sdk::k8s_openapi::api::core::v1::Pod;
 
-use wasmctrl_sdk::Metadata;
+use wasmctrl_sdk::ResourceExt;
 
 use crate::Workspace;
 
@@ -84,10 +84,11 @@ pub fn validate(ws: &Workspace) -> Result<(), String> {
         }
     }
     // The name is also a label value (WORKSPACE_LABEL), and those are limited to 63 characters.
-    if ws.metadata.name().len() > 63 {
+    let name = ws.name_any();
+    if name.len() > 63 {
         return Err(format!(
             "metadata.name must be at most 63 characters to label its Pod, got {}",
-            ws.metadata.name().len()
+            name.len()
         ));
     }
     Ok(())
@@ -134,11 +135,12 @@ pub fn desired(ws: &Workspace) -> (Pod, String) {
     };
     // Hashed as JSON, as the Pod was hashed when it was built as JSON: the same Pods keep their hash.
     let hash = spec_hash(&serde_json::to_value(&spec).unwrap_or_default());
-    let mut metadata = wasmctrl_sdk::kube::child_meta(&ws.metadata, ws.metadata.name());
+    let name = ws.name_any();
+    let mut metadata = wasmctrl_sdk::kube::child_meta(ws, &name);
     metadata.labels = Some(BTreeMap::from([
         ("app.kubernetes.io/name".into(), "workspace".into()),
         ("app.kubernetes.io/managed-by".into(), "wasmctrl".into()),
-        (WORKSPACE_LABEL.into(), ws.metadata.name().to_owned()),
+        (WORKSPACE_LABEL.into(), name),
     ]));
     metadata.annotations = Some(BTreeMap::from([(SPEC_HASH.into(), hash.clone())]));
     let pod = Pod {

@@ -3,7 +3,9 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use wasmctrl_sdk::{Condition, Metadata, Timestamp, find_condition, set_condition};
+use wasmctrl_sdk::ResourceExt;
+use wasmctrl_sdk::conditions::{Condition, find_condition, set_condition};
+use wasmctrl_sdk::jiff::Timestamp;
 
 use crate::Workspace;
 use crate::pod::Pod;
@@ -55,8 +57,8 @@ impl Status {
 
 /// The status to report for `ws` given its Pod; `now` stamps a `Ready` condition that changed.
 pub fn desired(ws: &Workspace, observed: Observed<'_>, now: Timestamp) -> Status {
-    let name = ws.metadata.name();
-    let generation = ws.metadata.generation();
+    let name = &ws.name_any();
+    let generation = ws.metadata.generation.unwrap_or_default();
     let (phase, pod_ip, node_name) = match observed {
         Observed::Current(pod) => {
             let status = pod.status.clone().unwrap_or_default();

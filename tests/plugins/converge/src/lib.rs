@@ -3,48 +3,63 @@
 //! status saying which generation that was. `host/benches/convergence.rs` runs it against a
 //! native kube-runtime controller sending the same requests.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use wasmctrl_sdk::k8s_openapi::api::core::v1::ConfigMap;
+use wasmctrl_sdk::kube::child_meta;
 use wasmctrl_sdk::{
-    Action, Context, Error, Gvk, Manifest, NoSettings, ObjectMeta, Outcome, Reconciler, Request,
-    json,
+    Action, Context, CustomResource, Error, Manifest, NoSettings, Outcome, Reconcile, Reconciler,
+    ResourceExt,
 };
 
 /// The plugin.
 pub struct Converge;
 
-#[derive(Deserialize)]
-struct Thing {
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: Spec,
-}
-
-#[derive(Default, Deserialize)]
-struct Spec {
+/// A Thing's spec: the value its ConfigMap carries.
+#[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "Thing",
+    namespaced,
+    schema = "disabled",
+    crates(
+        kube_core = "::wasmctrl_sdk::kube_core",
+        k8s_openapi = "::wasmctrl_sdk::k8s_openapi"
+    )
+)]
+pub struct ThingSpec {
     #[serde(default)]
     value: i64,
 }
 
 impl Reconciler for Converge {
+    type Object = Thing;
     type Settings = NoSettings;
 
     fn manifest(_settings: &NoSettings) -> Result<Manifest, String> {
-        Ok(Manifest::new("converge", Gvk::new("example.com", "v1", "Thing")).owns::<ConfigMap>())
+        Ok(Manifest::for_::<Thing>("converge").owns::<ConfigMap>())
     }
 
-    fn reconcile(req: &Request, _ctx: &Context<'_>) -> Result<Outcome, Error> {
-        // Gone: its child goes with it (garbage collection by owner reference).
-        let Some(thing) = req.object::<Thing>()? else {
+    fn reconcile(event: Reconcile<Thing>, _ctx: &Context<'_>) -> Result<Outcome, Error> {
+        // Deleted or gone: its child goes with it (garbage collection by owner reference).
+        let Reconcile::Apply(thing) = event else {
             return Ok(Outcome::done());
         };
-        let meta = &thing.metadata;
-        let mut child = meta.child(
-            &Gvk::new("", "v1", "ConfigMap"),
-            &format!("{}-child", meta.name),
-        );
-        child["data"] = json!({"owner": meta.name, "value": thing.spec.value.to_string()});
-        let status = json!({"phase": "Ready", "observedGeneration": meta.generation});
+        let name = thing.name_any();
+        let child = ConfigMap {
+            metadata: child_meta(&thing, &format!("{name}-child")),
+            data: Some(
+                [
+                    ("owner".to_string(), name),
+                    ("value".to_string(), thing.spec.value.to_string()),
+                ]
+                .into(),
+            ),
+            ..ConfigMap::default()
+        };
+        let generation = thing.metadata.generation.unwrap_or_default();
+        let status = json!({"phase": "Ready", "observedGeneration": generation});
         Ok(Outcome::with(vec![
             Action::apply(&child)?,
             Action::update_status(&status)?,

@@ -23,12 +23,13 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use serde_json::json;
 use wasmctrl_sdk::k8s_openapi::api::apps::v1::Deployment;
 use wasmctrl_sdk::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use wasmctrl_sdk::kube_core::DynamicObject;
 use wasmctrl_sdk::sql::{Statement, Value};
 use wasmctrl_sdk::{
-    Action, ActionStatus, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconciler, Request,
-    json,
+    Action, ActionStatus, Context, Error, Gvk, Manifest, ObjectRef, Outcome, Reconcile, Reconciler,
 };
 
 /// Calls this instance has seen. A fresh instance per call means it is always 1.
@@ -40,11 +41,41 @@ pub struct Hostile;
 /// Free-form: each mode reads the fields it needs.
 type Settings = serde_json::Value;
 
+/// The key, and the object unless it is gone, as the modes read them: any kind, as JSON.
+struct Key {
+    namespace: String,
+    name: String,
+    object: Option<DynamicObject>,
+}
+
+impl Key {
+    fn of(event: Reconcile<DynamicObject>) -> Self {
+        match event {
+            Reconcile::Apply(object) | Reconcile::Cleanup(object) => Self {
+                namespace: object.metadata.namespace.clone().unwrap_or_default(),
+                name: object.metadata.name.clone().unwrap_or_default(),
+                object: Some(object),
+            },
+            Reconcile::Gone { namespace, name } => Self {
+                namespace,
+                name,
+                object: None,
+            },
+        }
+    }
+
+    /// The object as JSON.
+    fn value(&self) -> Option<serde_json::Value> {
+        (self.object.as_ref()).map(|o| serde_json::to_value(o).unwrap_or_default())
+    }
+}
+
 fn mode(settings: &Settings) -> String {
     settings["mode"].as_str().unwrap_or("ok").to_string()
 }
 
 impl Reconciler for Hostile {
+    type Object = DynamicObject;
     type Settings = Settings;
 
     fn manifest(settings: &Settings) -> Result<Manifest, String> {
@@ -65,7 +96,7 @@ impl Reconciler for Hostile {
                 .namespaces(&["team-a"])
                 .owns::<ConfigMap>()
                 .reads::<Secret>(
-                    wasmctrl_sdk::Selector {
+                    wasmctrl_sdk::manifest::Selector {
                         namespaces: Vec::new(),
                         labels: "visible=yes".into(),
                     },
@@ -76,7 +107,11 @@ impl Reconciler for Hostile {
         })
     }
 
-    fn reconcile(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
+    fn reconcile(
+        event: Reconcile<DynamicObject>,
+        ctx: &Context<'_, Settings>,
+    ) -> Result<Outcome, Error> {
+        let req = &Key::of(event);
         let calls = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
         let settings = ctx.settings();
         match mode(settings).as_str() {
@@ -142,14 +177,14 @@ impl Reconciler for Hostile {
                     x = std::hint::black_box(x.wrapping_add(i));
                 }
                 let generation = req
-                    .object::<wasmctrl_sdk::Value>()?
+                    .value()
                     .map(|o| o["metadata"]["generation"].clone())
                     .unwrap_or_default();
                 let status = json!({ "observedGeneration": generation, "spin": x % 2 });
                 Ok(Outcome::with(vec![Action::update_status(&status)?]))
             }
             "fail" => {
-                let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
+                let object = req.value().unwrap_or_default();
                 if object["metadata"]["labels"]["fail"] == "yes" {
                     return Err(Error::retryable("asked to fail"));
                 }
@@ -182,7 +217,7 @@ impl Reconciler for Hostile {
                 Ok(Outcome::with(vec![Action::apply(&child)?]))
             }
             "children" => {
-                let Some(object) = req.object::<wasmctrl_sdk::Value>()? else {
+                let Some(object) = req.value() else {
                     return Ok(Outcome::done());
                 };
                 let names = object["spec"]["children"]
@@ -218,7 +253,7 @@ impl Reconciler for Hostile {
             "scope" => scope(req, ctx),
             "outcomes" => outcomes(req, ctx),
             "precondition" => {
-                let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
+                let object = req.value().unwrap_or_default();
                 if object["metadata"]["labels"]["stuck"] != "yes" {
                     return Ok(Outcome::with(vec![Action::update_status(
                         &json!({ "phase": "Ready" }),
@@ -246,19 +281,16 @@ impl Reconciler for Hostile {
 }
 
 /// The `outcomes` mode.
-fn outcomes(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
-    let Some(object) =
-        req.object::<wasmctrl_sdk::Object<wasmctrl_sdk::Value, wasmctrl_sdk::Value>>()?
-    else {
+fn outcomes(req: &Key, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
+    let Some(object) = &req.object else {
         return Ok(Outcome::done());
     };
-    let children =
-        ctx.children::<wasmctrl_sdk::k8s_openapi::api::core::v1::ConfigMap>(&object.metadata)?;
+    let children = ctx.children::<ConfigMap>(object)?;
     let children: Vec<_> = (children.into_iter())
         .filter_map(|c| c.metadata.name)
         .collect();
     let child = format!("{}-child", req.name);
-    let previous: Vec<String> = (req.previous.iter())
+    let previous: Vec<String> = (ctx.previous().iter())
         .map(|result| match &result.status {
             ActionStatus::Applied => "applied".to_string(),
             ActionStatus::Unchanged => "unchanged".to_string(),
@@ -266,7 +298,7 @@ fn outcomes(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error
             ActionStatus::Failed(f) => format!("failed {} {}", f.code, f.reason),
         })
         .collect();
-    let condition = match req.failures().find(|(_, f)| f.target.name == child) {
+    let condition = match ctx.failures().find(|(_, f)| f.target.name == child) {
         Some((_, f)) => json!({"type": "ChildReady", "status": "False", "reason": "CreateFailed",
             "message": format!("{} {}: {}", f.code, f.reason, f.message)}),
         None => json!({"type": "ChildReady", "status": "True", "reason": "Created"}),
@@ -300,8 +332,8 @@ fn deployment() -> Gvk {
 
 /// The `scope` mode: one attempt per reconcile, chosen by the object's `try` label, aimed at
 /// namespace `team-b` (or, legitimately, at the object's own namespace).
-fn scope(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
-    let object = req.object::<wasmctrl_sdk::Value>()?.unwrap_or_default();
+fn scope(req: &Key, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
+    let object = req.value().unwrap_or_default();
     let attempt = object["metadata"]["labels"]["try"]
         .as_str()
         .unwrap_or("legit")
@@ -318,22 +350,22 @@ fn scope(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
     // fails the reconcile all the same.
     let actions = match attempt.as_str() {
         "get-other" => {
-            let _ = ctx.get_dynamic::<wasmctrl_sdk::Value>(&secret(), "team-b", "data");
+            let _ = ctx.get_dynamic::<serde_json::Value>(&secret(), "team-b", "data");
             vec![]
         }
         "list-other" => {
-            let _ = ctx.list_dynamic::<wasmctrl_sdk::Value>(&secret(), "team-b", "");
+            let _ = ctx.list_dynamic::<serde_json::Value>(&secret(), "team-b", "");
             vec![]
         }
         "get-hidden" => {
             // Invisible: the object is outside the declared selector, so not even cached.
-            let found = ctx.get_dynamic::<wasmctrl_sdk::Value>(&secret(), own, "hidden")?;
+            let found = ctx.get_dynamic::<serde_json::Value>(&secret(), own, "hidden")?;
             vec![Action::update_status(
                 &json!({"phase": "Hidden", "found": found.is_some()}),
             )?]
         }
         "list-hidden" => {
-            let _ = ctx.list_dynamic::<wasmctrl_sdk::Value>(&secret(), own, "visible=no");
+            let _ = ctx.list_dynamic::<serde_json::Value>(&secret(), own, "visible=no");
             vec![]
         }
         "patch-other" => vec![
@@ -348,10 +380,10 @@ fn scope(req: &Request, ctx: &Context<'_, Settings>) -> Result<Outcome, Error> {
         ))],
         _ => {
             let visible = ctx
-                .get_dynamic::<wasmctrl_sdk::Value>(&secret(), own, "data")?
+                .get_dynamic::<serde_json::Value>(&secret(), own, "data")?
                 .is_some();
             let listed = ctx
-                .list_dynamic::<wasmctrl_sdk::Value>(&secret(), "", "")?
+                .list_dynamic::<serde_json::Value>(&secret(), "", "")?
                 .len();
             vec![
                 Action::apply(&child(own))?,
@@ -376,7 +408,7 @@ mod tests {
     use super::*;
     use wasmctrl_sdk::testing::Harness;
 
-    fn thing(namespace: &str, attempt: &str) -> wasmctrl_sdk::Value {
+    fn thing(namespace: &str, attempt: &str) -> serde_json::Value {
         json!({"apiVersion": "example.com/v1", "kind": "Thing",
             "metadata": {"name": "t", "namespace": namespace, "labels": {"try": attempt}}})
     }
@@ -440,7 +472,8 @@ mod tests {
 
     #[test]
     fn a_failed_child_write_becomes_a_condition_on_the_next_reconcile() {
-        use wasmctrl_sdk::{ActionFailure, ActionResult, Request};
+        use wasmctrl_sdk::request::Request;
+        use wasmctrl_sdk::{ActionFailure, ActionResult};
         let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
             "metadata": {"name": "t", "namespace": "default"}});
         let failed = ActionFailure {
@@ -467,7 +500,7 @@ mod tests {
         let Action::UpdateStatus(status) = &outcome.actions[2] else {
             panic!("{:?}", outcome.actions)
         };
-        let status: wasmctrl_sdk::Value = serde_json::from_str(status).unwrap();
+        let status: serde_json::Value = serde_json::from_str(status).unwrap();
         assert_eq!(
             status["previous"],
             json!(["unchanged", "failed 422 Invalid"])
@@ -488,7 +521,7 @@ mod tests {
         let Action::UpdateStatus(status) = &outcome.actions[3] else {
             panic!("{:?}", outcome.actions)
         };
-        let status: wasmctrl_sdk::Value = serde_json::from_str(status).unwrap();
+        let status: serde_json::Value = serde_json::from_str(status).unwrap();
         // Only the visible Secret of its own namespace is listed.
         assert_eq!(
             status,

@@ -91,6 +91,10 @@ pub struct Manifest {
     pub writes: Vec<Gvk>,
     /// Capabilities the operator must grant, such as `sql:students`.
     pub capabilities: Vec<String>,
+    /// The finalizer the SDK keeps on reconciled objects so that a deleted one waits for its
+    /// [`Reconcile::Cleanup`](crate::Reconcile::Cleanup) (see [`finalizer`](Self::finalizer)).
+    /// The SDK's own: the host sees only the actions adding and removing it.
+    pub finalizer: Option<String>,
 }
 
 impl Manifest {
@@ -107,6 +111,7 @@ impl Manifest {
             reads: Vec::new(),
             writes: Vec::new(),
             capabilities: Vec::new(),
+            finalizer: None,
         }
     }
 
@@ -164,6 +169,18 @@ impl Manifest {
         self.capabilities.push(name.into());
         self
     }
+
+    /// Guards reconciled objects with the finalizer `name` (`example.com/cleanup`), as
+    /// kube-runtime's `finalizer()` does: the SDK adds it to a live object before its first
+    /// [`Reconcile::Apply`](crate::Reconcile::Apply), and once the object is being deleted
+    /// calls [`Reconcile::Cleanup`](crate::Reconcile::Cleanup) and removes the finalizer when
+    /// that cleanup succeeded, so the object goes only after it. Without one, nothing waits for
+    /// the plugin: a deleted object is cleaned up if other finalizers hold it, and is otherwise
+    /// simply [`Gone`](crate::Reconcile::Gone).
+    pub fn finalizer(mut self, name: &str) -> Self {
+        self.finalizer = Some(name.into());
+        self
+    }
 }
 
 /// The manifest typed by the kinds' Rust types, as controller-runtime's builder reads
@@ -181,7 +198,6 @@ impl Manifest {
 /// assert_eq!(manifest.watches.kind.kind, "Deployment");
 /// assert_eq!(manifest.owns[0].api_version(), "v1");
 /// ```
-#[cfg(feature = "kube")]
 impl Manifest {
     /// A plugin named `name` reconciling every object of kind `K`, reacting to every change.
     pub fn for_<K: kube_core::Resource<DynamicType = ()>>(name: &str) -> Self {
@@ -207,21 +223,6 @@ impl Manifest {
     pub fn writes<K: kube_core::Resource<DynamicType = ()>>(self) -> Self {
         self.writes_kind(crate::kube::gvk::<K>())
     }
-}
-
-/// A log record's level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
-    /// Very detailed.
-    Trace,
-    /// For debugging.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Something is off.
-    Warn,
-    /// Something failed.
-    Error,
 }
 
 /// Settings of a plugin that takes none: any object's fields are ignored (an operator may
