@@ -14,11 +14,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use wasmctrl_scope::Kind;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
@@ -313,7 +313,7 @@ impl Subject<'_> {
 pub struct Applier {
     client: kube::Client,
     informers: Arc<Informers>,
-    resources: Mutex<HashMap<GroupVersionKind, Arc<Discovered>>>,
+    resources: Mutex<HashMap<Kind, Arc<Discovered>>>,
     /// target -> plugin -> what it last wrote there. Keyed by target first so that an object's
     /// deletion forgets it at once ([`Applier::forget_object`]).
     last: Mutex<HashMap<WrittenTo, Written>>,
@@ -336,7 +336,7 @@ struct WrittenTo {
 }
 
 impl WrittenTo {
-    fn object(gvk: &GroupVersionKind, namespace: &str, name: &str) -> Self {
+    fn object(gvk: &Kind, namespace: &str, name: &str) -> Self {
         Self {
             group: gvk.group.clone(),
             kind: gvk.kind.clone(),
@@ -346,7 +346,7 @@ impl WrittenTo {
         }
     }
 
-    fn status(gvk: &GroupVersionKind, namespace: &str, name: &str) -> Self {
+    fn status(gvk: &Kind, namespace: &str, name: &str) -> Self {
         Self {
             status: true,
             ..Self::object(gvk, namespace, name)
@@ -492,7 +492,7 @@ fn hash_of(value: &impl Hash) -> u64 {
     h.finish()
 }
 
-fn target_label(gvk: &GroupVersionKind, namespace: &str, name: &str) -> String {
+fn target_label(gvk: &Kind, namespace: &str, name: &str) -> String {
     let kind = if gvk.group.is_empty() {
         gvk.kind.clone()
     } else {
@@ -521,7 +521,7 @@ fn is_conflict(e: &kube::Error, preconditions: bool) -> Option<&kube::core::Stat
 
 /// The reconciled object, as a [`Target`].
 fn subject_target(subject: &Subject<'_>) -> Target {
-    let gvk = &subject.manifest.kind;
+    let gvk = subject.manifest.kind();
     Target {
         api_version: gvk.api_version(),
         kind: gvk.kind.clone(),
@@ -679,7 +679,7 @@ impl Applier {
         };
         let namespace = subject.key.namespace();
         let Some(informer) = self.informers.covering(&any.gvk(), namespace) else {
-            let (gvk, key) = (&subject.manifest.kind, subject.key);
+            let (gvk, key) = (subject.manifest.kind(), subject.key);
             return Err(Failed {
                 target: subject_target(subject),
                 error: Error::Uncached {
@@ -743,7 +743,7 @@ impl Applier {
 
     /// Forgets what was written to (and recorded about) an object that is gone, so deleted
     /// objects leave nothing behind.
-    pub fn forget_object(&self, gvk: &GroupVersionKind, key: &ObjectKey) {
+    pub fn forget_object(&self, gvk: &Kind, key: &ObjectKey) {
         let (namespace, name) = (key.namespace(), key.name());
         let mut last = lock(&self.last);
         last.remove(&WrittenTo::status(gvk, namespace, name));
@@ -767,7 +767,7 @@ impl Applier {
     }
 
     /// A target as the cache covering it holds it; `None` when no cache covers it.
-    fn cached(&self, gvk: &GroupVersionKind, namespace: &str, name: &str) -> Option<Cached> {
+    fn cached(&self, gvk: &Kind, namespace: &str, name: &str) -> Option<Cached> {
         let informer = self.informers.covering(gvk, namespace)?;
         let key = ObjectKey::new(namespace, name);
         let entry = informer.get(&key);
@@ -787,7 +787,7 @@ impl Applier {
         echoes: &mut Vec<Echo>,
     ) -> Result<bool, Error> {
         if !self.fence.holds() {
-            let (kind, key) = (&subject.manifest.kind, subject.key);
+            let (kind, key) = (subject.manifest.kind(), subject.key);
             return Err(Error::NotLeader {
                 target: target_label(kind, key.namespace(), key.name()),
             });
@@ -984,7 +984,7 @@ impl Applier {
         }
         let status_hash = hash_of(&status.to_string());
         let (namespace, name) = (object.key.namespace(), object.key.name());
-        let to = WrittenTo::status(&subject.manifest.kind, namespace, name);
+        let to = WrittenTo::status(subject.manifest.kind(), namespace, name);
         if self
             .last(plugin, &to)
             .is_some_and(|w| w.holds(status_hash, &object.resource_version.to_string()))
@@ -1106,7 +1106,7 @@ impl Applier {
             return Ok(false);
         };
         let plugin = subject.manifest.name.as_str();
-        let kind = &subject.manifest.kind;
+        let kind = subject.manifest.kind();
         let namespace = object.key.namespace();
         // No resourceVersion: the recorder's series key compares whole references, and each
         // write moves the version on.
@@ -1231,17 +1231,17 @@ impl Applier {
     /// A kind's resource and whether it is namespaced, discovered once: workers that need the
     /// same kind at once wait for one discovery request instead of each sending their own. A
     /// failed discovery is not kept; the next caller tries again.
-    async fn resource(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), Error> {
+    async fn resource(&self, gvk: &Kind) -> Result<(ApiResource, bool), Error> {
         let cell = lock(&self.resources)
             .entry(gvk.clone())
             .or_default()
             .clone();
         let discovered = cell
             .get_or_try_init(|| async {
-                let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
+                let (resource, caps) = kube::discovery::pinned_kind(&self.client, &gvk.into())
                     .await
                     .map_err(|error| Error::Discovery {
-                        kind: format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind),
+                        kind: gvk.to_string(),
                         error,
                     })?;
                 Ok::<_, Error>((resource, caps.scope == Scope::Namespaced))
@@ -1256,7 +1256,7 @@ impl Applier {
         &self,
         target: &Target,
         subject: &Subject<'_>,
-    ) -> Result<(Api<DynamicObject>, String, GroupVersionKind), Error> {
+    ) -> Result<(Api<DynamicObject>, String, Kind), Error> {
         let gvk = target.gvk();
         let (resource, namespaced) = self.resource(&gvk).await?;
         if !namespaced {
@@ -1282,7 +1282,7 @@ impl Applier {
         &self,
         subject: &Subject<'_>,
     ) -> Result<(Api<DynamicObject>, String), Error> {
-        let gvk = &subject.manifest.kind;
+        let gvk = subject.manifest.kind();
         let (resource, namespaced) = self.resource(gvk).await?;
         let label = target_label(gvk, subject.key.namespace(), subject.key.name());
         let api = if namespaced {

@@ -69,8 +69,7 @@ impl Resolver {
         if let Some(info) = self.kinds.get(&kind.group, &kind.kind) {
             return info.clone();
         }
-        let gvk = kube::core::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-        let plural = kube::core::ApiResource::from_gvk(&gvk).plural;
+        let plural = kube::core::ApiResource::from_gvk(&kind.into()).plural;
         notes.insert(format!(
             "{kind}: no CRD known for it; assuming it is namespaced with plural {plural:?} (pass --crds, or install the CRD first)"
         ));

@@ -10,7 +10,6 @@ mod common;
 use std::sync::Arc;
 
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::GroupVersionKind;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
 use wasmctrl::applier::{Applier, Echo, Subject};
@@ -18,8 +17,9 @@ use wasmctrl::informer::{Entry, Informer, Informers, ObjectKey, Watch};
 use wasmctrl::plugin::{Intent, wit};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
 use wasmctrl::view::EmptyView;
+use wasmctrl_scope::Kind;
 
-fn watch(kind: GroupVersionKind) -> Watch {
+fn watch(kind: Kind) -> Watch {
     Watch {
         kind,
         namespace: None,
@@ -73,8 +73,8 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
     common::things::install(&client).await;
     common::things::create(&common::things::api(&client), "t", json!({})).await;
     let informers = Arc::new(Informers::new(client.clone()));
-    let things = informers.get(&watch(GroupVersionKind::gvk("example.com", "v1", "Thing")));
-    let children = informers.get(&watch(GroupVersionKind::gvk("", "v1", "ConfigMap")));
+    let things = informers.get(&watch(Kind::new("example.com", "v1", "Thing")));
+    let children = informers.get(&watch(Kind::new("", "v1", "ConfigMap")));
     things.synced().await;
     children.synced().await;
     let runtime = Runtime::new(Config::default()).unwrap();
@@ -188,7 +188,7 @@ async fn workers_writing_the_same_kind_at_once_discover_it_once() {
         });
     let client = kube::Client::new(service, "default");
     let informers = Arc::new(Informers::new(client.clone()));
-    let things = informers.get(&watch(GroupVersionKind::gvk("example.com", "v1", "Thing")));
+    let things = informers.get(&watch(Kind::new("example.com", "v1", "Thing")));
     things.synced().await;
     let runtime = Runtime::new(Config::default()).unwrap();
     let plugin = runtime
@@ -248,7 +248,7 @@ async fn status_fields_the_server_prunes_are_reported_on_the_object() {
         common::things::create(&things_api, name, json!({})).await;
     }
     let informers = Arc::new(Informers::new(client.clone()));
-    let things = informers.get(&watch(GroupVersionKind::gvk("example.com", "v1", "Thing")));
+    let things = informers.get(&watch(Kind::new("example.com", "v1", "Thing")));
     things.synced().await;
     let runtime = Runtime::new(Config::default()).unwrap();
     let plugin = runtime

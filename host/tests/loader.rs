@@ -488,5 +488,5 @@ async fn a_new_version_asking_for_more_is_refused_until_approved() {
     let (old, new, _) = replaced(next(&mut rx).await);
     assert!(Arc::ptr_eq(&old, &trivial));
     assert_eq!(name(&new), "trivial");
-    assert_eq!(new.manifest().owns.len(), 1);
+    assert_eq!(new.manifest().owns().len(), 1);
 }

@@ -304,7 +304,7 @@ fn the_operator_can_serve_one_plugin_under_several_names() {
     let b = rt.load_with("b.wasm", &bytes, &named("trivial-b")).unwrap();
     assert_eq!(a.manifest().name, "trivial-a");
     assert_eq!(b.manifest().field_manager(), "wasmctrl/trivial-b");
-    assert_eq!(a.manifest().kind, b.manifest().kind);
+    assert_eq!(a.manifest().kind(), b.manifest().kind());
     let err = rt
         .load_with("c.wasm", &bytes, &named("Not_A_Label"))
         .unwrap_err();

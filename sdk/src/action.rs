@@ -141,7 +141,7 @@ impl ObjectRef {
     /// Names an object of kind `K` (a k8s-openapi or derived custom resource type):
     /// `ObjectRef::of::<Pod>("default", "web-0")`; `namespace` is empty for cluster-scoped kinds.
     pub fn of<K: kube_core::Resource<DynamicType = ()>>(namespace: &str, name: &str) -> Self {
-        Self::new(&crate::kube::gvk::<K>(), namespace, name)
+        Self::new(&crate::Gvk::of::<K>(), namespace, name)
     }
 
     /// Names an object of `kind` given by its group, version and kind (for a kind with no Rust

@@ -145,7 +145,7 @@ impl<'a, S> Context<'a, S> {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        self.get_dynamic(&crate::kube::gvk::<K>(), namespace, name)
+        self.get_dynamic(&crate::Gvk::of::<K>(), namespace, name)
     }
 
     /// Lists cached objects of kind `K` (declared in the manifest) in `namespace` (empty: all)
@@ -154,7 +154,7 @@ impl<'a, S> Context<'a, S> {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        self.list_dynamic(&crate::kube::gvk::<K>(), namespace, labels)
+        self.list_dynamic(&crate::Gvk::of::<K>(), namespace, labels)
     }
 
     /// Reads one cached object of a declared kind named by its group, version and kind (for a
@@ -204,7 +204,7 @@ impl<'a, S> Context<'a, S> {
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
-        let kind = crate::kube::gvk::<K>();
+        let kind = crate::Gvk::of::<K>();
         let meta = owner.meta();
         let (namespace, uid) = (meta.namespace.as_deref(), meta.uid.as_deref());
         let items = (self.host).children(&kind, namespace.unwrap_or(""), uid.unwrap_or(""));

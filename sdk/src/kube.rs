@@ -24,7 +24,7 @@
 //!     pub nodes: Vec<String>,
 //! }
 //!
-//! assert_eq!(wasmctrl_sdk::kube::gvk::<Memcached>().api_version(), "example.com/v1");
+//! assert_eq!(wasmctrl_sdk::Gvk::of::<Memcached>().api_version(), "example.com/v1");
 //! ```
 //!
 //! and a k8s-openapi child of it, in its namespace (the host adds the owner reference):
@@ -45,13 +45,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_core::Resource;
 
-use crate::{Condition, Gvk};
-
-/// The kind of `K`, a k8s-openapi type or a derived custom resource, as the manifest and
-/// dynamic reads ([`Context::get_dynamic`](crate::Context::get_dynamic)) name it: `gvk::<Pod>()`.
-pub fn gvk<K: Resource<DynamicType = ()>>() -> Gvk {
-    Gvk::new(&K::group(&()), &K::version(&()), &K::kind(&()))
-}
+use crate::Condition;
 
 /// The metadata of an owned child of `owner` named `name`: it lives in its owner's namespace
 /// (the host adds the controller owner reference when it applies it). Add labels and
@@ -152,7 +146,7 @@ mod tests {
     use k8s_openapi::api::core::v1::Pod;
 
     use super::*;
-    use crate::{Action, Outcome};
+    use crate::{Action, Gvk, Outcome};
 
     #[test]
     fn descriptions_are_cut_everywhere_but_property_names_stay() {
@@ -273,8 +267,11 @@ mod tests {
 
     #[test]
     fn kinds_of_typed_objects() {
-        assert_eq!(gvk::<Pod>(), Gvk::new("", "v1", "Pod"));
-        assert_eq!(gvk::<Deployment>(), Gvk::new("apps", "v1", "Deployment"));
+        assert_eq!(Gvk::of::<Pod>(), Gvk::new("", "v1", "Pod"));
+        assert_eq!(
+            Gvk::of::<Deployment>(),
+            Gvk::new("apps", "v1", "Deployment")
+        );
     }
 
     #[test]

@@ -201,12 +201,12 @@ impl Manifest {
 impl Manifest {
     /// A plugin named `name` reconciling every object of kind `K`, reacting to every change.
     pub fn for_<K: kube_core::Resource<DynamicType = ()>>(name: &str) -> Self {
-        Self::new(name, crate::kube::gvk::<K>())
+        Self::new(name, crate::Gvk::of::<K>())
     }
 
     /// Declares `K` a kind of child object this plugin creates and owns.
     pub fn owns<K: kube_core::Resource<DynamicType = ()>>(self) -> Self {
-        self.owns_kind(crate::kube::gvk::<K>())
+        self.owns_kind(crate::Gvk::of::<K>())
     }
 
     /// Declares `K` a kind this plugin reads from the cache, optionally triggering on its
@@ -216,12 +216,12 @@ impl Manifest {
         selector: Selector,
         trigger: Option<Mapping>,
     ) -> Self {
-        self.reads_kind(crate::kube::gvk::<K>(), selector, trigger)
+        self.reads_kind(crate::Gvk::of::<K>(), selector, trigger)
     }
 
     /// Declares `K` a kind this plugin patches, applies or deletes without owning it.
     pub fn writes<K: kube_core::Resource<DynamicType = ()>>(self) -> Self {
-        self.writes_kind(crate::kube::gvk::<K>())
+        self.writes_kind(crate::Gvk::of::<K>())
     }
 }
 

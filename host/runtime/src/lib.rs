@@ -268,7 +268,7 @@ impl Runtime {
     pub fn ungranted_databases(&self, plugin: &Plugin) -> Vec<String> {
         plugin
             .manifest()
-            .capabilities
+            .capabilities()
             .iter()
             .filter_map(|c| c.strip_prefix("sql:"))
             .filter(|db| !self.inner.config.databases.contains(db))

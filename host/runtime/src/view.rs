@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-use kube::core::GroupVersionKind;
-use wasmctrl_scope::{Labels, Reads};
+use wasmctrl_scope::{Kind, Labels, Reads};
 
 use crate::selector::Selector;
 
@@ -41,18 +39,12 @@ impl Lookup {
 /// Read access to cached objects. Implementations return JSON without `managedFields`.
 pub trait View: Send + Sync {
     /// One object, if cached and admitted by `reads`.
-    fn get(
-        &self,
-        kind: &GroupVersionKind,
-        namespace: &str,
-        name: &str,
-        reads: &Reads<'_>,
-    ) -> Lookup;
+    fn get(&self, kind: &Kind, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup;
     /// Objects of `kind` in `namespace` (empty: all) matching `selector` and admitted by
     /// `reads`, in namespace/name order.
     fn list(
         &self,
-        kind: &GroupVersionKind,
+        kind: &Kind,
         namespace: &str,
         selector: &Selector,
         reads: &Reads<'_>,
@@ -62,7 +54,7 @@ pub trait View: Send + Sync {
     /// finds; a view with an owner index answers from it.
     fn children(
         &self,
-        kind: &GroupVersionKind,
+        kind: &Kind,
         namespace: &str,
         owner_uid: &str,
         reads: &Reads<'_>,
@@ -82,16 +74,14 @@ pub trait View: Send + Sync {
 pub struct EmptyView;
 
 impl View for EmptyView {
-    fn get(&self, _: &GroupVersionKind, _: &str, _: &str, _: &Reads<'_>) -> Lookup {
+    fn get(&self, _: &Kind, _: &str, _: &str, _: &Reads<'_>) -> Lookup {
         Lookup::Absent
     }
 
-    fn list(&self, _: &GroupVersionKind, _: &str, _: &Selector, _: &Reads<'_>) -> Vec<Arc<str>> {
+    fn list(&self, _: &Kind, _: &str, _: &Selector, _: &Reads<'_>) -> Vec<Arc<str>> {
         Vec::new()
     }
 }
-
-type Kind = (String, String, String);
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -134,35 +124,24 @@ impl StaticView {
         if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
             meta.remove("managedFields");
         }
-        let (group, version) = match api_version.split_once('/') {
-            Some((g, v)) => (g.to_string(), v.to_string()),
-            None => (String::new(), api_version),
-        };
         let entry = Entry {
             labels: object["metadata"]["labels"].clone(),
             json: Arc::from(object.to_string()),
         };
         self.objects
-            .entry((group, version, kind))
+            .entry(Kind::from_api_version(&api_version, &kind))
             .or_default()
             .insert((namespace, name), entry);
         Ok(())
     }
 
-    fn kind(&self, kind: &GroupVersionKind) -> impl Iterator<Item = (&(String, String), &Entry)> {
-        let key = (kind.group.clone(), kind.version.clone(), kind.kind.clone());
-        self.objects.get(&key).into_iter().flatten()
+    fn kind(&self, kind: &Kind) -> impl Iterator<Item = (&(String, String), &Entry)> {
+        self.objects.get(kind).into_iter().flatten()
     }
 }
 
 impl View for StaticView {
-    fn get(
-        &self,
-        kind: &GroupVersionKind,
-        namespace: &str,
-        name: &str,
-        reads: &Reads<'_>,
-    ) -> Lookup {
+    fn get(&self, kind: &Kind, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup {
         let cached = self
             .kind(kind)
             .find(|((ns, n), _)| ns == namespace && n == name)
@@ -172,7 +151,7 @@ impl View for StaticView {
 
     fn list(
         &self,
-        kind: &GroupVersionKind,
+        kind: &Kind,
         namespace: &str,
         selector: &Selector,
         reads: &Reads<'_>,
@@ -189,7 +168,7 @@ impl View for StaticView {
 mod tests {
     use super::*;
     use serde_json::json;
-    use wasmctrl_scope::{Kind, Namespaces, Scope, Verb};
+    use wasmctrl_scope::{Namespaces, Scope, Verb};
 
     #[test]
     fn reads_by_key_and_selector_within_the_scope_without_managed_fields() {
@@ -204,7 +183,7 @@ mod tests {
                              "managedFields": [{"manager": "x"}]}}))
                 .unwrap();
         }
-        let pod = GroupVersionKind::gvk("", "v1", "Pod");
+        let pod = Kind::new("", "v1", "Pod");
         let kind = Kind::new("", "v1", "Pod");
         let all = Scope::new(kind.clone(), Namespaces::All, Selector::default());
         let reads = all.check_read(Verb::List, &kind, "", "").unwrap();
@@ -217,7 +196,7 @@ mod tests {
         assert_eq!(view.list(&pod, "", &nginx, &reads).len(), 2);
         assert_eq!(view.list(&pod, "a", &nginx, &reads).len(), 1);
         assert_eq!(view.list(&pod, "a", &Selector::default(), &reads).len(), 2);
-        let cm = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let cm = Kind::new("", "v1", "ConfigMap");
         assert!(view.list(&cm, "", &Selector::default(), &reads).is_empty());
         assert!(view.insert(json!({"kind": "Pod"})).is_err());
         // A narrower scope sees less: one namespace, one label set.

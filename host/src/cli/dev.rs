@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use serde_json::Value;
+use wasmctrl_scope::Kind;
 
 use std::sync::Arc;
 
@@ -140,7 +140,7 @@ async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> 
     let mut resolver = Resolver::default();
     let crds: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &kube::api::ApiResource::from_gvk(&GroupVersionKind::gvk(
+        &kube::api::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
             "apiextensions.k8s.io",
             "v1",
             "CustomResourceDefinition",
@@ -217,12 +217,11 @@ async fn apply_object(client: &kube::Client, object: &Value) -> anyhow::Result<(
     let name = object["metadata"]["name"]
         .as_str()
         .context("no metadata.name")?;
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let gvk = Kind::from_api_version(api_version, kind);
     // A custom resource right after its CRD: give discovery a moment to serve it.
     let mut tries = 0;
     let (resource, caps) = loop {
-        match kube::discovery::pinned_kind(client, &gvk).await {
+        match kube::discovery::pinned_kind(client, &(&gvk).into()).await {
             Ok(found) => break found,
             Err(_) if tries < 50 => {
                 tries += 1;

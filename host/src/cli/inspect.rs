@@ -9,8 +9,9 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use crate::loader::{self, PluginConfig};
-use crate::plugin::{Manifest, kind, wit};
+use crate::plugin::{Manifest, wit};
 use crate::runtime::{Config, Plugin, Runtime};
+use wasmctrl_scope::Kind;
 
 /// Arguments of `wasmctrl inspect`.
 #[derive(Debug, clap::Args)]
@@ -106,25 +107,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// The manifest as data.
 fn declaration(m: &Manifest) -> Value {
-    let kinds = |kinds: &[kube::core::GroupVersionKind]| -> Vec<String> {
-        kinds.iter().map(|k| kind(k).to_string()).collect()
-    };
+    let kinds = |kinds: &[Kind]| -> Vec<String> { kinds.iter().map(Kind::to_string).collect() };
     json!({
         "watches": {
-            "kind": kind(&m.kind).to_string(),
-            "namespaces": m.namespaces,
+            "kind": m.kind().to_string(),
+            "namespaces": m.namespaces(),
             "labels": m.selector.to_string(),
             "predicates": m.predicates.iter().map(predicate).collect::<Vec<_>>(),
         },
-        "owns": kinds(&m.owns),
+        "owns": kinds(m.owns()),
         "reads": m.reads.iter().map(|r| json!({
-            "kind": kind(&r.kind).to_string(),
+            "kind": r.kind.to_string(),
             "namespaces": r.namespaces,
             "labels": r.selector.to_string(),
             "trigger": r.trigger.as_ref().map(mapping),
         })).collect::<Vec<_>>(),
-        "writes": kinds(&m.writes),
-        "capabilities": m.capabilities,
+        "writes": kinds(m.writes()),
+        "capabilities": m.capabilities(),
     })
 }
 

@@ -76,8 +76,8 @@ impl Echoes {
 mod tests {
     use std::sync::Arc;
 
-    use kube::core::GroupVersionKind;
     use serde_json::json;
+    use wasmctrl_scope::Kind;
 
     use super::*;
     use crate::informer::{Informer, Version};
@@ -88,7 +88,7 @@ mod tests {
     }
 
     fn cache() -> Arc<Informer> {
-        let informer = Informer::detached(GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let informer = Informer::detached(Kind::new("", "v1", "ConfigMap"));
         informer.put(config_map("changed", "1"));
         informer.put(config_map("deleted", "2"));
         informer

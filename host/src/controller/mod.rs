@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::core::GroupVersionKind;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use wasmctrl_scope::Kind;
 
 use crate::applier::Applier;
 use crate::events::Note;
@@ -278,7 +278,7 @@ impl Manager {
         m.cached.clear();
         for informer in self.informers.running() {
             let kind = KindLabel {
-                kind: crate::plugin::kind(informer.gvk()).to_string(),
+                kind: informer.gvk().to_string(),
             };
             m.cached
                 .get_or_create(&kind)
@@ -518,7 +518,7 @@ impl Manager {
     /// label selector, all sent to the API server so that each holds the least data.
     fn caches(
         &self,
-        kind: &GroupVersionKind,
+        kind: &Kind,
         namespaces: Option<Vec<String>>,
         labels: &Selector,
     ) -> Vec<Arc<Informer>> {
@@ -553,7 +553,7 @@ impl KeySources<'_> {
             (self.scope.namespaces().names()).map(|set| set.iter().cloned().collect());
         let manager = self.manager;
         let watched =
-            Arc::new(manager.caches(&manifest.kind, own_namespaces.clone(), &manifest.selector));
+            Arc::new(manager.caches(manifest.kind(), own_namespaces.clone(), &manifest.selector));
         for informer in watched.iter() {
             let filter = Filter {
                 manifest: manifest.clone(),
@@ -564,9 +564,9 @@ impl KeySources<'_> {
                 Box::new(move |notice, out| filter.primary(notice, out)),
             );
         }
-        for kind in &manifest.owns {
+        for kind in manifest.owns() {
             for informer in manager.caches(kind, own_namespaces.clone(), &Selector::default()) {
-                let owner_kind = manifest.kind.clone();
+                let owner_kind = manifest.kind().clone();
                 self.subscribe(
                     informer,
                     Box::new(move |n, out| by_owner(&owner_kind, n, out)),
@@ -585,7 +585,7 @@ impl KeySources<'_> {
                     self.subscribe(informer, Box::new(|_, _| {}));
                     continue;
                 };
-                let (owner_kind, watched) = (manifest.kind.clone(), watched.clone());
+                let (owner_kind, watched) = (manifest.kind().clone(), watched.clone());
                 self.subscribe(
                     informer,
                     Box::new(move |n, out| by_mapping(&mapping, &owner_kind, &watched, n, out)),
@@ -675,10 +675,10 @@ async fn report_unsynced(plugin: String, caches: Vec<Arc<Informer>>) {
 /// Whether two manifests watch, own and read the same things (so a new version can take over
 /// the old one's queue and informers).
 fn same_declaration(a: &Manifest, b: &Manifest) -> bool {
-    a.kind == b.kind
-        && a.namespaces == b.namespaces
+    a.kind() == b.kind()
+        && a.namespaces() == b.namespaces()
         && a.selector == b.selector
         && a.predicates == b.predicates
-        && a.owns == b.owns
+        && a.owns() == b.owns()
         && a.reads == b.reads
 }

@@ -23,13 +23,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::watch;
+use wasmctrl_scope::Kind;
 
 mod caches;
 mod registry;
@@ -44,7 +44,7 @@ use crate::selector::{Labels, Selector};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Watch {
     /// The kind.
-    pub kind: GroupVersionKind,
+    pub kind: Kind,
     /// One namespace, or `None` for all (and for cluster-scoped kinds).
     pub namespace: Option<String>,
     /// Only objects with these labels.
@@ -459,7 +459,7 @@ impl Informer {
 
     /// A cache with no watch behind it, filled by hand: for unit tests of what reads caches.
     #[cfg(test)]
-    pub(crate) fn detached(kind: GroupVersionKind) -> Arc<Self> {
+    pub(crate) fn detached(kind: Kind) -> Arc<Self> {
         Arc::new(Self::new(Watch {
             kind,
             namespace: None,
@@ -488,7 +488,7 @@ impl Informer {
     }
 
     /// The kind.
-    pub fn gvk(&self) -> &GroupVersionKind {
+    pub fn gvk(&self) -> &Kind {
         &self.watch.kind
     }
 
@@ -701,7 +701,7 @@ impl Informer {
     async fn resolve(&self, client: &kube::Client) -> (ApiResource, bool) {
         let mut delay = Duration::from_millis(200);
         loop {
-            match kube::discovery::pinned_kind(client, &self.watch.kind).await {
+            match kube::discovery::pinned_kind(client, &(&self.watch.kind).into()).await {
                 Ok((resource, caps)) => return (resource, caps.scope == Scope::Namespaced),
                 Err(e) => {
                     tracing::info!(kind = %self.watch.kind.kind, group = %self.watch.kind.group, error = %e, "kind not served yet; retrying");

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kube::core::GroupVersionKind;
+use wasmctrl_scope::Kind;
 
 use super::{Informer, Watch, lock};
 
@@ -37,7 +37,7 @@ impl Informers {
 
     /// A running informer that holds every object of `kind` in `namespace` (no label selector),
     /// once it knows the kind's scope: the only kind of cache that can show an object is absent.
-    pub fn covering(&self, kind: &GroupVersionKind, namespace: &str) -> Option<Arc<Informer>> {
+    pub fn covering(&self, kind: &Kind, namespace: &str) -> Option<Arc<Informer>> {
         lock(&self.informers)
             .values()
             .map(|(informer, _)| informer)

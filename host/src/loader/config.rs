@@ -123,12 +123,12 @@ impl PluginConfig {
     /// Checks that the config only narrows the manifest: its namespaces must be among the ones
     /// the plugin declared (when the plugin declared any; none means all).
     pub fn check_narrows(&self, manifest: &Manifest) -> Result<(), String> {
-        let (Some(wanted), false) = (&self.namespaces, manifest.namespaces.is_empty()) else {
+        let (Some(wanted), false) = (&self.namespaces, manifest.namespaces().is_empty()) else {
             return Ok(());
         };
         let outside: Vec<&str> = wanted
             .iter()
-            .filter(|n| !manifest.namespaces.contains(n))
+            .filter(|n| !manifest.namespaces().contains(n))
             .map(String::as_str)
             .collect();
         if outside.is_empty() {
@@ -137,7 +137,8 @@ impl PluginConfig {
             Err(format!(
                 "namespaces {outside:?} are outside the ones plugin {} watches ({:?}); \
                  the config can only narrow them",
-                manifest.name, manifest.namespaces
+                manifest.name,
+                manifest.namespaces()
             ))
         }
     }
@@ -222,14 +223,35 @@ mod tests {
 
     #[test]
     fn namespaces_can_only_narrow_the_manifest() {
-        let mut manifest = Manifest::placeholder();
+        let manifest = Manifest::placeholder();
         let config = |ns: &[&str]| PluginConfig {
             namespaces: Some(ns.iter().map(|n| n.to_string()).collect()),
             ..PluginConfig::default()
         };
         // The plugin watches all namespaces: any narrowing is fine.
         assert!(config(&["a"]).check_narrows(&manifest).is_ok());
-        manifest.namespaces = vec!["a".into(), "b".into()];
+        let gvk = |group: &str, kind: &str| crate::plugin::wit::Gvk {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+        };
+        let manifest = Manifest::from_wit(&crate::plugin::wit::Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            watches: crate::plugin::wit::Watch {
+                kind: gvk("example.com", "Thing"),
+                selector: crate::plugin::wit::Selector {
+                    namespaces: vec!["a".into(), "b".into()],
+                    labels: String::new(),
+                },
+                predicates: Vec::new(),
+            },
+            owns: Vec::new(),
+            reads: Vec::new(),
+            writes: Vec::new(),
+            capabilities: Vec::new(),
+        })
+        .unwrap();
         assert!(config(&["b"]).check_narrows(&manifest).is_ok());
         let err = config(&["a", "c"]).check_narrows(&manifest).unwrap_err();
         assert!(err.contains(r#"["c"]"#), "{err}");

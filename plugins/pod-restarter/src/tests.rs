@@ -1,10 +1,9 @@
 //! Reconcile tests through the native harness: the cache holds the Deployment and the Pods.
 
 use serde_json::{Value, json};
-use wasmctrl_sdk::Action;
 use wasmctrl_sdk::action::{EventType, PatchBody};
-use wasmctrl_sdk::kube::gvk;
 use wasmctrl_sdk::testing::Harness;
+use wasmctrl_sdk::{Action, Gvk};
 
 use super::*;
 use crate::restart::{HANDLED, RESTARTED_AT};
@@ -247,21 +246,21 @@ fn settings_choose_the_namespace_selector_and_deployment() {
 fn the_default_manifest_watches_nginx_pods_and_writes_deployments() {
     let m = Harness::new().manifest::<PodRestarter>().unwrap();
     assert_eq!(m.name, "pod-restarter");
-    assert_eq!(m.watches.kind, gvk::<Pod>());
+    assert_eq!(m.watches.kind, Gvk::of::<Pod>());
     assert_eq!(m.watches.selector.labels, "app=nginx");
     assert_eq!(m.watches.selector.namespaces, ["default"]);
     assert_eq!(m.reads.len(), 2);
-    assert_eq!(m.reads[0].kind, gvk::<Pod>());
+    assert_eq!(m.reads[0].kind, Gvk::of::<Pod>());
     assert_eq!(
         m.reads[0].selector.labels, "",
         "every Pod, to prune the record"
     );
-    assert_eq!(m.reads[1].kind, gvk::<Deployment>());
+    assert_eq!(m.reads[1].kind, Gvk::of::<Deployment>());
     for read in &m.reads {
         assert_eq!(read.selector.namespaces, ["default"]);
         assert!(read.trigger.is_none());
     }
-    assert_eq!(m.writes, [gvk::<Deployment>()]);
+    assert_eq!(m.writes, [Gvk::of::<Deployment>()]);
     assert!(m.owns.is_empty());
 }
 

@@ -315,7 +315,7 @@ mod tests {
         let m = Harness::new()
             .manifest::<VirtualMachineController>()
             .unwrap();
-        assert_eq!(m.watches.kind, wasmctrl_sdk::kube::gvk::<VirtualMachine>());
+        assert_eq!(m.watches.kind, wasmctrl_sdk::Gvk::of::<VirtualMachine>());
         assert_eq!(m.watches.predicates, vec![Predicate::GenerationChanged]);
     }
 

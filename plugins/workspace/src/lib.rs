@@ -269,8 +269,8 @@ mod tests {
     fn manifest_watches_workspaces_and_owns_pods() {
         let m = Harness::new().manifest::<WorkspaceController>().unwrap();
         assert_eq!(m.name, "workspace");
-        assert_eq!(m.watches.kind, wasmctrl_sdk::kube::gvk::<Workspace>());
-        assert_eq!(m.owns, vec![wasmctrl_sdk::kube::gvk::<Pod>()]);
+        assert_eq!(m.watches.kind, wasmctrl_sdk::Gvk::of::<Workspace>());
+        assert_eq!(m.owns, vec![wasmctrl_sdk::Gvk::of::<Pod>()]);
         assert_eq!(m.watches.predicates, vec![Predicate::GenerationChanged]);
     }
 

@@ -34,7 +34,9 @@ pub use action::{Act, ActionError, BestEffortError, Reconciled, Target, best_eff
 pub use declaration::{Declaration, DeclarationError, DeclaredRead};
 pub use selector::{Labels, ParseError, Selector};
 
-/// A Kubernetes group/version/kind; `group` is empty for the core group.
+/// A Kubernetes group/version/kind; `group` is empty for the core group. The one kind type of
+/// wasmctrl, from a plugin's manifest to the host's caches and applier: it becomes kube's
+/// `GroupVersionKind` only where a kube API takes one (`From<&Kind>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Kind {
     /// API group, empty for core.
@@ -55,6 +57,11 @@ impl Kind {
         }
     }
 
+    /// The kind of `K`, a k8s-openapi type or a derived custom resource: `Kind::of::<Pod>()`.
+    pub fn of<K: kube_core::Resource<DynamicType = ()>>() -> Self {
+        Self::new(&K::group(&()), &K::version(&()), &K::kind(&()))
+    }
+
     /// The kind of objects whose `apiVersion` is `api_version` (`v1`, `apps/v1`).
     pub fn from_api_version(api_version: &str, kind: &str) -> Self {
         match api_version.split_once('/') {
@@ -70,6 +77,12 @@ impl Kind {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+}
+
+impl From<&Kind> for kube_core::GroupVersionKind {
+    fn from(kind: &Kind) -> Self {
+        kube_core::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
     }
 }
 

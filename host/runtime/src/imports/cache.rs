@@ -1,8 +1,6 @@
 //! `wasmctrl:plugin/cache`: reads from the host's cache, limited to the kinds, namespaces and
 //! labels the plugin's scope allows. A refused read answers the plugin with an error and fails
 //! the reconcile (see `State::refused`).
-
-use kube::core::GroupVersionKind;
 use wasmctrl_scope::{Kind, Refusal, Verb};
 
 use crate::plugin::bindings::current::wasmctrl::plugin::cache::Host;
@@ -22,10 +20,6 @@ impl State {
     }
 }
 
-fn gvk(kind: &Gvk) -> GroupVersionKind {
-    GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
-}
-
 impl Host for State {
     fn get(
         &mut self,
@@ -36,12 +30,12 @@ impl Host for State {
         let Some(scope) = self.scope.clone() else {
             return Err("the cache cannot be read from manifest()".into());
         };
-        let wanted = Kind::new(&kind.group, &kind.version, &kind.kind);
+        let wanted = Kind::from(&kind);
         let reads = match scope.check_read(Verb::Get, &wanted, &namespace, &name) {
             Ok(reads) => reads,
             Err(refusal) => return Err(self.refuse(refusal)),
         };
-        match self.view.get(&gvk(&kind), &namespace, &name, &reads) {
+        match self.view.get(&wanted, &namespace, &name, &reads) {
             Lookup::Found(json) => Ok(Some(json.to_string())),
             Lookup::Absent => Ok(None),
             Lookup::OutOfScope => {
@@ -64,7 +58,7 @@ impl Host for State {
             return Err("the cache cannot be read from manifest()".into());
         };
         let selector = Selector::parse(&labels).map_err(|e| e.to_string())?;
-        let wanted = Kind::new(&kind.group, &kind.version, &kind.kind);
+        let wanted = Kind::from(&kind);
         let reads = match scope.check_read(Verb::List, &wanted, &namespace, "") {
             Ok(reads) => reads,
             Err(refusal) => return Err(self.refuse(refusal)),
@@ -74,7 +68,7 @@ impl Host for State {
         }
         Ok(self
             .view
-            .list(&gvk(&kind), &namespace, &selector, &reads)
+            .list(&wanted, &namespace, &selector, &reads)
             .iter()
             .map(|j| j.to_string())
             .collect())
@@ -89,14 +83,14 @@ impl Host for State {
         let Some(scope) = self.scope.clone() else {
             return Err("the cache cannot be read from manifest()".into());
         };
-        let wanted = Kind::new(&kind.group, &kind.version, &kind.kind);
+        let wanted = Kind::from(&kind);
         let reads = match scope.check_read(Verb::List, &wanted, &namespace, "") {
             Ok(reads) => reads,
             Err(refusal) => return Err(self.refuse(refusal)),
         };
         Ok(self
             .view
-            .children(&gvk(&kind), &namespace, &owner_uid, &reads)
+            .children(&wanted, &namespace, &owner_uid, &reads)
             .iter()
             .map(|j| j.to_string())
             .collect())

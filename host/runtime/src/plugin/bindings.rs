@@ -18,6 +18,13 @@ pub mod current {
     });
 }
 
+/// The contract's `gvk` is wasmctrl's [`Kind`](wasmctrl_scope::Kind) past the boundary.
+impl From<&wit::Gvk> for wasmctrl_scope::Kind {
+    fn from(g: &wit::Gvk) -> Self {
+        Self::new(&g.group, &g.version, &g.kind)
+    }
+}
+
 /// `wasmctrl:plugin@0.2.0`: the reconciler exported as the interface `reconciler`.
 pub mod previous {
     wasmtime::component::bindgen!({

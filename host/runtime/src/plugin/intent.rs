@@ -1,8 +1,6 @@
 //! Turning a plugin's actions into checked [`Intent`]s: parsed, limited to the kinds and
 //! namespaces the plugin's [`Scope`] allows, with owner references added to owned children.
 //! Nothing reaches the API server unchecked.
-
-use kube::core::GroupVersionKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasmctrl_scope::ActionError as Checked;
@@ -27,9 +25,8 @@ pub struct Target {
 
 impl Target {
     /// The target's group/version/kind.
-    pub fn gvk(&self) -> GroupVersionKind {
-        let kind = Kind::from_api_version(&self.api_version, &self.kind);
-        GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
+    pub fn gvk(&self) -> Kind {
+        Kind::from_api_version(&self.api_version, &self.kind)
     }
 }
 
@@ -237,7 +234,7 @@ impl Checker<'_> {
     /// The complete set of the reconciled object's children of one owned kind, each with its
     /// owner reference.
     fn children(&self, set: &wit::Children) -> Result<Intent, Checked> {
-        let kind = Kind::new(&set.kind.group, &set.kind.version, &set.kind.kind);
+        let kind = Kind::from(&set.kind);
         let mut objects = (set.objects.iter())
             .map(|json| parse(json))
             .collect::<Result<Vec<_>, _>>()?;

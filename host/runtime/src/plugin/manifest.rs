@@ -1,36 +1,25 @@
 //! A plugin's validated manifest: what it watches, owns, reads and writes.
 
-use kube::core::GroupVersionKind;
 use wasmctrl_scope::{Declaration, DeclarationError, DeclaredRead, Kind, Namespaces, Scope};
 
 use super::wit;
 use crate::selector::Selector;
 
-/// A manifest that was checked when the plugin loaded. Kinds are kube `GroupVersionKind`s and
-/// selectors are parsed, so nothing downstream re-validates them.
+/// A manifest that was checked when the plugin loaded: its kinds and namespaces as its
+/// [`Declaration`] holds them, selectors parsed, so nothing downstream re-validates them.
 #[derive(Debug, Clone)]
 pub struct Manifest {
     /// Plugin name (field manager `wasmctrl/<name>`).
     pub name: String,
     /// Plugin version string.
     pub version: String,
-    /// The reconciled kind.
-    pub kind: GroupVersionKind,
-    /// Namespaces watched; empty for all.
-    pub namespaces: Vec<String>,
     /// Label selector on the reconciled kind.
     pub selector: Selector,
     /// Event filters.
     pub predicates: Vec<wit::Predicate>,
-    /// Owned child kinds.
-    pub owns: Vec<GroupVersionKind>,
     /// Related kinds read from the cache, with their selectors and triggers.
     pub reads: Vec<Read>,
-    /// Kinds writable without owning them.
-    pub writes: Vec<GroupVersionKind>,
-    /// Requested capabilities (`sql:<db>`).
-    pub capabilities: Vec<String>,
-    /// The declaration the fields above were read from.
+    /// The kinds, namespaces and capabilities declared (see the accessors).
     declaration: Declaration,
     /// What the declaration grants, before an operator narrows it.
     scope: Scope,
@@ -40,7 +29,7 @@ pub struct Manifest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Read {
     /// The kind.
-    pub kind: GroupVersionKind,
+    pub kind: Kind,
     /// Namespaces it is read in; empty for the plugin's own.
     pub namespaces: Vec<String>,
     /// Which objects.
@@ -63,30 +52,22 @@ pub enum ManifestError {
     Declaration(#[from] DeclarationError),
 }
 
-fn scope_kind(g: &wit::Gvk) -> Kind {
-    Kind::new(&g.group, &g.version, &g.kind)
-}
-
-fn kube_gvk(kind: &Kind) -> GroupVersionKind {
-    GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
-}
-
 /// The manifest's declaration, as `wasmctrl-scope` reads it.
 fn declaration(m: &wit::Manifest) -> Declaration {
     let watches = &m.watches;
     Declaration {
-        watched: scope_kind(&watches.kind),
+        watched: Kind::from(&watches.kind),
         namespaces: watches.selector.namespaces.clone(),
         labels: watches.selector.labels.clone(),
-        owns: m.owns.iter().map(scope_kind).collect(),
+        owns: m.owns.iter().map(Kind::from).collect(),
         reads: (m.reads.iter())
             .map(|r| DeclaredRead {
-                kind: scope_kind(&r.kind),
+                kind: Kind::from(&r.kind),
                 namespaces: r.selector.namespaces.clone(),
                 labels: r.selector.labels.clone(),
             })
             .collect(),
-        writes: m.writes.iter().map(scope_kind).collect(),
+        writes: m.writes.iter().map(Kind::from).collect(),
         capabilities: m.capabilities.clone(),
     }
 }
@@ -122,21 +103,16 @@ impl Manifest {
         Ok(Self {
             name: m.name.clone(),
             version: m.version.clone(),
-            kind: kube_gvk(&declaration.watched),
-            namespaces: declaration.namespaces.clone(),
             selector: parsed(&declaration.labels),
             predicates: m.watches.predicates.clone(),
-            owns: declaration.owns.iter().map(kube_gvk).collect(),
             reads: (declaration.reads.iter().zip(&m.reads))
                 .map(|(read, declared)| Read {
-                    kind: kube_gvk(&read.kind),
+                    kind: read.kind.clone(),
                     namespaces: read.namespaces.clone(),
                     selector: parsed(&read.labels),
                     trigger: declared.trigger.clone(),
                 })
                 .collect(),
-            writes: declaration.writes.iter().map(kube_gvk).collect(),
-            capabilities: declaration.capabilities.clone(),
             declaration,
             scope,
         })
@@ -150,14 +126,9 @@ impl Manifest {
         Self {
             name: String::new(),
             version: String::new(),
-            kind: kube_gvk(&declaration.watched),
-            namespaces: Vec::new(),
             selector: Selector::default(),
             predicates: Vec::new(),
-            owns: Vec::new(),
             reads: Vec::new(),
-            writes: Vec::new(),
-            capabilities: Vec::new(),
             declaration,
             scope,
         }
@@ -168,9 +139,29 @@ impl Manifest {
         format!("wasmctrl/{}", self.name)
     }
 
-    /// Whether `kind` is owned by this plugin.
-    pub fn owns(&self, kind: &GroupVersionKind) -> bool {
-        self.owns.contains(kind)
+    /// The reconciled kind.
+    pub fn kind(&self) -> &Kind {
+        &self.declaration.watched
+    }
+
+    /// The namespaces watched; empty for all.
+    pub fn namespaces(&self) -> &[String] {
+        &self.declaration.namespaces
+    }
+
+    /// The kinds of the children it owns.
+    pub fn owns(&self) -> &[Kind] {
+        &self.declaration.owns
+    }
+
+    /// The kinds it may write without owning them.
+    pub fn writes(&self) -> &[Kind] {
+        &self.declaration.writes
+    }
+
+    /// The capabilities it asks for (`sql:<db>`).
+    pub fn capabilities(&self) -> &[String] {
+        &self.declaration.capabilities
     }
 
     /// What the plugin may touch, its namespaces narrowed to `narrowed` when the operator
@@ -181,11 +172,6 @@ impl Manifest {
             Some(_) => self.declaration.scope(narrowed),
         }
     }
-}
-
-/// The scope crate's kind for a kube one.
-pub fn kind(gvk: &GroupVersionKind) -> Kind {
-    Kind::new(&gvk.group, &gvk.version, &gvk.kind)
 }
 
 #[cfg(test)]
@@ -232,7 +218,7 @@ pub(crate) mod tests {
         use wasmctrl_scope::Verb;
         let m = Manifest::from_wit(&sample()).unwrap();
         let scope = m.scope(None).unwrap();
-        assert_eq!(kind(&m.kind), Kind::new("example.com", "v1", "Thing"));
+        assert_eq!(m.kind().clone(), Kind::new("example.com", "v1", "Thing"));
         let deploy = Kind::new("apps", "v1", "Deployment");
         let cm = Kind::new("", "v1", "ConfigMap");
         assert!(
@@ -241,15 +227,8 @@ pub(crate) mod tests {
                 .is_ok()
         );
         assert!(scope.check_read(Verb::Get, &cm, "ns", "x").is_ok());
-        assert!(
-            scope
-                .check_read(Verb::Get, &kind(&m.kind), "ns", "x")
-                .is_ok()
-        );
-        assert_eq!(
-            m.reads[0].kind,
-            GroupVersionKind::gvk("", "v1", "ConfigMap")
-        );
+        assert!(scope.check_read(Verb::Get, m.kind(), "ns", "x").is_ok());
+        assert_eq!(m.reads[0].kind, Kind::new("", "v1", "ConfigMap"));
         assert_eq!(m.selector.to_string(), "app=x");
         assert_eq!(m.field_manager(), "wasmctrl/sample");
         let narrowed = m.scope(Some(&["team-a".to_string()])).unwrap();

@@ -7,7 +7,7 @@ mod manifest;
 
 pub use bindings::wit;
 pub use intent::{ActionError, Child, Intent, Target, best_effort, check_actions};
-pub use manifest::{Manifest, ManifestError, Read, kind};
+pub use manifest::{Manifest, ManifestError, Read};
 
 impl wit::Timestamp {
     /// The current time.

@@ -102,4 +102,7 @@ impl Guest for PreviousContract {
     }
 }
 
+// Natively (`cargo build --workspace`) nothing is exported: export names such as
+// `wasmctrl:plugin/reconciler@0.2.0#reconcile` are not valid native symbols.
+#[cfg(target_arch = "wasm32")]
 export!(PreviousContract);

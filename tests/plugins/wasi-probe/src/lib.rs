@@ -117,4 +117,7 @@ impl Guest for WasiProbe {
     }
 }
 
+// Natively (`cargo build --workspace`) nothing is exported: export names such as
+// `wasmctrl:plugin/reconciler@0.3.0#reconcile` are not valid native symbols.
+#[cfg(target_arch = "wasm32")]
 export!(WasiProbe);
