@@ -230,28 +230,14 @@ mod tests {
         };
         // The plugin watches all namespaces: any narrowing is fine.
         assert!(config(&["a"]).check_narrows(&manifest).is_ok());
-        let gvk = |group: &str, kind: &str| crate::plugin::wit::Gvk {
-            group: group.into(),
-            version: "v1".into(),
-            kind: kind.into(),
-        };
-        let manifest = Manifest::from_wit(&crate::plugin::wit::Manifest {
-            name: "p".into(),
-            version: "1".into(),
-            watches: crate::plugin::wit::Watch {
-                kind: gvk("example.com", "Thing"),
-                selector: crate::plugin::wit::Selector {
-                    namespaces: vec!["a".into(), "b".into()],
-                    labels: String::new(),
-                },
-                predicates: Vec::new(),
-            },
-            owns: Vec::new(),
-            reads: Vec::new(),
-            writes: Vec::new(),
-            capabilities: Vec::new(),
-        })
+        // The WIT types deserialize from their serde form (kebab-case records).
+        let declared: crate::plugin::wit::Manifest = serde_json::from_value(serde_json::json!({
+            "name": "p", "version": "1",
+            "watches": {"kind": {"group": "example.com", "version": "v1", "kind": "Thing"},
+                "selector": {"namespaces": ["a", "b"], "labels": ""}, "predicates": []},
+            "owns": [], "reads": [], "writes": [], "capabilities": []}))
         .unwrap();
+        let manifest = Manifest::from_wit(&declared).unwrap();
         assert!(config(&["b"]).check_narrows(&manifest).is_ok());
         let err = config(&["a", "c"]).check_narrows(&manifest).unwrap_err();
         assert!(err.contains(r#"["c"]"#), "{err}");
