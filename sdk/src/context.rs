@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use crate::__private::bindings::wasmctrl::plugin::{cache, log, sql};
 use crate::request::Request;
-use crate::sql::{Database, Rows, SqlError, Statement};
+use crate::sql::{Rows, SqlError, Statement};
 use crate::{ActionFailure, ActionResult, Error, Gvk, NoSettings};
 
 /// A log record's level.
@@ -232,4 +232,27 @@ fn parse_each<T: DeserializeOwned>(
             serde_json::from_str(json).map_err(|e| Error::retryable(format!("{}: {e}", what())))
         })
         .collect()
+}
+
+/// A granted database, from [`Context::sql`].
+pub struct Database<'a> {
+    pub(crate) host: &'a dyn Host,
+    pub(crate) name: String,
+}
+
+impl Database<'_> {
+    /// Runs one statement.
+    pub fn execute(&self, statement: Statement) -> Result<Rows, SqlError> {
+        let mut rows = self.transaction(&[statement])?;
+        rows.pop().ok_or_else(|| SqlError {
+            message: "the host returned no result for the statement".into(),
+            sqlstate: None,
+            transient: false,
+        })
+    }
+
+    /// Runs statements in order in one transaction: all take effect or none.
+    pub fn transaction(&self, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
+        self.host.sql(&self.name, statements)
+    }
 }

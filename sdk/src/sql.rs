@@ -1,6 +1,7 @@
 //! SQL through the host's `sql` capability: statements with bound values and host-quoted
 //! identifiers, run on a database the operator granted and the manifest declares
-//! (`Manifest::capability("sql:<name>")`).
+//! (`Manifest::capability("sql:<name>")`), through the [`Database`](crate::context::Database)
+//! that `ctx.sql("<name>")` returns.
 //!
 //! ```ignore
 //! let db = ctx.sql("students");
@@ -15,7 +16,6 @@
 use std::fmt;
 
 use crate::Error;
-use crate::context::Host;
 
 /// A parameter or column value. The host converts it to and from the column's SQL type:
 /// `Integer` to smallint/integer/bigint (range-checked), `Float` to real/double, `Text` to any
@@ -196,28 +196,5 @@ impl From<SqlError> for Error {
         } else {
             Error::terminal(message)
         }
-    }
-}
-
-/// A granted database, from [`crate::Context::sql`].
-pub struct Database<'a> {
-    pub(crate) host: &'a dyn Host,
-    pub(crate) name: String,
-}
-
-impl Database<'_> {
-    /// Runs one statement.
-    pub fn execute(&self, statement: Statement) -> Result<Rows, SqlError> {
-        let mut rows = self.transaction(&[statement])?;
-        rows.pop().ok_or_else(|| SqlError {
-            message: "the host returned no result for the statement".into(),
-            sqlstate: None,
-            transient: false,
-        })
-    }
-
-    /// Runs statements in order in one transaction: all take effect or none.
-    pub fn transaction(&self, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
-        self.host.sql(&self.name, statements)
     }
 }

@@ -65,7 +65,7 @@ fn refuse(t: &Target, name: &str, errors: Vec<FieldError>) -> ApiResult<()> {
             message: e.body(),
         })
         .collect();
-    let group = if events::is_events_v1(&t.res) {
+    let group = if t.res.is_events_v1() {
         ""
     } else {
         t.res.group.as_str()
@@ -75,7 +75,7 @@ fn refuse(t: &Target, name: &str, errors: Vec<FieldError>) -> ApiResult<()> {
 
 /// Whether the target stores Events (through core/v1 or events.k8s.io/v1).
 fn stores_events(t: &Target) -> bool {
-    events::is_events_v1(&t.res) || events::is_core_events(&t.res.group, &t.res.plural)
+    t.res.is_events_v1() || events::is_core_events(&t.res.group, &t.res.plural)
 }
 
 /// An object about to be created, its name generated and namespace settled: its metadata by
@@ -85,7 +85,7 @@ pub(crate) fn check_create(t: &Target, obj: &Value) -> ApiResult<()> {
     let mut errors = validation::object_meta(&obj["metadata"], t.res.namespaced, rule);
     if stores_events(t) {
         let core = events::to_core(obj.clone());
-        errors.extend(validation::event(&core, events::is_events_v1(&t.res)));
+        errors.extend(validation::event(&core, t.res.is_events_v1()));
     }
     refuse(t, str_at(obj, "/metadata/name"), errors)
 }
@@ -99,7 +99,7 @@ pub(crate) fn check_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()
         errors.extend(validation::event_update(
             &new_core,
             &old_core,
-            events::is_events_v1(&t.res),
+            t.res.is_events_v1(),
         ));
     }
     refuse(t, str_at(new, "/metadata/name"), errors)

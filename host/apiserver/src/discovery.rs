@@ -101,7 +101,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"],
             }));
         }
-        if super::scale::has_scale(r) {
+        if r.has_scale() {
             out.push(json!({
                 "name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
@@ -139,7 +139,7 @@ fn aggregated_resource(r: &Resource, version: &str) -> Value {
             "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
             "verbs": ["create"] }));
     }
-    if super::scale::has_scale(r) {
+    if r.has_scale() {
         subs.push(json!({ "subresource": "scale",
             "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "verbs": ["get", "patch", "update"] }));

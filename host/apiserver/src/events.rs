@@ -23,11 +23,6 @@ const RENAMED: &[(&str, &str)] = &[
     ("deprecatedCount", "count"),
 ];
 
-/// Whether `res` is `events.k8s.io`'s view of the core Events.
-pub fn is_events_v1(res: &Resource) -> bool {
-    res.group == "events.k8s.io" && res.plural == "events"
-}
-
 /// Whether `(group, plural)` is core/v1 `events`, the storage of both groups' Events.
 pub fn is_core_events(group: &str, plural: &str) -> bool {
     group.is_empty() && plural == "events"

@@ -170,7 +170,7 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
         let ok = (s == "status" && res.status)
             || (s == "finalize" && res.plural == "namespaces")
             || (s == "token" && res.plural == "serviceaccounts" && res.group.is_empty())
-            || (s == "scale" && super::scale::has_scale(&res));
+            || (s == "scale" && res.has_scale());
         if !ok {
             return Err(ApiError::not_found_path());
         }
@@ -196,7 +196,7 @@ pub fn json_response(code: u16, v: &Value) -> Response<Body> {
 /// The object as the client asked for it (version rewrite, metadata-only).
 pub fn render(t: &Target, obj: &Value, shape: Shape) -> Value {
     // A Table is printed from the stored (core) form, as kube has one Event printer.
-    if events::is_events_v1(&t.res) && shape != Shape::Table {
+    if t.res.is_events_v1() && shape != Shape::Table {
         return render_stored(t, &events::from_core(obj), shape);
     }
     render_stored(t, obj, shape)

@@ -15,12 +15,22 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Module map: [`store`](self) (objects, RV counter, history, snapshots) and `persist` (data
-//! dir log); `registry` + `discovery` (kinds, CRDs, discovery, OpenAPI v3); `router` ->
-//! `handlers` (get/list), `watch`, `write` + `admission` + `schema` + `delete` (writes), `patch`,
-//! `apply` + `fields` (server-side apply, managedFields); `table`, `protobuf` (kubectl
-//! formats); `status` (errors); `faults` + `audit` + `listener` (HTTP, kubeconfig, admin endpoints, request log);
-//! `gc` (owner-reference GC and namespace cleanup).
+//! Modules, in layers (each uses only the layers before it; a test,
+//! `host/tests/module_layers.rs`, keeps the crate free of import cycles):
+//!
+//! 1. `status` (API errors), `audit` (request log), `faults` (injected failures), `tls`.
+//! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
+//!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots);
+//!    `events` (the two Event APIs over one storage), `selector` (label and field selectors),
+//!    `printers` + `table` (kubectl's columns).
+//! 3. Requests: `handlers` (targets, content negotiation, get/list), `auth` (RBAC),
+//!    `admission` (kube's validation and defaulting), `patch` and `apply` + `fields`
+//!    (server-side apply, managedFields).
+//! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
+//!    (discovery, OpenAPI v3), `reviews` (access and token reviews), `gc` (owner-reference GC
+//!    and namespace cleanup).
+//! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
+//!    kubeconfig).
 //!
 //! Authentication is by bearer token (the kubeconfig's admin token, ServiceAccount tokens from
 //! the TokenRequest API) and authorization is kube's RBAC (`auth`), with impersonation and
@@ -52,6 +62,7 @@
 //! fields); `scale` only for Deployments;
 //! HTTPS with the server's own authority only (no client certificates).
 
+mod admin;
 mod admission;
 mod apply;
 mod audit;

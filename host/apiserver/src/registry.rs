@@ -61,6 +61,16 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// Whether it is `events.k8s.io`'s view of the core Events.
+    pub fn is_events_v1(&self) -> bool {
+        self.group == "events.k8s.io" && self.plural == "events"
+    }
+
+    /// Whether it has a `scale` subresource.
+    pub fn has_scale(&self) -> bool {
+        self.group == "apps" && self.plural == "deployments"
+    }
+
     /// Whether its objects carry `metadata.generation`. kube-apiserver sets and bumps it only
     /// where a kind's strategy does: custom resources, CRDs and the workload kinds (here
     /// Deployments); ConfigMaps, Secrets, Namespaces, Services, Events, Pods (before 1.33) and
@@ -104,9 +114,9 @@ impl Resource {
 pub type ResKey = (String, String);
 
 /// Where the objects of `res` are stored: under its own group and plural, except that
-/// `events.k8s.io` Events are the core Events ([`super::events`]).
+/// `events.k8s.io` Events are the core Events.
 pub fn storage_key(res: &Resource) -> ResKey {
-    if super::events::is_events_v1(res) {
+    if res.is_events_v1() {
         (String::new(), res.plural.clone())
     } else {
         (res.group.clone(), res.plural.clone())

@@ -15,7 +15,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
-use super::{admission, delete, listener as admin, protobuf, reviews, scale, watch, write};
+use super::{admin, admission, delete, protobuf, reviews, scale, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {

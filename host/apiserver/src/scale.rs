@@ -11,11 +11,6 @@ use super::registry::Resource;
 use super::status::{ApiError, ApiResult};
 use super::write::{Kind, update_locked};
 
-/// Whether a resource has a `scale` subresource.
-pub fn has_scale(r: &Resource) -> bool {
-    r.group == "apps" && r.plural == "deployments"
-}
-
 fn selector(obj: &Value) -> String {
     let mut parts: Vec<String> = obj
         .pointer("/spec/selector/matchLabels")

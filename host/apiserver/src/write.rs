@@ -26,7 +26,7 @@ use super::store::{State, str_at};
 /// (an `events.k8s.io` Event is stored as a core one, [`super::events`]).
 fn current(st: &State, t: &Target, name: &str) -> Option<Arc<Value>> {
     let cur = st.get(&t.key(), t.ns(), name)?;
-    if events::is_events_v1(&t.res) {
+    if t.res.is_events_v1() {
         return Some(Arc::new(events::from_core(&cur)));
     }
     Some(cur)

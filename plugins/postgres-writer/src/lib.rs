@@ -18,8 +18,9 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use wasmctrl_sdk::context::Database;
 use wasmctrl_sdk::manifest::Predicate;
-use wasmctrl_sdk::sql::{Database, SqlError, Statement};
+use wasmctrl_sdk::sql::{SqlError, Statement};
 use wasmctrl_sdk::tracing;
 use wasmctrl_sdk::{
     Action, Context, CustomResource, Error, Manifest, Outcome, Reconcile, Reconciler,
