@@ -10,13 +10,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The crates' source directories, from the repository root.
-const CRATES: [&str; 7] = [
+/// The crates' source directories, from the repository root (`host/tls` is one module).
+const CRATES: [&str; 6] = [
     "host/src",
     "host/runtime/src",
     "host/apiserver/src",
     "host/build/src",
-    "host/tls/src",
     "sdk/src",
     "sdk/scope/src",
 ];
@@ -161,7 +160,7 @@ fn no_crate_has_an_import_cycle_among_its_modules() {
     let mut problems = Vec::new();
     for src in CRATES {
         let graph = imports(&root.join(src));
-        assert!(graph.len() > 1, "{src}: no modules found");
+        assert!(!graph.is_empty(), "{src}: no modules found");
         for cycle in cycles(&graph) {
             let edges: Vec<String> = (cycle.iter())
                 .map(|m| {

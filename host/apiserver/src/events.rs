@@ -8,8 +8,6 @@
 
 use serde_json::{Map, Value};
 
-use super::registry::Resource;
-
 /// `(events.k8s.io/v1 field, core/v1 field)` for the fields whose names differ. The others
 /// (`metadata`, `eventTime`, `series`, `reason`, `type`, `action`, `related`,
 /// `reportingInstance`) are the same in both.

@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::handlers::{Query, Target};
 use super::patch::{self, PATCH_TYPES, PatchType};
-use super::registry::Resource;
 use super::status::{ApiError, ApiResult};
 use super::write::{Kind, update_locked};
 
