@@ -231,3 +231,61 @@ fn an_action_the_api_server_would_refuse_is_reported_with_the_server_s_words() {
         "{message}"
     );
 }
+
+/// The status the hostile plugin's `outcomes` mode writes for `thing` when told `previous`:
+/// it reports what it was told of its previous reconcile.
+fn outcomes_status(thing: &str, previous: &str) -> Value {
+    let settings = Path::new(thing).with_file_name("settings.yaml");
+    std::fs::write(&settings, "mode: outcomes\n").unwrap();
+    let plugin = common::plugin_path("hostile").display().to_string();
+    let settings = settings.display().to_string();
+    let report = common::process::wasmctrl_test_report(&[
+        &plugin,
+        "--object",
+        thing,
+        "--settings",
+        &settings,
+        "--previous",
+        previous,
+    ]);
+    let actions = report["actions"].as_array().unwrap();
+    let status = actions.iter().find(|a| a["action"] == "updateStatus");
+    status.expect("a status update")["status"].clone()
+}
+
+#[test]
+fn previous_action_results_reach_the_plugin_as_the_next_reconcile_would_see_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let thing = write(
+        "thing.yaml",
+        "apiVersion: example.com/v1\nkind: Thing\nmetadata: {name: t, namespace: default, uid: u-1}\n",
+    );
+    let previous = write(
+        "previous.yaml",
+        "- unchanged\n- failed:\n    code: 422\n    reason: Invalid\n    message: no\n    \
+         target: {apiVersion: v1, kind: ConfigMap, namespace: default, name: t-child}\n",
+    );
+    let status = outcomes_status(&thing, &previous);
+    assert_eq!(
+        status["previous"],
+        serde_json::json!(["unchanged", "failed 422 Invalid"])
+    );
+    assert_eq!(status["conditions"][0]["message"], "422 Invalid: no");
+
+    // Without a target, a failure is about the reconciled object; a misspelt status is an error.
+    let about_itself = write("itself.yaml", "[{failed: {code: 409, reason: Conflict}}]\n");
+    let status = outcomes_status(&thing, &about_itself);
+    assert_eq!(
+        status["previous"],
+        serde_json::json!(["failed 409 Conflict"])
+    );
+    let misspelt = write("misspelt.yaml", "[applyed]\n");
+    let plugin = common::plugin_path("hostile").display().to_string();
+    let out = wasmctrl_test(&[&plugin, "--object", &thing, "--previous", &misspelt]);
+    assert_one_line_error(&out, "not a list of action results");
+}

@@ -38,6 +38,12 @@ pub struct Args {
     /// The time the host reports to the plugin (RFC 3339); defaults to now.
     #[arg(long)]
     now: Option<String>,
+    /// What each action of the key's previous reconcile did, in order (YAML or JSON list):
+    /// `applied`, `unchanged`, `skipped`, or `{failed: {code, reason, message, target}}` with
+    /// `target` the object it was about (apiVersion, kind, namespace, name; default the
+    /// reconciled object). The plugin reads it as the host's next reconcile would pass it.
+    #[arg(long)]
+    previous: Option<PathBuf>,
     /// Per-call deadline in milliseconds.
     #[arg(long, default_value_t = 2000)]
     deadline_ms: u64,
@@ -125,6 +131,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tracing::warn!(capability = %format!("sql:{database}"),
             "the plugin declares a database not granted here (--sql {database}=<connection>); its sql calls will fail");
     }
+    let previous = match &args.previous {
+        Some(path) => previous_results(path, &object)?,
+        None => Vec::new(),
+    };
     let request = |object: &Value, deleting: bool| wit::Request {
         namespace: namespace.clone(),
         name: name.clone(),
@@ -132,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         deleting: deleting && !args.deleted,
         settings: String::new(),
         now,
-        previous: Vec::new(),
+        previous: previous.clone(),
     };
     // The cache holds the object too, as the host's informer would.
     if !args.deleted {
@@ -217,4 +227,85 @@ fn finalizers_added(
             _ => None,
         })
         .collect())
+}
+
+/// One entry of `--previous`, as an author writes it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+enum PreviousStatus {
+    Applied,
+    Unchanged,
+    Skipped,
+    Failed(PreviousFailure),
+}
+
+/// A failed action of `--previous`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PreviousFailure {
+    code: u16,
+    reason: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    target: Option<PreviousTarget>,
+}
+
+/// The object a failure was about.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PreviousTarget {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    namespace: String,
+    name: String,
+}
+
+/// The `--previous` file as the request's action results; a failure without a target is about
+/// the reconciled `object`.
+fn previous_results(
+    path: &std::path::Path,
+    object: &Value,
+) -> anyhow::Result<Vec<wit::ActionResult>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Through JSON's data model, so that `{failed: {...}}` reads as the variant it names.
+    let list: Value = serde_yaml::from_str(&text)
+        .with_context(|| format!("{}: invalid YAML/JSON", path.display()))?;
+    let entries: Vec<PreviousStatus> = serde_json::from_value(list).with_context(|| {
+        format!(
+            "{}: not a list of action results (applied, unchanged, skipped, {{failed: ...}})",
+            path.display()
+        )
+    })?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let reconciled = || wit::ObjectRef {
+        api_version: text(&object["apiVersion"]),
+        kind: text(&object["kind"]),
+        namespace: text(&object["metadata"]["namespace"]),
+        name: text(&object["metadata"]["name"]),
+    };
+    (entries.into_iter().enumerate())
+        .map(|(index, entry)| {
+            let status = match entry {
+                PreviousStatus::Applied => wit::ActionStatus::Applied,
+                PreviousStatus::Unchanged => wit::ActionStatus::Unchanged,
+                PreviousStatus::Skipped => wit::ActionStatus::Skipped,
+                PreviousStatus::Failed(f) => wit::ActionStatus::Failed(wit::ActionFailure {
+                    target: f.target.map_or_else(reconciled, |t| wit::ObjectRef {
+                        api_version: t.api_version,
+                        kind: t.kind,
+                        namespace: t.namespace,
+                        name: t.name,
+                    }),
+                    code: f.code,
+                    reason: f.reason,
+                    message: f.message,
+                }),
+            };
+            let index = u32::try_from(index).context("--previous: too many action results")?;
+            Ok(wit::ActionResult { index, status })
+        })
+        .collect()
 }
