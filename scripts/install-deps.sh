@@ -93,6 +93,16 @@ if ! command -v umoci >/dev/null 2>&1 || ! command -v skopeo >/dev/null 2>&1 ||
     fi
 fi
 
+# 6. An OCI registry for the registry tests (host/tests/oci.rs): Debian's build of the CNCF
+#    distribution registry, which the tests start on loopback with a config of their own.
+if ! command -v docker-registry >/dev/null 2>&1; then
+    if $have_dpkg; then
+        want docker-registry "the CNCF distribution registry the OCI tests push plugins to"
+    else
+        missing_elsewhere+=("docker-registry (the CNCF distribution registry), for the OCI tests")
+    fi
+fi
+
 if [ ${#missing_elsewhere[@]} -gt 0 ]; then
     for thing in "${missing_elsewhere[@]}"; do log "missing (not a Debian system, install it yourself): $thing"; done
     exit 1

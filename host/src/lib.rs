@@ -8,7 +8,8 @@
 //! loop, this crate's own, is [`informer`] (shared caches) -> [`queue`] (the client-go
 //! workqueue contract) -> [`controller`] (a plugin per queue) -> [`applier`] (carrying out
 //! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the
-//! plugin directory and hot-reloads it. [`leader`] elects the one replica that reconciles.
+//! plugin directory and hot-reloads it; [`oci`] pushes plugins to OCI registries and pulls them
+//! back by digest. [`leader`] elects the one replica that reconciles.
 //! [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the Prometheus
 //! metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default); [`tls`] is the
 //! HTTPS both it and the API server serve. [`memory`] hands freed heap back to the system.
@@ -30,6 +31,7 @@ pub mod leader;
 pub mod loader;
 pub mod memory;
 pub mod metrics;
+pub mod oci;
 pub use wasmctrl_runtime::plugin;
 pub mod probes;
 pub mod queue;

@@ -218,33 +218,13 @@ async fn metrics_parse_agree_with_the_log_and_count_each_sandbox_failure() {
     assert!(get(r#"controller_runtime_reconcile_errors_total{controller="hostile-loop"}"#) >= 1.0);
 }
 
-/// A CA and a serving certificate it signed for 127.0.0.1, written as `tls.crt` and `tls.key`
-/// into `dir` (as cert-manager writes a Secret); the CA's PEM.
-fn certificates(dir: &std::path::Path) -> String {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
-    ca_pem
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_secure_endpoint_serves_only_tokens_allowed_to_get_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(dir.path());
     let plugins = common::process::plugin_dir(dir.path(), &[]);
     let certs = dir.path().join("certs");
-    let ca = certificates(&certs);
+    let ca = common::certificates(&certs);
     // As ServiceAccount wasmctrl/wasmctrl with only what `wasmctrl rbac` grants it: its
     // ClusterRole lets it review its scrapers' tokens and access.
     let host = cluster.run_host_rbac(

@@ -16,7 +16,8 @@ use wasmctrl_scope::Kind;
 /// Arguments of `wasmctrl inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The plugin component (`target/plugins/<name>.wasm`).
+    /// The plugin component (`target/plugins/<name>.wasm`), or an artifact in a registry
+    /// (`oci://registry/repository:tag` or `@sha256:...`).
     plugin: PathBuf,
     /// The operator config to read it under (settings, namespaces); defaults to the config
     /// beside the plugin (`<name>.toml`/`.yaml`/`.json`), as the host would.
@@ -25,6 +26,9 @@ pub struct Args {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
     output: Format,
+    /// How to reach the registry of an `oci://` plugin.
+    #[command(flatten)]
+    registry: super::oci::RegistryArgs,
 }
 
 /// How `inspect` prints.
@@ -58,7 +62,24 @@ pub(crate) fn load(
         Some(path) => Some(path),
         None => loader::config_beside(path).map_err(anyhow::Error::msg)?,
     };
-    let config = match &config_path {
+    let plugin = load_bytes(
+        runtime,
+        &path.display().to_string(),
+        &bytes,
+        config_path.as_deref(),
+    )?;
+    Ok((plugin, config_path))
+}
+
+/// Loads the component `bytes` from `source` as the host would, under the operator config at
+/// `config` (none: the defaults).
+pub(crate) fn load_bytes(
+    runtime: &Runtime,
+    source: &str,
+    bytes: &[u8],
+    config: Option<&Path>,
+) -> anyhow::Result<Plugin> {
+    let config = match config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read config {}", path.display()))?;
@@ -66,28 +87,46 @@ pub(crate) fn load(
         }
         None => PluginConfig::default(),
     };
-    let source = path.display().to_string();
-    let plugin = runtime.load_with(&source, &bytes, &config.overrides())?;
+    let plugin = runtime.load_with(source, bytes, &config.overrides())?;
     config
         .check_narrows(plugin.manifest())
         .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
-    Ok((plugin, config_path))
+    Ok(plugin)
 }
 
-/// Loads the plugin (compiling it and calling its `manifest()`) and prints its declaration.
+/// Loads the plugin (compiling it and calling its `manifest()`) and prints its declaration. A
+/// plugin named `oci://registry/repository:tag` (or `@sha256:...`) is pulled first, by digest.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (plugin, config_path) = load(&review_runtime()?, &args.plugin, args.config)?;
-    let source = args.plugin.display().to_string();
-    let permissions: Vec<String> = plugin
-        .scope()
-        .permissions()
-        .iter()
+    let runtime = review_runtime()?;
+    let name = args.plugin.display().to_string();
+    let mut report = if name.starts_with("oci://") {
+        let pulled = super::oci::pull_blocking(&args.registry, &name)?;
+        let config = args.config.as_deref();
+        let plugin = load_bytes(&runtime, &name, &pulled.component, config)?;
+        let mut report = report(&plugin, config.map(Path::to_path_buf));
+        report["reference"] = json!(pulled.pinned);
+        report
+    } else {
+        let (plugin, config_path) = load(&runtime, &args.plugin, args.config)?;
+        report(&plugin, config_path)
+    };
+    report["file"] = json!(name);
+    match args.output {
+        Format::Json => super::say(serde_json::to_string_pretty(&report)?),
+        Format::Text => super::say(text(&report)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a loaded plugin declares and the permissions that implies, as data (also the
+/// annotation `wasmctrl push` puts on an artifact).
+pub(crate) fn report(plugin: &Plugin, config_path: Option<PathBuf>) -> Value {
+    let permissions: Vec<String> = (plugin.scope().permissions().iter())
         .map(ToString::to_string)
         .collect();
-    let report = json!({
+    json!({
         "plugin": plugin.manifest().name,
         "version": plugin.manifest().version,
-        "file": source,
         "digest": format!("sha256:{}", plugin.digest()),
         "contract": format!("wasmctrl:plugin@{}", plugin.contract()),
         "config": config_path.map(|p| p.display().to_string()),
@@ -97,12 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(names) => json!(names),
         },
         "permissions": permissions,
-    });
-    match args.output {
-        Format::Json => super::say(serde_json::to_string_pretty(&report)?),
-        Format::Text => super::say(text(&report)),
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// The manifest as data.
@@ -194,6 +228,11 @@ fn text(report: &Value) -> String {
             s(&report["version"])
         ),
         format!("file:         {}", s(&report["file"])),
+    ];
+    if !report["reference"].is_null() {
+        out.push(format!("reference:    {}", s(&report["reference"])));
+    }
+    out.extend([
         format!("digest:       {}", s(&report["digest"])),
         format!("contract:     {}", s(&report["contract"])),
         format!("config:       {}", s(&report["config"])),
@@ -214,7 +253,7 @@ fn text(report: &Value) -> String {
         format!("writes:       {}", list(&m["writes"])),
         format!("capabilities: {}", list(&m["capabilities"])),
         "permissions:".into(),
-    ];
+    ]);
     out.extend(
         report["permissions"]
             .as_array()

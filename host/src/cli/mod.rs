@@ -7,6 +7,7 @@ mod build;
 mod dev;
 mod inspect;
 mod new;
+mod oci;
 mod rbac;
 mod run;
 mod test;
@@ -58,6 +59,10 @@ enum Command {
     Test(test::Args),
     /// Show what a plugin declares and the permissions that implies, without running it.
     Inspect(inspect::Args),
+    /// Push a plugin to an OCI registry as a wasm artifact.
+    Push(oci::PushArgs),
+    /// Pull a plugin from an OCI registry, by digest.
+    Pull(oci::PullArgs),
     /// Print the least-privilege RBAC (ServiceAccount, Roles, bindings) for a plugin directory.
     Rbac(rbac::Args),
     /// Run the embedded Kubernetes API server on its own.
@@ -85,6 +90,8 @@ pub fn main() -> ExitCode {
         Command::Build(args) => build::run(args),
         Command::Test(args) => test::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Push(args) => oci::push(args),
+        Command::Pull(args) => oci::pull(args),
         Command::Rbac(args) => rbac::run(args),
         #[cfg(feature = "apiserver")]
         Command::Apiserver(args) => apiserver::run(args),
@@ -95,9 +102,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            // One line, whatever the causes contain, so scripts can read it.
-            let message = format!("{err:#}").replace('\n', " ");
-            eprintln!("error: {message}");
+            eprintln!("error: {}", one_line(&err));
             ExitCode::FAILURE
         }
     }
@@ -228,8 +233,39 @@ fn manifests_under(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// An error and its causes on one line (`<error>: <cause>: ...`), whatever they contain, so
+/// scripts can read it. A cause whose words its error already printed (libraries that put their
+/// source in their own message too) is not printed again.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn errors_print_on_one_line_without_repeating_a_cause() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("sending failed: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused\nnow");
+        let err = anyhow::Error::new(Repeats(io)).context("oci://r/p:1");
+        assert_eq!(
+            super::one_line(&err),
+            "oci://r/p:1: sending failed: refused now"
+        );
+    }
+
     use tracing_subscriber::EnvFilter;
     use tracing_subscriber::layer::SubscriberExt as _;
 

@@ -5,6 +5,7 @@
 pub mod http;
 pub mod postgres;
 pub mod process;
+pub mod registry;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -269,4 +270,24 @@ impl Captured {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
     }
+}
+
+/// A CA and a serving certificate it signed for 127.0.0.1, written as `tls.crt` and `tls.key`
+/// into `dir` (as cert-manager writes a Secret); the CA's PEM.
+pub fn certificates(dir: &std::path::Path) -> String {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("a key");
+    let mut ca = CertificateParams::new(Vec::new()).expect("CA parameters");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca.self_signed(&ca_key).expect("a CA certificate").pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().expect("a key");
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("serving parameters")
+        .signed_by(&key, &issuer)
+        .expect("a serving certificate");
+    std::fs::create_dir_all(dir).expect("certificate directory");
+    std::fs::write(dir.join("tls.crt"), cert.pem()).expect("write tls.crt");
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write tls.key");
+    ca_pem
 }
