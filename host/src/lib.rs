@@ -9,7 +9,8 @@
 //! workqueue contract) -> [`controller`] (a plugin per queue) -> [`applier`] (carrying out
 //! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the
 //! plugin directory and hot-reloads it; [`oci`] pushes plugins to OCI registries and pulls them
-//! back by digest. [`leader`] elects the one replica that reconciles.
+//! back by digest, and [`resources`] declares them as cluster resources (`WasmPlugin`,
+//! `ClusterWasmPlugin`). [`leader`] elects the one replica that reconciles.
 //! [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the Prometheus
 //! metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default); [`tls`] is the
 //! HTTPS both it and the API server serve. [`memory`] hands freed heap back to the system.
@@ -36,6 +37,7 @@ pub use wasmctrl_runtime::plugin;
 pub mod probes;
 pub mod queue;
 pub mod rbac;
+pub mod resources;
 pub use wasmctrl_runtime as runtime;
 pub use wasmctrl_runtime::sql;
 pub use wasmctrl_runtime::view;

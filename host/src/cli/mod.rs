@@ -65,6 +65,8 @@ enum Command {
     Pull(oci::PullArgs),
     /// Print the least-privilege RBAC (ServiceAccount, Roles, bindings) for a plugin directory.
     Rbac(rbac::Args),
+    /// Print the CRDs of WasmPlugin and ClusterWasmPlugin (plugins as cluster resources).
+    Crds,
     /// Run the embedded Kubernetes API server on its own.
     #[cfg(feature = "apiserver")]
     Apiserver(apiserver::Args),
@@ -93,6 +95,12 @@ pub fn main() -> ExitCode {
         Command::Push(args) => oci::push(args),
         Command::Pull(args) => oci::pull(args),
         Command::Rbac(args) => rbac::run(args),
+        Command::Crds => crate::resources::crds_yaml()
+            .map_err(anyhow::Error::from)
+            .map(|yaml| {
+                say(yaml.trim_end());
+                ExitCode::SUCCESS
+            }),
         #[cfg(feature = "apiserver")]
         Command::Apiserver(args) => apiserver::run(args),
         Command::Run(args) => run::run(args),
