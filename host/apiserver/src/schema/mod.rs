@@ -103,7 +103,8 @@ pub enum Additional {
     /// Not set (or `false`).
     #[default]
     None,
-    /// `true`: any values, kept as they are.
+    /// `true`: values of any schema, kept, but as kube-apiserver keeps them: a value with no
+    /// schema of its own keeps none of its objects' fields (see [`prune_untyped`]).
     Any,
     /// The schema every value of the map follows.
     Schema(Box<Schema>),
@@ -311,6 +312,19 @@ pub(crate) fn prune_config(t: &Target, config: &mut Value) {
     }
 }
 
+/// What kube's pruning leaves of a value that has no schema (a value of
+/// `additionalProperties: true`): scalars as they are, arrays with their items so pruned, objects
+/// with none of their fields (each is unknown). kube-apiserver 1.32, side by side: `{"nested":
+/// {"a": 1}}` under such a map keeps `nested` as `{}`, and `fieldValidation=Strict` refuses
+/// `nested.a` as an unknown field.
+fn prune_untyped(v: &mut Value) {
+    match v {
+        Value::Object(m) => m.clear(),
+        Value::Array(items) => items.iter_mut().for_each(prune_untyped),
+        _ => {}
+    }
+}
+
 /// Structural pruning (kube's `pruning.Prune` plus `PruneNonNullableNullsWithoutDefaults`):
 /// drops object fields the schema does not declare unless unknown fields are preserved (`skip`
 /// carries preservation into array items, as kube does), drops `null`s of non-nullable
@@ -330,18 +344,15 @@ pub fn prune(s: &Schema, v: &mut Value, skip: bool, embedded: bool) {
             {
                 return true;
             }
-            let child = match (prop, &s.additional) {
-                (Some(p), _) => Some(p),
-                (None, Additional::Schema(a)) => Some(a.as_ref()),
-                _ => None,
-            };
-            match child {
-                Some(c) => {
-                    prune(c, val, false, false);
-                    true
-                }
-                None => skip || s.additional == Additional::Any,
+            match (prop, &s.additional) {
+                (Some(c), _) => prune(c, val, false, false),
+                (None, Additional::Schema(a)) => prune(a, val, false, false),
+                // Even under `x-kubernetes-preserve-unknown-fields`: kube prunes a value of
+                // `additionalProperties: true` with the schema it has, none.
+                (None, Additional::Any) => prune_untyped(val),
+                (None, Additional::None) => return skip,
             }
+            true
         }),
         Value::Array(a) => {
             if let Some(items) = &s.items {

@@ -305,6 +305,22 @@ fn pruning_drops_unknown_fields_recursively() {
 }
 
 #[test]
+fn values_of_additional_properties_true_keep_no_object_fields_even_where_unknown_fields_are_kept() {
+    let s = root(json!({"type": "object", "properties": {
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "additionalProperties": true},
+        "map": {"type": "object", "additionalProperties": true}}}));
+    let mut obj = json!({"spec": {
+        "free": {"scalar": 1, "nested": {"a": 1}, "list": [1, {"b": true}]},
+        "map": {"nested": {"a": 1}},
+    }});
+    prune(&s, &mut obj, false, true);
+    assert_eq!(
+        obj["spec"],
+        json!({"free": {"scalar": 1, "nested": {}, "list": [1, {}]}, "map": {"nested": {}}})
+    );
+}
+
+#[test]
 fn preserve_unknown_fields_root_accepts_anything() {
     let s = schema(json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
     let mut obj = json!({"metadata": {"name": "x"}, "spec": {"size": "big", "n": [1, {"a": null}]}, "status": 3});
