@@ -199,12 +199,17 @@ impl Registry {
 
     /// Resolves `reference` to its manifest digest (a pinned reference is its own).
     pub async fn resolve(&self, reference: &str) -> Result<String, Error> {
-        let target = self::reference(reference)?;
+        self.digest(&self::reference(reference)?, reference).await
+    }
+
+    /// The manifest digest `target` (parsed from `reference`) names, asked of the registry for
+    /// a tag.
+    async fn digest(&self, target: &Reference, reference: &str) -> Result<String, Error> {
         if let Some(digest) = target.digest() {
             return Ok(digest.to_string());
         }
         (self.client)
-            .fetch_manifest_digest(&target, &self.auth(&target))
+            .fetch_manifest_digest(target, &self.auth(target))
             .await
             .map_err(|source| Error::Registry {
                 reference: reference.to_string(),
@@ -215,8 +220,8 @@ impl Registry {
     /// Pulls the plugin `reference` names: its tag resolved to a digest first, every blob
     /// checked against its digest.
     pub async fn pull(&self, reference: &str) -> Result<Pulled, Error> {
-        let digest = self.resolve(reference).await?;
         let target = self::reference(reference)?;
+        let digest = self.digest(&target, reference).await?;
         let by_digest = target.clone_with_digest(digest.clone());
         let image = (self.client)
             .pull(&by_digest, &self.auth(&target), vec![LAYER_MEDIA_TYPE])
