@@ -214,6 +214,12 @@ impl Kinds {
         Ok(self.known.entry(key).insert_entry(info).into_mut())
     }
 
+    /// Learns a kind the API server described (discovery).
+    pub fn add(&mut self, info: KindInfo) {
+        self.known
+            .insert((info.group.clone(), info.kind.clone()), info);
+    }
+
     /// The kind's plural and scope, if it is built in or a CRD defines it.
     pub fn get(&self, group: &str, kind: &str) -> Option<&KindInfo> {
         self.known.get(&(group.to_string(), kind.to_string()))

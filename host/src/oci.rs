@@ -119,9 +119,16 @@ pub fn reference(text: &str) -> Result<Reference, Error> {
 }
 
 /// A client of OCI registries.
+///
+/// `oci-client` remembers the first credentials used for a registry and reuses them for every
+/// later request to it, so one client must never serve two sets of credentials (a tenant's
+/// pull would ride on another's login): [`with_credentials`](Self::with_credentials) makes a
+/// client of its own.
 pub struct Registry {
     client: Client,
     credentials: BTreeMap<String, RegistryAuth>,
+    insecure: Vec<String>,
+    certificates: Vec<Vec<u8>>,
 }
 
 impl Registry {
@@ -135,20 +142,46 @@ impl Registry {
                 path: path.display().to_string(),
                 reason: e.to_string(),
             })?;
-            certificates.push(Certificate {
-                encoding: CertificateEncoding::Pem,
-                data,
-            });
+            certificates.push(data);
         }
+        let credentials = docker_credentials(options.docker_config.as_deref())?;
+        Ok(Self::build(
+            options.insecure.clone(),
+            certificates,
+            credentials,
+        ))
+    }
+
+    fn build(
+        insecure: Vec<String>,
+        certificates: Vec<Vec<u8>>,
+        credentials: BTreeMap<String, RegistryAuth>,
+    ) -> Self {
         let config = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(options.insecure.clone()),
-            extra_root_certificates: certificates,
+            protocol: ClientProtocol::HttpsExcept(insecure.clone()),
+            extra_root_certificates: (certificates.iter())
+                .map(|data| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: data.clone(),
+                })
+                .collect(),
             ..ClientConfig::default()
         };
-        Ok(Self {
+        Self {
             client: Client::new(config),
-            credentials: docker_credentials(options.docker_config.as_deref())?,
-        })
+            credentials,
+            insecure,
+            certificates,
+        }
+    }
+
+    /// A client of its own with the same registries and authorities, and `credentials` (by
+    /// registry `host[:port]`, as [`parse_docker_config`] returns them) taking precedence over
+    /// the docker config's.
+    pub fn with_credentials(&self, credentials: BTreeMap<String, RegistryAuth>) -> Self {
+        let mut merged = self.credentials.clone();
+        merged.extend(credentials);
+        Self::build(self.insecure.clone(), self.certificates.clone(), merged)
     }
 
     /// The credentials for `reference`'s registry: the docker config's, else anonymous.

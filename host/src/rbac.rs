@@ -38,6 +38,8 @@ pub struct Options {
     pub service_account: String,
     /// The leader-election Lease's name (`--leader-election-id`).
     pub lease: String,
+    /// The host serves plugin resources (`run --plugin-resources`).
+    pub plugin_resources: bool,
 }
 
 impl Default for Options {
@@ -46,6 +48,7 @@ impl Default for Options {
             namespace: "wasmctrl".into(),
             service_account: "wasmctrl".into(),
             lease: "wasmctrl".into(),
+            plugin_resources: false,
         }
     }
 }
@@ -61,6 +64,16 @@ impl Resolver {
     /// Learns the kind a CRD (as JSON) defines, or says why it is not a usable CRD.
     pub fn add_crd(&mut self, crd: &Value) -> Result<(), CrdError> {
         self.kinds.add_crd(crd).map(drop)
+    }
+
+    /// Learns a kind the API server described (discovery).
+    pub fn add(&mut self, info: KindInfo) {
+        self.kinds.add(info);
+    }
+
+    /// The kind's plural and scope, if known (built in, or learnt).
+    pub fn get(&self, kind: &Kind) -> Option<&KindInfo> {
+        self.kinds.get(&kind.group, &kind.kind)
     }
 
     /// The kind's plural and scope; for a kind it does not know, kube's plural rule and
@@ -196,6 +209,88 @@ fn plugin_grants(
     by_place
 }
 
+/// One request the host must be allowed to make for a plugin, as a SelfSubjectAccessReview
+/// asks it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Requirement {
+    /// The verb (`list`, `patch`, ...).
+    pub verb: String,
+    /// The API group (`""` for core).
+    pub group: String,
+    /// The resource, with its subresource (`deployments`, `things/status`).
+    pub resource: String,
+    /// Where: a namespace, or `None` for cluster-wide.
+    pub namespace: Option<String>,
+}
+
+impl std::fmt::Display for Requirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let resource = match self.group.as_str() {
+            "" => self.resource.clone(),
+            group => match self.resource.split_once('/') {
+                Some((plural, sub)) => format!("{plural}.{group}/{sub}"),
+                None => format!("{}.{group}", self.resource),
+            },
+        };
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {resource} in namespace {ns}", self.verb),
+            None => write!(f, "{} {resource} cluster-wide", self.verb),
+        }
+    }
+}
+
+/// Every request the host makes for a plugin of this scope: what [`generate`] grants it.
+pub fn requirements(scope: &Scope, resolver: &Resolver) -> Vec<Requirement> {
+    let mut notes = BTreeSet::new();
+    let mut out = BTreeSet::new();
+    for (place, grants) in plugin_grants(scope, resolver, &mut notes) {
+        let namespace = match place {
+            Place::Cluster => None,
+            Place::Namespace(ns) => Some(ns),
+        };
+        for ((group, resource, _), verbs) in grants {
+            for verb in verbs {
+                out.insert(Requirement {
+                    verb: VERBS[verb].to_string(),
+                    group: group.clone(),
+                    resource: resource.clone(),
+                    namespace: namespace.clone(),
+                });
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// What serving `WasmPlugin` and `ClusterWasmPlugin` resources takes (`run
+/// --plugin-resources`), everywhere: reading them and writing their status, the
+/// `imagePullSecrets` they name (in any namespace: a tenant's are in its own) and events about
+/// them. Asking the API server what the host itself may do (the permission preflight's
+/// SelfSubjectAccessReviews) every authenticated user may, by kube's `system:basic-user`.
+fn plugin_resources_grants() -> Grants {
+    let mut grants = Grants::new();
+    let group = crate::resources::GROUP;
+    for plural in ["wasmplugins", "clusterwasmplugins"] {
+        grant(&mut grants, group, plural, None, READ);
+        grant(
+            &mut grants,
+            group,
+            &format!("{plural}/status"),
+            None,
+            &["patch"],
+        );
+    }
+    grant(&mut grants, "", "secrets", None, &["get"]);
+    grant(
+        &mut grants,
+        "events.k8s.io",
+        "events",
+        None,
+        &["create", "patch"],
+    );
+    grants
+}
+
 /// The host's own needs in its namespace: its leader-election Lease, its Pod (for the events
 /// about plugins it records there).
 fn host_grants(options: &Options) -> Grants {
@@ -281,6 +376,12 @@ pub fn generate(
         (Place::Cluster, format!("{sa}:host")),
         host_cluster_grants(),
     );
+    if options.plugin_resources {
+        roles.insert(
+            (Place::Cluster, format!("{sa}:plugin-resources")),
+            plugin_resources_grants(),
+        );
+    }
     for (name, scope) in plugins {
         for (place, grants) in plugin_grants(scope, resolver, &mut notes) {
             roles.insert((place, format!("{sa}:{name}")), grants);

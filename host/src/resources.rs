@@ -6,10 +6,18 @@
 //! from these types (`wasmctrl crds`); `examples/deploy/crds.yaml` is a checked-in copy a test
 //! keeps current.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::loader::PluginConfig;
+
+/// The API group of both kinds.
+pub const GROUP: &str = "wasmctrl.io";
 
 /// What both kinds say about their plugin.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -138,6 +146,194 @@ pub struct WasmPluginStatus {
     pub observed_generation: Option<i64>,
 }
 
+/// How often a tag is resolved again when `refreshInterval` is not given.
+pub const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
+
+impl PluginSource {
+    /// The operator's config as the host loads the plugin with it (what a file plugin's
+    /// `<name>.toml` says), served under `name`; `namespaces` narrows the manifest's, and a
+    /// tenant's plugin is confined to `tenant`.
+    pub fn config(
+        &self,
+        name: &str,
+        namespaces: Option<Vec<String>>,
+        tenant: Option<&str>,
+    ) -> PluginConfig {
+        PluginConfig {
+            settings: (self.settings.clone()).map_or(serde_json::Value::Null, Into::into),
+            concurrency: self.concurrency.map(|c| c as usize),
+            namespaces,
+            deadline_ms: self.deadline_ms,
+            approve: self.approve.clone(),
+            name: Some(name.to_string()),
+            memory_mib: self.memory_mib.map(|m| m as usize),
+            tenant: tenant.map(str::to_string),
+        }
+    }
+
+    /// How often the tag is resolved again (`refreshInterval`, default five minutes).
+    pub fn refresh(&self) -> Result<Duration, String> {
+        match &self.refresh_interval {
+            None => Ok(DEFAULT_REFRESH),
+            Some(text) => parse_duration(text),
+        }
+    }
+}
+
+/// A Go-style duration (`90s`, `1h30m`, `1.5s`, `250ms`), as Kubernetes writes them.
+/// Hand-written: the crates that parse durations (humantime and kin) read another syntax
+/// (`1h 30m`, `1.5s` refused), and this one is the CRD's pattern.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("{text:?} is not a duration (such as 30s, 5m, 1h30m, 250ms)");
+    let mut total = 0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(invalid)?;
+        let value: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_end] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        total += value * seconds;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| invalid())
+}
+
+/// Either kind, as the host serves them alike.
+#[derive(Debug, Clone)]
+pub enum PluginResource {
+    /// A team's plugin, in its own namespace only.
+    Namespaced(WasmPlugin),
+    /// The operator's plugin.
+    Cluster(ClusterWasmPlugin),
+}
+
+impl PluginResource {
+    /// The resource a manifest describes; `None` for an object of another kind.
+    pub fn from_value(object: &serde_json::Value) -> Result<Option<Self>, serde_json::Error> {
+        if object["apiVersion"] != format!("{GROUP}/v1alpha1") {
+            return Ok(None);
+        }
+        Ok(match object["kind"].as_str() {
+            Some("WasmPlugin") => {
+                let mut plugin: WasmPlugin = serde_json::from_value(object.clone())?;
+                plugin
+                    .metadata
+                    .namespace
+                    .get_or_insert_with(|| "default".into());
+                Some(Self::Namespaced(plugin))
+            }
+            Some("ClusterWasmPlugin") => {
+                Some(Self::Cluster(serde_json::from_value(object.clone())?))
+            }
+            _ => None,
+        })
+    }
+
+    /// `WasmPlugin team-a/vm` or `ClusterWasmPlugin vm`, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Namespaced(p) => format!(
+                "WasmPlugin {}/{}",
+                p.metadata.namespace.as_deref().unwrap_or_default(),
+                p.metadata.name.as_deref().unwrap_or_default()
+            ),
+            Self::Cluster(p) => {
+                format!(
+                    "ClusterWasmPlugin {}",
+                    p.metadata.name.as_deref().unwrap_or_default()
+                )
+            }
+        }
+    }
+
+    /// The resource's metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Self::Namespaced(p) => &p.metadata,
+            Self::Cluster(p) => &p.metadata,
+        }
+    }
+
+    /// The plugin and its config as the resource gives them.
+    pub fn source(&self) -> &PluginSource {
+        match self {
+            Self::Namespaced(p) => &p.spec.source,
+            Self::Cluster(p) => &p.spec.source,
+        }
+    }
+
+    /// The status the host last wrote.
+    pub fn status(&self) -> Option<&WasmPluginStatus> {
+        match self {
+            Self::Namespaced(p) => p.status.as_ref(),
+            Self::Cluster(p) => p.status.as_ref(),
+        }
+    }
+
+    /// The namespace a tenant's plugin is confined to; `None` for a `ClusterWasmPlugin`.
+    pub fn tenant(&self) -> Option<&str> {
+        match self {
+            Self::Namespaced(p) => p.metadata.namespace.as_deref(),
+            Self::Cluster(_) => None,
+        }
+    }
+
+    /// The name the plugin is served under (its queue, metrics, field manager and RBAC): a
+    /// `ClusterWasmPlugin`'s own name, a `WasmPlugin`'s prefixed with its namespace.
+    pub fn served_name(&self) -> String {
+        let name = self.metadata().name.clone().unwrap_or_default();
+        match self.tenant() {
+            Some(namespace) => format!("{namespace}-{name}"),
+            None => name,
+        }
+    }
+
+    /// The config the plugin is loaded with.
+    pub fn config(&self) -> PluginConfig {
+        let namespaces = match self {
+            Self::Namespaced(_) => None,
+            Self::Cluster(p) => p.spec.namespaces.clone(),
+        };
+        (self.source()).config(&self.served_name(), namespaces, self.tenant())
+    }
+
+    /// Where its `imagePullSecrets` live: its own namespace, or for a `ClusterWasmPlugin`,
+    /// the host's.
+    pub fn secrets_namespace<'a>(&'a self, host: &'a str) -> &'a str {
+        self.tenant().unwrap_or(host)
+    }
+
+    /// A reference to it, for events.
+    pub fn object_ref(&self) -> ObjectReference {
+        let (kind, meta) = match self {
+            Self::Namespaced(p) => ("WasmPlugin", &p.metadata),
+            Self::Cluster(p) => ("ClusterWasmPlugin", &p.metadata),
+        };
+        ObjectReference {
+            api_version: Some(format!("{GROUP}/v1alpha1")),
+            kind: Some(kind.into()),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            uid: meta.uid.clone(),
+            ..ObjectReference::default()
+        }
+    }
+}
+
 /// The CRDs of both kinds, as YAML documents (what `wasmctrl crds` prints).
 pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt as _;
@@ -172,6 +368,45 @@ mod tests {
             Some(&["team-a".to_string()][..])
         );
         assert_eq!(cluster.source.settings.unwrap()["deployment"], "tools");
+    }
+
+    #[test]
+    fn refresh_intervals_read_as_kubernetes_writes_durations() {
+        for (text, secs) in [
+            ("30s", 30.0),
+            ("5m", 300.0),
+            ("1h30m", 5400.0),
+            ("1.5s", 1.5),
+        ] {
+            assert_eq!(parse_duration(text).unwrap().as_secs_f64(), secs, "{text}");
+        }
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        for bad in ["", "5", "m", "5x", "1h 30m", "-5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(PluginSource::default().refresh().unwrap(), DEFAULT_REFRESH);
+    }
+
+    #[test]
+    fn a_tenants_plugin_is_served_under_its_namespace_and_confined_to_it() {
+        let mut tenant = WasmPlugin::new("vm", WasmPluginSpec::default());
+        tenant.metadata.namespace = Some("team-a".into());
+        let tenant = PluginResource::Namespaced(tenant);
+        assert_eq!(tenant.served_name(), "team-a-vm");
+        assert_eq!(tenant.config().tenant.as_deref(), Some("team-a"));
+        assert_eq!(tenant.secrets_namespace("wasmctrl"), "team-a");
+        let cluster = PluginResource::Cluster(ClusterWasmPlugin::new(
+            "vm",
+            ClusterWasmPluginSpec {
+                namespaces: Some(vec!["prod".into()]),
+                ..ClusterWasmPluginSpec::default()
+            },
+        ));
+        let config = cluster.config();
+        assert_eq!((config.name.as_deref(), config.tenant), (Some("vm"), None));
+        assert_eq!(config.namespaces, Some(vec!["prod".to_string()]));
+        assert_eq!(cluster.secrets_namespace("wasmctrl"), "wasmctrl");
+        assert_eq!(cluster.describe(), "ClusterWasmPlugin vm");
     }
 
     #[test]

@@ -141,10 +141,73 @@ async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::start(dir.path());
     let client = cluster.client().await;
+    let setup_done = setup(&cluster, &client).await;
+    let plugins = plugin_dir(dir.path(), &[("hostile", Some(CONFIG))]);
+    let host = cluster.run_host(&plugins, &[], &[]);
+    escapes_are_refused(&cluster, &client, setup_done, host, "hostile-scope").await;
+}
+
+/// A namespaced `WasmPlugin` is a tenant's: the same plugin, declared for every namespace and
+/// pulled from a registry, is confined by the host to the resource's namespace, and every
+/// attempt beyond it is refused exactly as for a plugin that declared only that namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_plugin_declared_for_all_namespaces_acts_in_its_own_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = common::registry::Registry::start();
+    let cluster = Cluster::start(dir.path());
+    let client = cluster.client().await;
+    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
+    let pushed = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(["push", common::plugin_path("hostile").to_str().unwrap()])
+        .arg(format!("{}/plugins/hostile:1", registry.addr))
+        .args(["--insecure-registry", &registry.addr])
+        .output()
+        .unwrap();
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    let setup_done = setup(&cluster, &client).await;
+    let absent = dir.path().join("no-plugin-directory");
+    let serve = ["--plugin-resources", "--insecure-registry", &registry.addr];
+    let host = cluster.run_host(&absent, &serve, &[]);
+    cluster.apply_yaml(&format!(
+        "apiVersion: wasmctrl.io/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: hostile\n  namespace: team-a\nspec:\n  module: oci://{}/plugins/hostile:1\n  concurrency: 1\n  settings:\n    mode: scope\n    allNamespaces: true\n",
+        registry.addr
+    ));
+    common::eventually(60, "the WasmPlugin Ready", || async {
+        let object = cluster.get_json(&["wasmplugin", "hostile", "-n", "team-a"])?;
+        let conditions = object["status"]["conditions"].as_array()?.clone();
+        let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+        (ready["status"] == "True").then_some(())
+    })
+    .await;
+    let permissions = cluster
+        .get_json(&["wasmplugin", "hostile", "-n", "team-a"])
+        .unwrap()["status"]["permissions"]
+        .clone();
+    let permissions: Vec<&str> = permissions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(!permissions.is_empty());
+    assert!(
+        permissions.iter().all(|p| p.contains("[team-a]")),
+        "only in team-a: {permissions:?}"
+    );
+    escapes_are_refused(&cluster, &client, setup_done, host, "team-a-hostile").await;
+}
+
+/// Namespaces `team-a` and `team-b` with a Deployment and Secrets each, Things in team-b the
+/// plugin must never touch; returns the length of the request log once done.
+async fn setup(cluster: &Cluster, client: &kube::Client) -> usize {
+    let client = client.clone();
     common::things::install(&client).await;
     setup_namespace(&client, "team-a").await;
     setup_namespace(&client, "team-b").await;
-    let things_a = api(&client, "team-a", ("example.com", "v1", "Thing"), "things");
     let things_b = api(&client, "team-b", ("example.com", "v1", "Thing"), "things");
     // Things in team-b: one the plugin must never reconcile, and one whose name matches a
     // team-a Thing, owning a ConfigMap there (an owned-kind event that names a team-b key).
@@ -158,10 +221,22 @@ async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
             "uid": "00000000-0000-0000-0000-000000000000", "controller": true}]}}),
     )
     .await;
-    let setup_done = cluster.requests().await.len();
+    cluster.requests().await.len()
+}
 
-    let plugins = plugin_dir(dir.path(), &[("hostile", Some(CONFIG))]);
-    let host = cluster.run_host(&plugins, &[], &[]);
+/// Drives the plugin `plugin` (the hostile one in `scope` mode, one worker, served by `host`)
+/// through every escape, and checks that each is refused and nothing reached team-b.
+async fn escapes_are_refused(
+    cluster: &Cluster,
+    client: &kube::Client,
+    setup_done: usize,
+    host: common::process::Process,
+    plugin: &str,
+) {
+    let client = client.clone();
+    let things_a = api(&client, "team-a", ("example.com", "v1", "Thing"), "things");
+    let things_b = api(&client, "team-b", ("example.com", "v1", "Thing"), "things");
+    let cms_b = api(&client, "team-b", ("", "v1", "ConfigMap"), "configmaps");
     for (attempt, _, _) in ESCAPES {
         create(&things_a, thing("team-a", attempt, attempt)).await;
     }
@@ -176,11 +251,7 @@ async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
         })
         .await;
         assert!(found.1.contains(needle), "{attempt}: {}", found.1);
-        assert!(
-            found.1.contains("hostile-scope"),
-            "names the plugin: {}",
-            found.1
-        );
+        assert!(found.1.contains(plugin), "names the plugin: {}", found.1);
         assert!(
             found.1.contains(&format!("team-a/{attempt}")),
             "names the key: {}",
@@ -243,8 +314,13 @@ async fn a_plugin_reaches_nothing_outside_its_declared_namespace_and_labels() {
     // by namespace and label selector, on the server.
     let reads: Vec<(String, String, String)> = host_requests
         .iter()
-        // The host's lists and watches; events are only ever listed by this test.
-        .filter(|r| (r["verb"] == "list" || r["verb"] == "watch") && r["resource"] != "events")
+        // The host's lists and watches for the plugin; events are only ever listed by this
+        // test, and plugin resources are the host's own.
+        .filter(|r| r["verb"] == "list" || r["verb"] == "watch")
+        .filter(|r| {
+            !["events", "wasmplugins", "clusterwasmplugins"]
+                .contains(&r["resource"].as_str().unwrap_or_default())
+        })
         .map(|r| {
             let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
             (

@@ -102,6 +102,11 @@ pub struct Overrides {
     /// Serve it under this name instead of its manifest's (one plugin loaded twice, each with
     /// its own settings, queue, field manager and RBAC).
     pub name: Option<String>,
+    /// A tenant's plugin: it reconciles, reads and writes in this namespace only, whatever its
+    /// manifest declares (see [`wasmctrl_scope::Scope::confine`]).
+    pub confine: Option<String>,
+    /// This plugin's memory cap instead of [`Config::memory_limit`]; it can only lower it.
+    pub memory_limit: Option<usize>,
 }
 
 /// The engine, linker and limits shared by every plugin. Cheap to clone.
@@ -231,6 +236,9 @@ impl Runtime {
             digest,
             settings: overrides.settings.clone(),
             deadline: overrides.deadline.unwrap_or(self.inner.config.deadline),
+            memory_limit: (overrides.memory_limit).map_or(self.inner.config.memory_limit, |m| {
+                m.min(self.inner.config.memory_limit)
+            }),
             log_throttle: Arc::default(),
             memory_peak: Default::default(),
         };
@@ -249,12 +257,15 @@ impl Runtime {
                 source_name: source_name.clone(),
                 reason,
             })?;
-        let scope = manifest
+        let mut scope = manifest
             .scope(overrides.namespaces.as_deref())
             .map_err(|e| LoadError::InvalidManifest {
                 source_name: source_name.clone(),
                 reason: e.into(),
             })?;
+        if let Some(namespace) = &overrides.confine {
+            scope = scope.confine(namespace);
+        }
         plugin.name = Arc::from(manifest.name.as_str());
         plugin.scope = Some(Arc::new(scope));
         plugin.manifest = Arc::new(manifest);
@@ -466,6 +477,8 @@ pub struct Plugin {
     log_throttle: Arc<Throttle>,
     /// The largest linear memory any of its instances grew to.
     memory_peak: std::sync::atomic::AtomicUsize,
+    /// The most linear memory one instance may grow to.
+    memory_limit: usize,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -603,7 +616,7 @@ impl Plugin {
             view,
             databases: inner.config.databases.clone(),
             limits: Limits {
-                memory: inner.config.memory_limit,
+                memory: self.memory_limit,
                 exceeded: false,
                 peak: 0,
             },

@@ -153,6 +153,7 @@ async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> 
         namespace: HOST_NAMESPACE.into(),
         service_account: HOST_NAMESPACE.into(),
         lease: "wasmctrl".into(),
+        plugin_resources: false,
     };
     let (objects, notes) = rbac::generate(scopes, &resolver, &options);
     for note in notes {

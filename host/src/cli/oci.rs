@@ -25,7 +25,7 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    fn options(&self) -> Options {
+    pub(crate) fn options(&self) -> Options {
         Options {
             insecure: self.insecure.clone(),
             ca_files: self.ca_files.clone(),

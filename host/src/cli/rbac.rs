@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use wasmctrl_scope::Scope;
 
 use crate::rbac::{self, Options, Resolver};
+use crate::resources::PluginResource;
 
 /// Arguments of `wasmctrl rbac`.
 #[derive(Debug, clap::Args)]
@@ -29,11 +30,35 @@ pub struct Args {
     /// custom kinds; without one, a custom kind is assumed namespaced. Repeatable.
     #[arg(long = "crds")]
     crds: Vec<PathBuf>,
+    /// Also grant what serving `WasmPlugin` and `ClusterWasmPlugin` resources takes (`run
+    /// --plugin-resources`).
+    #[arg(long)]
+    plugin_resources: bool,
+    /// `WasmPlugin` and `ClusterWasmPlugin` manifests (files or directories of YAML): each
+    /// plugin is pulled from its registry and granted what it declares, a `WasmPlugin`'s in its
+    /// own namespace only. Implies `--plugin-resources`. Repeatable.
+    #[arg(long = "resources", value_name = "PATH")]
+    resources: Vec<PathBuf>,
+    #[command(flatten)]
+    registry: super::oci::RegistryArgs,
 }
 
 /// Prints the RBAC for every plugin in the directory; notes about guesses go to stderr.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let plugins = scopes(&args.plugins)?;
+    // Only resources: the plugin directory may not exist.
+    let mut plugins = if args.resources.is_empty() || args.plugins.is_dir() {
+        scopes(&args.plugins)?
+    } else {
+        Vec::new()
+    };
+    for path in &args.resources {
+        for (name, scope) in resource_scopes(path, &args.registry)? {
+            if plugins.iter().any(|(n, _)| *n == name) {
+                anyhow::bail!("{}: a second plugin served as {name}", path.display());
+            }
+            plugins.push((name, scope));
+        }
+    }
     let mut resolver = Resolver::default();
     for path in &args.crds {
         for file in super::manifest_files(path)? {
@@ -50,6 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         namespace: args.namespace,
         service_account: args.service_account,
         lease: args.leader_election_id,
+        plugin_resources: args.plugin_resources || !args.resources.is_empty(),
     };
     let (objects, notes) = rbac::generate(&plugins, &resolver, &options);
     for note in notes {
@@ -76,6 +102,35 @@ pub(crate) fn scopes(dir: &Path) -> anyhow::Result<Vec<(String, Scope)>> {
             anyhow::bail!("{}: a second plugin named {name}", file.display());
         }
         out.push((name, plugin.scope().clone()));
+    }
+    Ok(out)
+}
+
+/// Each plugin resource under `path`, pulled and loaded as `run --plugin-resources` loads it,
+/// by the name it is served under, with its effective scope.
+fn resource_scopes(
+    path: &Path,
+    registry: &super::oci::RegistryArgs,
+) -> anyhow::Result<Vec<(String, Scope)>> {
+    let runtime = super::inspect::review_runtime()?;
+    let mut out = Vec::new();
+    for file in super::manifest_files(path)? {
+        for doc in super::read_documents(&file)? {
+            let Some(resource) = PluginResource::from_value(&doc)
+                .with_context(|| format!("{}: not a usable plugin resource", file.display()))?
+            else {
+                continue;
+            };
+            let module = &resource.source().module;
+            let pulled = super::oci::pull_blocking(registry, module)?;
+            let source = format!("{} ({})", resource.describe(), pulled.digest);
+            let config = resource.config();
+            let plugin = runtime.load_with(&source, &pulled.component, &config.overrides())?;
+            config
+                .check_narrows(plugin.manifest())
+                .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
+            out.push((resource.served_name(), plugin.scope().clone()));
+        }
     }
     Ok(out)
 }

@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
+use crate::cluster_plugins::{self, ClusterPlugins};
 use crate::controller::Manager;
 use crate::leader::{self, Leadership};
 use crate::loader::{self, Loader};
 use crate::metrics::{Metrics, Secure};
+use crate::oci::Registry;
 use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
 use crate::sql::{self, Databases};
@@ -228,6 +230,13 @@ pub struct Args {
     /// service account.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Also serve plugins from `WasmPlugin` and `ClusterWasmPlugin` resources (apply `wasmctrl
+    /// crds` first), pulled from OCI registries by digest, each with its status on its
+    /// resource. With it, the `--plugins` directory may be absent.
+    #[arg(long)]
+    plugin_resources: bool,
+    #[command(flatten)]
+    registry: super::oci::RegistryArgs,
 }
 
 /// Runs the subcommand until SIGINT/SIGTERM.
@@ -255,8 +264,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let client = kube::client::ClientBuilder::try_from(config)?
             .with_layer(&layer)
             .build();
+        let registry = if args.plugin_resources {
+            Some(Registry::new(&args.registry.options())?)
+        } else {
+            None
+        };
         let extras = Extras {
             election,
+            registry,
             ..Extras::default()
         };
         serve(
@@ -335,6 +350,8 @@ pub(crate) struct Extras {
     pub election: Option<leader::Config>,
     /// Keep the host's RBAC in step with its plugins.
     pub grant: Option<Grant>,
+    /// Serve plugin resources, pulling with this client.
+    pub registry: Option<Registry>,
 }
 
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
@@ -346,7 +363,11 @@ pub(crate) async fn serve(
     extras: Extras,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let Extras { election, grant } = extras;
+    let Extras {
+        election,
+        grant,
+        registry,
+    } = extras;
     let (leadership, election) = match election {
         Some(config) => {
             let lease = config.name.clone();
@@ -398,11 +419,37 @@ pub(crate) async fn serve(
     }
     tokio::spawn(crate::memory::return_freed_memory(Duration::from_secs(10)));
     if let Some((lease, _)) = &election {
-        tokio::spawn(follow_leadership(host.clone(), leadership, lease.clone()));
+        tokio::spawn(follow_leadership(
+            host.clone(),
+            leadership.clone(),
+            lease.clone(),
+        ));
     }
-    let (loader, mut changes) =
-        Loader::start(args.plugins.clone(), runtime, loader::Options::default()).await?;
     let grace = Duration::from_secs(args.shutdown_grace_secs);
+    let cluster_plugins = registry.map(|registry| {
+        let options = cluster_plugins::Options {
+            registry,
+            cache_dir: args.cache_dir.clone(),
+            host_namespace: leader::own_namespace(),
+            concurrency: args.concurrency,
+            grace,
+            leadership: leadership.clone(),
+        };
+        ClusterPlugins::start(client.clone(), host.clone(), runtime.clone(), options)
+    });
+    // Serving only resources, a missing directory is no error: an empty one is watched.
+    let no_directory = cluster_plugins.is_some() && !args.plugins.exists();
+    let plugins_dir = if no_directory {
+        tracing::info!(plugins = %args.plugins.display(), "no plugin directory; serving plugin resources only");
+        let empty = tempfile::tempdir().context("an empty plugin directory")?;
+        Some(empty)
+    } else {
+        None
+    };
+    let dir = plugins_dir
+        .as_ref()
+        .map_or(args.plugins.clone(), |d| d.path().to_path_buf());
+    let (loader, mut changes) = Loader::start(dir, runtime, loader::Options::default()).await?;
     // The initial scan's changes are queued before `start` returns: apply them, then the
     // directory counts as loaded for readiness.
     let granted = |change: &loader::Change| {
@@ -441,6 +488,9 @@ pub(crate) async fn serve(
         }
     }
     tracing::info!("shutting down: finishing in-flight reconciles");
+    if let Some(cluster_plugins) = cluster_plugins {
+        cluster_plugins.shutdown().await;
+    }
     host.shutdown(Duration::from_secs(args.shutdown_grace_secs))
         .await;
     // Only now that nothing is reconciled any more: a standby takes over at once.

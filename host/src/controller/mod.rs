@@ -577,7 +577,20 @@ impl KeySources<'_> {
             let namespaces = if read.namespaces.is_empty() {
                 own_namespaces.clone()
             } else {
-                Some(read.namespaces.clone())
+                // Only where the scope lets it read: a tenant's plugin is confined to its own
+                // namespace whatever its manifest names, and caches nothing beyond it.
+                let readable: Vec<String> = (read.namespaces.iter())
+                    .filter(|n| {
+                        (self.scope)
+                            .check_read(wasmctrl_scope::Verb::List, &read.kind, n, "")
+                            .is_ok()
+                    })
+                    .cloned()
+                    .collect();
+                if readable.is_empty() {
+                    continue;
+                }
+                Some(readable)
             };
             for informer in manager.caches(&read.kind, namespaces, &read.selector) {
                 let Some(mapping) = read.trigger.clone() else {

@@ -46,6 +46,12 @@ pub struct PluginConfig {
     /// declares, so that one plugin file can be loaded several times (copies with different
     /// settings or namespaces). The name is its identity: queue, metrics, field manager, RBAC.
     pub name: Option<String>,
+    /// The memory cap of one instance, in MiB; it can only lower the host's `--memory-mib`.
+    pub memory_mib: Option<usize>,
+    /// Set for a tenant's plugin (a namespaced `WasmPlugin`), never from a file: the namespace
+    /// it is confined to.
+    #[serde(skip)]
+    pub tenant: Option<String>,
 }
 
 /// A config file that could not be read or does not describe a valid config.
@@ -97,12 +103,17 @@ impl PluginConfig {
             namespaces: self.namespaces.clone(),
             deadline: self.deadline(),
             name: self.name.clone(),
+            confine: self.tenant.clone(),
+            memory_limit: self.memory_mib.map(|m| m << 20),
         }
     }
 
     fn validate(&self) -> Result<(), String> {
         if self.concurrency == Some(0) {
             return Err("concurrency must be at least 1".into());
+        }
+        if self.memory_mib == Some(0) {
+            return Err("memory_mib must be at least 1".into());
         }
         if self.deadline_ms == Some(0) {
             return Err("deadline_ms must be at least 1".into());
@@ -190,6 +201,8 @@ mod tests {
             deadline_ms: Some(50),
             approve: Vec::new(),
             name: None,
+            memory_mib: None,
+            tenant: None,
         };
         for (file, text) in [("p.toml", toml), ("p.yaml", yaml), ("p.json", json)] {
             assert_eq!(

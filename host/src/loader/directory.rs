@@ -372,7 +372,7 @@ impl Directory {
 }
 
 /// The permissions `new` has that `old` had not, less those approved.
-fn widened(old: &Plugin, new: &Plugin, approved: &[String]) -> Vec<String> {
+pub fn widened(old: &Plugin, new: &Plugin, approved: &[String]) -> Vec<String> {
     let had = old.scope().permissions();
     new.scope()
         .permissions()

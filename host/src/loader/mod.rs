@@ -38,6 +38,7 @@ pub use config::{
 
 use crate::runtime::{Plugin, Runtime};
 use directory::Directory;
+pub use directory::widened;
 
 /// The served plugins as `current()` returns them, refreshed after every rescan.
 type Snapshot = Arc<Mutex<Vec<(Arc<Plugin>, PluginConfig)>>>;

@@ -124,6 +124,13 @@ impl Registry {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
     }
 
+    /// Stops the registry (its storage stays until it is dropped); nothing answers at its
+    /// address afterwards.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// The temporary directory (for files a test writes beside the registry's).
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -350,6 +350,34 @@ impl Scope {
         self
     }
 
+    /// The scope of a tenant's plugin (a namespaced `WasmPlugin`): everything it reconciles,
+    /// reads and writes confined to `namespace`, whatever namespaces its manifest declared for
+    /// the watched kind or for a read. Cluster-scoped kinds are not confined by namespaces; the
+    /// host refuses a tenant's plugin that declares any.
+    pub fn confine(mut self, namespace: &str) -> Self {
+        let only = Namespaces::Only(BTreeSet::from([namespace.to_string()]));
+        self.namespaces = self.namespaces.intersect(&only);
+        for grants in self.reads.values_mut() {
+            let mut confined: Vec<Grant> = Vec::new();
+            for grant in grants.drain(..) {
+                let grant = Grant {
+                    namespaces: grant.namespaces.intersect(&only),
+                    selector: grant.selector,
+                };
+                if !confined.contains(&grant) {
+                    confined.push(grant);
+                }
+            }
+            *grants = confined;
+        }
+        self
+    }
+
+    /// Every kind the scope names (watched, read, written).
+    pub fn kinds(&self) -> BTreeSet<&Kind> {
+        (self.reads.keys()).chain(self.writes.keys()).collect()
+    }
+
     /// The plugin uses a named capability of the host (`sql:<database>`).
     pub fn capability(mut self, name: &str) -> Self {
         self.capabilities.insert(name.into());
@@ -483,6 +511,10 @@ impl Scope {
     pub fn permissions(&self) -> BTreeSet<Permission> {
         let mut out = BTreeSet::new();
         for (kind, grants) in &self.reads {
+            // A read confined to no namespace at all grants nothing.
+            let grants = grants
+                .iter()
+                .filter(|g| g.namespaces.names().is_none_or(|n| !n.is_empty()));
             for grant in grants {
                 for verb in [Verb::Get, Verb::List] {
                     out.insert(Permission::Object {
@@ -666,6 +698,38 @@ mod tests {
         let watched = s.check_read(Verb::List, &thing(), "team-a", "").unwrap();
         let web = BTreeMap::from([("tier".to_string(), "web".to_string())]);
         assert!(watched.admits("team-a", &web) && !watched.admits("team-a", &labels("x")));
+    }
+
+    #[test]
+    fn a_confined_scope_reaches_only_its_namespace_whatever_was_declared() {
+        let all = Scope::new(thing(), Namespaces::All, Selector::default())
+            .owns(Kind::new("", "v1", "ConfigMap"))
+            .reads(Kind::new("", "v1", "Secret"), &["shared"], sel("app=x"))
+            .writes(Kind::new("apps", "v1", "Deployment"));
+        let s = all.confine("team-a");
+        assert!(s.reconciles_in("team-a") && !s.reconciles_in("team-b"));
+        let secret = Kind::new("", "v1", "Secret");
+        let refused = s.check_read(Verb::Get, &secret, "shared", "s").unwrap_err();
+        assert!(refused.to_string().contains("shared/s"), "{refused}");
+        assert!(s.check_read(Verb::List, &secret, "team-b", "").is_err());
+        let listed = s.check_read(Verb::List, &thing(), "", "").unwrap();
+        assert!(!listed.admits("team-b", &BTreeMap::new()));
+        assert!(listed.admits("team-a", &BTreeMap::new()));
+        let deploy = Kind::new("apps", "v1", "Deployment");
+        assert!((s.check_write(Verb::Patch, &deploy, "team-b", "d", "team-a")).is_err());
+        assert!((s.check_write(Verb::Patch, &deploy, "team-a", "d", "team-a")).is_ok());
+        assert!(
+            s.check_reconciled(Verb::UpdateStatus, "team-b", "t")
+                .is_err()
+        );
+        // Only narrower: what it may do is a subset of what it declared.
+        assert!(
+            s.permissions()
+                .iter()
+                .all(|p| p.to_string().contains("[team-a]")
+                    || matches!(p, Permission::Capability(_)))
+        );
+        assert_eq!(s.kinds().len(), 4);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! (or the error) in its status. `scope` is declared for namespace `team-a` (owning ConfigMaps,
 //! reading Secrets labelled `visible=yes`, writing Deployments) and tries what the object's
 //! `try` label says: `get-other`, `list-other`, `list-hidden`, `patch-other`, `apply-other`,
-//! `delete-other` reach outside that scope (`get-hidden` reports whether it sees a Secret
+//! `delete-other` reach outside that scope (with `{"allNamespaces": true}` it declares every
+//! namespace, and only a host confining it keeps it in `team-a`) (`get-hidden` reports whether it sees a Secret
 //! outside its selector); anything else does the same legitimately in its own
 //! namespace. `precondition` JSON-patches objects labelled `stuck=yes` with a `test` that always
 //! fails, and reports others Ready. `children` returns the complete set of its ConfigMaps, one
@@ -92,6 +93,17 @@ impl Reconciler for Hostile {
                 let declare = settings["declare"].as_str().unwrap_or("db");
                 manifest.capability(&format!("sql:{declare}"))
             }
+            // `{"allNamespaces": true}` declares every namespace, for a host that confines it.
+            "scope" if settings["allNamespaces"] == true => manifest
+                .owns::<ConfigMap>()
+                .reads::<Secret>(
+                    wasmctrl_sdk::manifest::Selector {
+                        namespaces: Vec::new(),
+                        labels: "visible=yes".into(),
+                    },
+                    None,
+                )
+                .writes::<Deployment>(),
             "scope" => manifest
                 .namespaces(&["team-a"])
                 .owns::<ConfigMap>()

@@ -1,0 +1,318 @@
+//! Plugins as cluster resources (`run --plugin-resources`), through the real binaries: a real
+//! registry (Debian's CNCF distribution registry on loopback), the embedded API server with RBAC
+//! on, and the host running as its ServiceAccount under the RBAC `wasmctrl rbac` generates.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::process::{Cluster, Process};
+use common::registry::Registry;
+use serde_json::Value;
+
+/// Runs `wasmctrl <args>` from the repository root; it must succeed. Its stdout.
+fn wasmctrl(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(args)
+        .current_dir(common::repo_root())
+        .output()
+        .expect("run wasmctrl");
+    assert!(
+        out.status.success(),
+        "wasmctrl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `component` with a custom section appended: another artifact (another digest) that
+/// behaves the same, as a rebuild with a new version string would.
+fn variant(component: &[u8], label: &str) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"wasmctrl-test-variant";
+    let mut payload = Vec::new();
+    leb(name.len(), &mut payload);
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(label.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0); // a custom section
+    leb(payload.len(), &mut out);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Pushes `component` to `reference` (plain HTTP); returns the digest the registry recorded.
+fn push(registry: &Registry, component: &[u8], repository: &str, tag: &str) -> String {
+    let file = registry.dir().join(format!("{tag}.wasm"));
+    std::fs::write(&file, component).unwrap();
+    let reference = format!("oci://{}/{repository}:{tag}", registry.addr);
+    wasmctrl(&[
+        "push",
+        file.to_str().unwrap(),
+        &reference,
+        "--insecure-registry",
+        &registry.addr,
+    ]);
+    registry.tag_digest(repository, tag)
+}
+
+/// Writes `yaml` to a file under `dir`.
+fn manifest(dir: &Path, name: &str, yaml: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// The RBAC `wasmctrl rbac` prints for host `wasmctrl/wasmctrl`, serving plugin resources and
+/// granting the plugins of the resources in `resources`, if any.
+fn rbac(registry: &Registry, resources: Option<&Path>) -> String {
+    let empty = registry.dir().join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let mut args = vec![
+        "rbac",
+        "--plugins",
+        empty.to_str().unwrap(),
+        "--crds",
+        "examples",
+        "--namespace",
+        "wasmctrl",
+        "--plugin-resources",
+        "--insecure-registry",
+        &registry.addr,
+    ];
+    if let Some(path) = resources {
+        args.extend(["--resources", path.to_str().unwrap()]);
+    }
+    wasmctrl(&args)
+}
+
+/// A condition of a plugin resource (`kind`: `cwp` or `wp -n <ns>`): status, reason, message.
+fn condition(cluster: &Cluster, args: &[&str], type_: &str) -> Option<(String, String, String)> {
+    let object = cluster.get_json(args)?;
+    let found = object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?
+        .clone();
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    Some((
+        text(&found["status"]),
+        text(&found["reason"]),
+        text(&found["message"]),
+    ))
+}
+
+/// Waits until the resource's condition `type_` has `status` (and `reason`, if given).
+async fn wait_condition(
+    cluster: &Cluster,
+    args: &[&str],
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+) -> (String, String, String) {
+    let what = format!("{args:?} {type_}={status} {reason:?}");
+    common::eventually(90, &what, || async {
+        let found = condition(cluster, args, type_)?;
+        (found.0 == status && reason.is_none_or(|r| r == found.1)).then_some(found)
+    })
+    .await
+}
+
+/// The VirtualMachine `name` in `default`, with its phase once the plugin reconciled it.
+async fn vm_reconciled(cluster: &Cluster, name: &str) -> Value {
+    common::eventually(60, &format!("VirtualMachine {name} reconciled"), || async {
+        let vm = cluster.get_json(&["virtualmachine", name, "-n", "default"])?;
+        (vm["status"]["phase"] == "Active").then_some(vm)
+    })
+    .await
+}
+
+fn create_vm(cluster: &Cluster, name: &str) {
+    let yaml = format!(
+        "apiVersion: cloudnative.tw/v1alpha1\nkind: VirtualMachine\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  resource:\n    cpu: 2\n    memory: 4Gi\n    rootDisk: 40Gi\n"
+    );
+    cluster.apply_yaml(&yaml);
+}
+
+/// Starts the host as `wasmctrl/wasmctrl`, serving only plugin resources.
+fn start_host(cluster: &Cluster, registry_addr: &str, cache: &Path, dir: &Path) -> Process {
+    let kubeconfig = cluster.service_account_kubeconfig("wasmctrl", "wasmctrl");
+    let no_directory = dir.join("absent");
+    cluster.run_host_with(
+        &kubeconfig,
+        &no_directory,
+        &[
+            "--plugin-resources",
+            "--insecure-registry",
+            registry_addr,
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+        &[],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_plugin_by_tag_is_granted_refreshed_pinned_and_served_from_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::start();
+    let cluster = Cluster::start(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    let cache = dir.path().join("cache");
+
+    let original = common::plugin_bytes("virtualmachine");
+    let first = push(&registry, &original, "plugins/vm", "stable");
+    let resource = manifest(
+        dir.path(),
+        "vm.yaml",
+        &format!(
+            "apiVersion: wasmctrl.io/v1alpha1\nkind: ClusterWasmPlugin\nmetadata:\n  name: vm\nspec:\n  module: oci://{}/plugins/vm:stable\n  refreshInterval: 1s\n",
+            registry.addr
+        ),
+    );
+
+    // The host may serve plugin resources, but not yet what this plugin needs.
+    cluster.apply_yaml(&rbac(&registry, None));
+    let mut host = start_host(&cluster, &registry.addr, &cache, dir.path());
+    cluster.kubectl_ok(&["apply", "-f", resource.to_str().unwrap()]);
+    let cwp = ["clusterwasmplugin", "vm"];
+    let (_, _, missing) = wait_condition(
+        &cluster,
+        &cwp,
+        "PermissionsGranted",
+        "False",
+        Some("MissingPermissions"),
+    )
+    .await;
+    for rule in [
+        "list virtualmachines.cloudnative.tw cluster-wide",
+        "watch virtualmachines.cloudnative.tw cluster-wide",
+        "patch virtualmachines.cloudnative.tw/status cluster-wide",
+        "delete virtualmachines.cloudnative.tw cluster-wide",
+    ] {
+        assert!(missing.contains(rule), "{rule} in: {missing}");
+    }
+    let (ready, _, _) = condition(&cluster, &cwp, "Ready").unwrap();
+    assert_eq!(ready, "False");
+    let events = cluster.kubectl_ok(&[
+        "get",
+        "events",
+        "-A",
+        "--field-selector",
+        "reason=MissingPermissions",
+    ]);
+    assert!(
+        events.contains("ClusterWasmPlugin/vm") || events.contains("clusterwasmplugin/vm"),
+        "{events}"
+    );
+
+    // Granted, it starts without a restart: Ready, running the digest the tag names.
+    cluster.apply_yaml(&rbac(&registry, Some(&resource)));
+    wait_condition(&cluster, &cwp, "Ready", "True", None).await;
+    assert!(host.running(), "the host restarted");
+    let status = cluster.get_json(&cwp).unwrap()["status"].clone();
+    assert_eq!(status["digest"], first.as_str());
+    assert_eq!(status["version"], "0.1.0");
+    assert!(
+        status["permissions"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()),
+        "{status}"
+    );
+    create_vm(&cluster, "vm-1");
+    vm_reconciled(&cluster, "vm-1").await;
+
+    // A new version pushed to the tag serves after the refresh, without a failed reconcile.
+    for n in 2..=6 {
+        create_vm(&cluster, &format!("vm-{n}"));
+    }
+    let second = push(&registry, &variant(&original, "2"), "plugins/vm", "stable");
+    assert_ne!(first, second);
+    common::eventually(60, "the new digest serving", || async {
+        let status = cluster.get_json(&cwp)?["status"].clone();
+        (status["digest"] == second.as_str()).then_some(())
+    })
+    .await;
+    create_vm(&cluster, "vm-7");
+    for n in 1..=7 {
+        vm_reconciled(&cluster, &format!("vm-{n}")).await;
+    }
+    let errors = r#"controller_runtime_reconcile_errors_total{controller="vm"}"#;
+    assert_eq!(host.sample(errors).unwrap_or(0.0), 0.0, "{}", host.log());
+
+    // Pinned to a digest whose blob was altered in the registry: refused, the last keeps serving.
+    let third_component = variant(&original, "3");
+    let third = push(&registry, &third_component, "plugins/vm", "three");
+    let layer = wasmctrl::oci::digest_of(&third_component);
+    let blob = registry.blob_path(&layer);
+    let mut altered = std::fs::read(&blob).unwrap();
+    let last = altered.len() - 1;
+    altered[last] ^= 0xff;
+    std::fs::write(&blob, &altered).unwrap();
+    let pinned = format!("oci://{}/plugins/vm@{third}", registry.addr);
+    let patch = serde_json::json!({"spec": {"module": pinned}}).to_string();
+    cluster.kubectl_ok(&[
+        "patch",
+        "clusterwasmplugin",
+        "vm",
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+    let (_, _, message) =
+        wait_condition(&cluster, &cwp, "Pulled", "False", Some("DigestMismatch")).await;
+    assert!(message.to_lowercase().contains("digest"), "{message}");
+    let status = cluster.get_json(&cwp).unwrap()["status"].clone();
+    assert_eq!(
+        status["digest"],
+        second.as_str(),
+        "the running version keeps serving"
+    );
+    assert_eq!(condition(&cluster, &cwp, "Ready").unwrap().0, "True");
+    create_vm(&cluster, "vm-8");
+    vm_reconciled(&cluster, "vm-8").await;
+    // Its only complaints are the refusals the test provoked.
+    let unexpected: Vec<String> = (host.complaints().into_iter())
+        .filter(|l| {
+            !["MissingPermissions", "DigestMismatch"]
+                .iter()
+                .any(|r| l.contains(r))
+        })
+        .collect();
+    assert!(unexpected.is_empty(), "{}", unexpected.join("\n"));
+    host.terminate();
+
+    // Restarted with the registry down and a warm cache: the last digest serves from it.
+    registry.stop();
+    let host = start_host(&cluster, &registry.addr, &cache, dir.path());
+    let (_, _, message) =
+        wait_condition(&cluster, &cwp, "Pulled", "False", Some("FromCache")).await;
+    assert!(message.contains(&second), "{message}");
+    wait_condition(&cluster, &cwp, "Ready", "True", None).await;
+    create_vm(&cluster, "vm-9");
+    vm_reconciled(&cluster, "vm-9").await;
+
+    // Deleted, the plugin stops (after the grace period) while the host runs on.
+    cluster.kubectl_ok(&["delete", "clusterwasmplugin", "vm"]);
+    common::eventually(60, "the plugin stopped", || async {
+        host.log()
+            .contains("ClusterWasmPlugin vm deleted; its plugin stopped")
+            .then_some(())
+    })
+    .await;
+}
