@@ -59,6 +59,15 @@ pub enum Error {
         /// What the registry (or the connection) said.
         source: oci_client::errors::OciDistributionError,
     },
+    /// The registry refused the credentials (or asked for some): HTTP 401, with what the
+    /// registry said.
+    #[error("{reference}: the registry refused the credentials: {answer}")]
+    Unauthorized {
+        /// As given.
+        reference: String,
+        /// The registry's status line and body (its error envelope).
+        answer: String,
+    },
     /// The artifact is not a wasm component artifact.
     #[error("{reference}: not a wasm plugin artifact: {reason}")]
     NotAPlugin {
@@ -209,20 +218,18 @@ impl Registry {
         );
         let manifest =
             OciImageManifest::build(std::slice::from_ref(&layer), &config, Some(annotations));
-        let failed = |source| Error::Registry {
-            reference: reference.to_string(),
-            source,
-        };
         let auth = self.auth(&target);
-        let pushed = (self.client)
+        let pushed = match (self.client)
             .push(&target, &[layer], config, &auth, Some(manifest))
             .await
-            .map_err(failed)?;
-        let digest = self
-            .client
-            .fetch_manifest_digest(&target, &auth)
-            .await
-            .map_err(failed)?;
+        {
+            Ok(pushed) => pushed,
+            Err(source) => return Err(self.failed(reference, &auth, source).await),
+        };
+        let digest = match self.client.fetch_manifest_digest(&target, &auth).await {
+            Ok(digest) => digest,
+            Err(source) => return Err(self.failed(reference, &auth, source).await),
+        };
         tracing::debug!(manifest = %pushed.manifest_url, %digest, "pushed");
         Ok(Pushed {
             pinned: pinned(&target, &digest),
@@ -241,13 +248,62 @@ impl Registry {
         if let Some(digest) = target.digest() {
             return Ok(digest.to_string());
         }
-        (self.client)
-            .fetch_manifest_digest(target, &self.auth(target))
-            .await
-            .map_err(|source| Error::Registry {
-                reference: reference.to_string(),
-                source,
-            })
+        let auth = self.auth(target);
+        match self.client.fetch_manifest_digest(target, &auth).await {
+            Ok(digest) => Ok(digest),
+            Err(source) => Err(self.failed(reference, &auth, source).await),
+        }
+    }
+
+    /// The error for a failed request about `reference`. A refusal of the credentials is asked
+    /// again, plainly, for the registry's own words: `oci-client` reports only the URL.
+    async fn failed(
+        &self,
+        reference: &str,
+        auth: &RegistryAuth,
+        source: oci_client::errors::OciDistributionError,
+    ) -> Error {
+        use oci_client::errors::OciDistributionError as E;
+        let url = match &source {
+            E::UnauthorizedError { url } => url.clone(),
+            _ => {
+                return Error::Registry {
+                    reference: reference.to_string(),
+                    source,
+                };
+            }
+        };
+        let answer = match self.ask(&url, auth).await {
+            Ok(answer) => answer,
+            Err(e) => format!("401 Unauthorized at {url} ({e} when asking again)"),
+        };
+        Error::Unauthorized {
+            reference: reference.to_string(),
+            answer,
+        }
+    }
+
+    /// `GET url` with `auth` as HTTP basic or bearer credentials: the status line and the
+    /// first 512 bytes of the body.
+    async fn ask(&self, url: &str, auth: &RegistryAuth) -> Result<String, reqwest::Error> {
+        let mut client = reqwest::Client::builder();
+        for pem in &self.certificates {
+            if let Ok(certificate) = reqwest::Certificate::from_pem(pem) {
+                client = client.add_root_certificate(certificate);
+            }
+        }
+        let request = client.build()?.get(url);
+        let request = match auth {
+            RegistryAuth::Basic(user, password) => request.basic_auth(user, Some(password)),
+            RegistryAuth::Bearer(token) => request.bearer_auth(token),
+            _ => request,
+        };
+        let response = request.send().await?;
+        let status = response.status();
+        let body = response.text().await?;
+        let body = body.trim();
+        let body = body.get(..512.min(body.len())).unwrap_or(body);
+        Ok(format!("{status}: {body}"))
     }
 
     /// Pulls the plugin `reference` names: its tag resolved to a digest first, every blob
@@ -256,13 +312,14 @@ impl Registry {
         let target = self::reference(reference)?;
         let digest = self.digest(&target, reference).await?;
         let by_digest = target.clone_with_digest(digest.clone());
-        let image = (self.client)
-            .pull(&by_digest, &self.auth(&target), vec![LAYER_MEDIA_TYPE])
+        let auth = self.auth(&target);
+        let image = match (self.client)
+            .pull(&by_digest, &auth, vec![LAYER_MEDIA_TYPE])
             .await
-            .map_err(|source| Error::Registry {
-                reference: reference.to_string(),
-                source,
-            })?;
+        {
+            Ok(image) => image,
+            Err(source) => return Err(self.failed(reference, &auth, source).await),
+        };
         if let Some(actual) = image.digest.as_ref().filter(|d| **d != digest) {
             return Err(Error::DigestMismatch {
                 reference: reference.to_string(),

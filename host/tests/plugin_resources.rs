@@ -316,3 +316,97 @@ async fn a_cluster_plugin_by_tag_is_granted_refreshed_pinned_and_served_from_cac
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_plugin_pulls_over_tls_with_image_pull_secrets_and_wrong_ones_show_the_401() {
+    use base64::Engine as _;
+    use common::registry::{PASSWORD, USER};
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start_secure();
+    let ca = registry.dir().join("ca.pem");
+    std::fs::write(&ca, registry.ca.as_deref().unwrap()).unwrap();
+    let docker_config = |password: &str| {
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{password}"));
+        serde_json::json!({"auths": {registry.addr.clone(): {"auth": auth}}}).to_string()
+    };
+    let config_file = manifest(dir.path(), "config.json", &docker_config(PASSWORD));
+    let large = common::plugin_path("large");
+    assert!(
+        std::fs::metadata(&large).unwrap().len() > 5 << 20,
+        "the large plugin is over 5 MiB"
+    );
+    let reference = format!("oci://{}/plugins/large:1", registry.addr);
+    let ca_arg = ca.to_str().unwrap();
+    wasmctrl(&[
+        "push",
+        large.to_str().unwrap(),
+        &reference,
+        "--registry-ca",
+        ca_arg,
+        "--docker-config",
+        config_file.to_str().unwrap(),
+    ]);
+
+    let cluster = Cluster::start(dir.path());
+    let client = cluster.client().await;
+    common::things::install(&client).await;
+    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
+    // A ClusterWasmPlugin's imagePullSecrets are in the host's namespace: outside a Pod, `default`.
+    for (name, password) in [("registry", PASSWORD), ("registry-wrong", "wrong")] {
+        let config = manifest(
+            dir.path(),
+            &format!("{name}.json"),
+            &docker_config(password),
+        );
+        let from = format!("--from-file=.dockerconfigjson={}", config.display());
+        let secret = ["create", "secret", "generic", name, "-n", "default"];
+        cluster.kubectl_ok(
+            &[
+                &secret[..],
+                &[&from, "--type=kubernetes.io/dockerconfigjson"],
+            ]
+            .concat(),
+        );
+    }
+    let resource = |name: &str, secret: &str| {
+        format!(
+            "apiVersion: wasmctrl.io/v1alpha1\nkind: ClusterWasmPlugin\nmetadata:\n  name: {name}\nspec:\n  module: {reference}\n  imagePullSecrets:\n  - name: {secret}\n"
+        )
+    };
+    cluster.apply_yaml(&resource("large", "registry"));
+    cluster.apply_yaml(&resource("large-wrong", "registry-wrong"));
+    let absent = dir.path().join("absent");
+    let _host = cluster.run_host(
+        &absent,
+        &["--plugin-resources", "--registry-ca", ca_arg],
+        // No docker config of its own: only the Secrets' credentials.
+        &[("DOCKER_CONFIG", dir.path().join("none").to_str().unwrap())],
+    );
+
+    let large = ["clusterwasmplugin", "large"];
+    wait_condition(&cluster, &large, "Ready", "True", None).await;
+    let status = cluster.get_json(&large).unwrap()["status"].clone();
+    assert_eq!(
+        status["digest"],
+        registry.tag_digest("plugins/large", "1").as_str()
+    );
+    let thing =
+        "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: big\n  namespace: default\n";
+    cluster.apply_yaml(thing);
+    let reconciled = common::eventually(60, "the Thing reconciled by the large plugin", || async {
+        let thing = cluster.get_json(&["thing", "big", "-n", "default"])?;
+        (thing["status"]["phase"] == "Ready").then_some(thing)
+    })
+    .await;
+    assert_eq!(reconciled["status"]["bytes"], 6 << 20);
+
+    let wrong = ["clusterwasmplugin", "large-wrong"];
+    let (_, _, message) =
+        wait_condition(&cluster, &wrong, "Pulled", "False", Some("Unauthorized")).await;
+    // The registry's own answer: its status and error envelope.
+    assert!(
+        message.contains("401 Unauthorized") && message.contains(r#""code":"UNAUTHORIZED""#),
+        "the registry's answer: {message}"
+    );
+    assert_eq!(condition(&cluster, &wrong, "Ready").unwrap().0, "False");
+}

@@ -641,6 +641,7 @@ fn pull_failure(error: &oci::Error) -> Failed {
         oci::Error::DigestMismatch { .. } => "DigestMismatch",
         oci::Error::Reference { .. } => "InvalidReference",
         oci::Error::NotAPlugin { .. } => "NotAPlugin",
+        oci::Error::Unauthorized { .. } => "Unauthorized",
         _ if lower.contains("digest")
             && (lower.contains("expected") || lower.contains("mismatch")) =>
         {
