@@ -410,3 +410,91 @@ async fn a_large_plugin_pulls_over_tls_with_image_pull_secrets_and_wrong_ones_sh
     );
     assert_eq!(condition(&cluster, &wrong, "Ready").unwrap().0, "False");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start();
+    let cluster = Cluster::start(dir.path());
+    let client = cluster.client().await;
+    common::things::install(&client).await;
+    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
+    // Version 1 only reconciles Things; version 2 (another build under the same tag) also
+    // owns ConfigMaps.
+    let first = push(
+        &registry,
+        &common::plugin_bytes("trivial"),
+        "plugins/thing",
+        "v",
+    );
+    cluster.apply_yaml(&format!(
+        "apiVersion: wasmctrl.io/v1alpha1\nkind: ClusterWasmPlugin\nmetadata:\n  name: thing\nspec:\n  module: oci://{}/plugins/thing:v\n  refreshInterval: 1s\n  settings:\n    mode: own\n",
+        registry.addr
+    ));
+    let absent = dir.path().join("absent");
+    let host = cluster.run_host(
+        &absent,
+        &["--plugin-resources", "--insecure-registry", &registry.addr],
+        &[],
+    );
+    let cwp = ["clusterwasmplugin", "thing"];
+    wait_condition(&cluster, &cwp, "Ready", "True", None).await;
+
+    let second = push(
+        &registry,
+        &common::plugin_bytes("hostile"),
+        "plugins/thing",
+        "v",
+    );
+    let (_, _, message) = wait_condition(
+        &cluster,
+        &cwp,
+        "PermissionsGranted",
+        "False",
+        Some("NotApproved"),
+    )
+    .await;
+    let listed = message.split("spec.approve: ").nth(1).unwrap();
+    let unapproved: Vec<String> = serde_json::from_str(listed).unwrap();
+    assert!(
+        unapproved.contains(&"apply v1/ConfigMap in all namespaces (beside the owner)".to_string()),
+        "{unapproved:?}"
+    );
+    // Meanwhile the first version serves.
+    let status = cluster.get_json(&cwp).unwrap()["status"].clone();
+    assert_eq!(status["digest"], first.as_str());
+    assert_eq!(condition(&cluster, &cwp, "Ready").unwrap().0, "True");
+    cluster.apply_yaml(
+        "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: before\n  namespace: default\n",
+    );
+    common::eventually(60, "the first version reconciling", || async {
+        let thing = cluster.get_json(&["thing", "before", "-n", "default"])?;
+        (thing["status"]["phase"] == "Ready").then_some(())
+    })
+    .await;
+
+    // Approved, the second version serves and owns its ConfigMaps.
+    let patch = serde_json::json!({"spec": {"approve": unapproved}}).to_string();
+    cluster.kubectl_ok(&[
+        "patch",
+        "clusterwasmplugin",
+        "thing",
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+    common::eventually(60, "the approved version serving", || async {
+        let status = cluster.get_json(&cwp)?["status"].clone();
+        (status["digest"] == second.as_str()).then_some(())
+    })
+    .await;
+    wait_condition(&cluster, &cwp, "PermissionsGranted", "True", None).await;
+    cluster.apply_yaml(
+        "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: after\n  namespace: default\n",
+    );
+    common::eventually(60, "the second version's child", || async {
+        cluster.get_json(&["configmap", "after-child", "-n", "default"])
+    })
+    .await;
+    drop(host);
+}

@@ -67,3 +67,55 @@ async fn a_corrupt_plugin_leaves_a_warning_on_the_hosts_pod() {
     );
     drop(host);
 }
+
+/// The permission preflight of a file plugin: a host without the RBAC its plugin needs says
+/// which requests it may not make, in its log, its metrics and an event on its Pod, and serves
+/// the plugin regardless.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_plugin_the_host_lacks_rights_for_is_reported_on_its_pod() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    let client = cluster.client().await;
+    common::things::install(&client).await;
+    // The host's own RBAC only, for a directory without plugins.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    cluster.apply_yaml(&common::process::rbac_yaml(&empty));
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "wasmctrl");
+    let pod = serde_json::from_value(json!({"metadata": {"name": "wasmctrl-0"},
+        "spec": {"containers": [{"name": "wasmctrl", "image": "wasmctrl"}]}}))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    let plugins = plugin_dir(dir.path(), &[("trivial", None)]);
+    let kubeconfig = cluster.service_account_kubeconfig("wasmctrl", "wasmctrl");
+    let env = [("POD_NAME", "wasmctrl-0"), ("POD_NAMESPACE", "wasmctrl")];
+    let host = cluster.run_host_with(&kubeconfig, &plugins, &[], &env);
+
+    let events = common::events(&client, "wasmctrl");
+    let note = common::eventually(30, "the MissingPermissions event", || async {
+        let list = events.list(&Default::default()).await.unwrap();
+        (list.items.into_iter())
+            .find(|e| {
+                e.data["regarding"]["name"] == "wasmctrl-0"
+                    && e.data["reason"] == "MissingPermissions"
+            })
+            .map(|e| e.data["note"].as_str().unwrap_or_default().to_string())
+    })
+    .await;
+    for rule in [
+        "list things.example.com cluster-wide",
+        "watch things.example.com cluster-wide",
+        "patch things.example.com/status cluster-wide",
+    ] {
+        assert!(note.contains(rule), "{rule} in: {note}");
+    }
+    assert!(note.starts_with("plugin trivial: "), "{note}");
+    let missing = host.sample(r#"wasmctrl_plugin_missing_permissions{controller="trivial"}"#);
+    assert!(missing.is_some_and(|n| n >= 3.0), "{missing:?}");
+    assert!(
+        host.log()
+            .contains("the host lacks permissions this plugin needs"),
+        "{}",
+        host.log()
+    );
+}

@@ -464,10 +464,20 @@ pub(crate) async fn serve(
             .collect();
         Some(grant(scopes))
     };
+    // The permission preflight of a file plugin reports, it does not hold the plugin back.
+    let preflight = |change: &loader::Change| {
+        if let loader::Change::Added(plugin, _) | loader::Change::Replaced { new: plugin, .. } =
+            change
+        {
+            let (host, plugin) = (host.clone(), plugin.clone());
+            tokio::spawn(async move { host.preflight(&plugin).await });
+        }
+    };
     while let Ok(change) = changes.try_recv() {
         if let Some(granting) = granted(&change) {
             granting.await;
         }
+        preflight(&change);
         host.apply_change(change, args.concurrency, grace).await;
     }
     readiness.plugins_loaded.store(true, Ordering::Release);
@@ -480,6 +490,7 @@ pub(crate) async fn serve(
                     if let Some(granting) = granted(&change) {
                         granting.await;
                     }
+                    preflight(&change);
                     host.apply_change(change, args.concurrency, grace).await
                 }
                 None => break,

@@ -414,7 +414,10 @@ impl Slot {
         plugin: &Plugin,
         config: &PluginConfig,
     ) -> Result<(), Failed> {
-        if let Some(serving) = &self.serving {
+        // New bytes only: a change of the resource alone is the operator's own doing.
+        if let Some(serving) = &self.serving
+            && serving.plugin.digest() != plugin.digest()
+        {
             let unapproved = loader::widened(&serving.plugin, plugin, &config.approve);
             if !unapproved.is_empty() {
                 return Err(Failed::new(
@@ -454,6 +457,7 @@ impl Slot {
                     format!("cannot ask the API server what the host may do: {e}"),
                 )
             })?;
+        (self.shared.host.metrics()).missing_permissions(&self.name, missing.len());
         if missing.is_empty() {
             return Ok(());
         }

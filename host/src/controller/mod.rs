@@ -130,6 +130,8 @@ impl Stats {
 
 /// Runs every loaded plugin's controller.
 pub struct Manager {
+    /// For the permission preflight.
+    client: kube::Client,
     informers: Arc<Informers>,
     applier: Arc<Applier>,
     controllers: Mutex<HashMap<String, Controller>>,
@@ -185,11 +187,12 @@ impl Manager {
     pub fn led(client: kube::Client, metrics: Arc<Metrics>, leadership: Leadership) -> Self {
         let informers = Arc::new(Informers::new(client.clone()));
         let applier = Arc::new(
-            Applier::new(client, informers.clone())
+            Applier::new(client.clone(), informers.clone())
                 .fenced(leadership.fence().clone())
                 .counted(metrics.clone()),
         );
         Self {
+            client,
             informers,
             applier,
             controllers: Mutex::new(HashMap::new()),
@@ -410,6 +413,44 @@ impl Manager {
             loader::Change::Failed { path, error } => {
                 tracing::warn!(file = %path.display(), %error, "plugin not loaded; any previous version keeps serving");
             }
+        }
+    }
+
+    /// Checks that the host's identity may make every request `plugin` implies (the
+    /// permission preflight, [`crate::preflight`]), and says what is missing in the log, the
+    /// `wasmctrl_plugin_missing_permissions` metric and an event on the host's Pod. A file
+    /// plugin is served regardless (its directory is the operator's own); what it may not do
+    /// fails as it is tried.
+    pub async fn preflight(&self, plugin: &Plugin) {
+        let name = &plugin.manifest().name;
+        let resolver = crate::preflight::resolve(&self.client, plugin.scope()).await;
+        let missing = match crate::preflight::missing(&self.client, plugin.scope(), &resolver).await
+        {
+            Ok(missing) => missing,
+            Err(e) => {
+                tracing::warn!(plugin.name = %name, error = %e, "cannot ask the API server what the host may do for this plugin");
+                return;
+            }
+        };
+        self.metrics.missing_permissions(name, missing.len());
+        if missing.is_empty() {
+            return;
+        }
+        let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        let note = format!(
+            "plugin {name}: the host may not make {} request(s) it needs (apply what `wasmctrl rbac` prints): {}",
+            list.len(),
+            list.join("; ")
+        );
+        tracing::warn!(plugin.name = %name, missing = ?list, "the host lacks permissions this plugin needs; apply what `wasmctrl rbac` prints");
+        if let Some(pod) = &self.pod {
+            let note = Note {
+                warning: true,
+                reason: "MissingPermissions",
+                note: &note,
+                action: "Load",
+            };
+            self.applier.host_event(pod, &note).await;
         }
     }
 

@@ -133,6 +133,7 @@ pub struct Metrics {
     loads: Family<LoadLabel, Counter>,
     failures: Family<FailureLabels, Counter>,
     events_failed: Family<ControllerLabel, Counter>,
+    missing_permissions: Family<ControllerLabel, Gauge>,
     sandbox_call: Family<ControllerLabel, Histogram, fn() -> Histogram>,
     pub(crate) guest_memory: Family<ControllerLabel, Gauge>,
     pub(crate) cached: Family<KindLabel, Gauge>,
@@ -171,6 +172,7 @@ impl Metrics {
             loads: Family::default(),
             failures: Family::default(),
             events_failed: Family::default(),
+            missing_permissions: Family::default(),
             sandbox_call: Family::new_with_constructor(fast_histogram),
             guest_memory: Family::default(),
             cached: Family::default(),
@@ -276,6 +278,11 @@ impl Metrics {
             m.loads.clone(),
         );
         r.register(
+            "wasmctrl_plugin_missing_permissions",
+            "Requests a plugin implies that the host's identity may not make (the permission preflight)",
+            m.missing_permissions.clone(),
+        );
+        r.register(
             "wasmctrl_sandbox_failures",
             "Reconciles the sandbox ended in failure, by kind",
             m.failures.clone(),
@@ -346,6 +353,12 @@ impl Metrics {
     }
 
     /// Records a plugin file that loaded (`true`) or failed to.
+    /// Records what the permission preflight found missing for `plugin` (0: nothing).
+    pub fn missing_permissions(&self, plugin: &str, missing: usize) {
+        (self.missing_permissions.get_or_create(&label(plugin))).set(missing as i64);
+    }
+
+    /// Counts a plugin load or failed load.
     pub fn plugin_load(&self, loaded: bool) {
         let result = if loaded { "loaded" } else { "failed" };
         self.loads
