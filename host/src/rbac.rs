@@ -291,6 +291,11 @@ fn plugin_resources_grants() -> Grants {
     grants
 }
 
+/// The name of the ClusterRole (and its binding) that serving plugin resources takes.
+pub fn plugin_resources_role(options: &Options) -> String {
+    format!("{}:plugin-resources", options.service_account)
+}
+
 /// The host's own needs in its namespace: its leader-election Lease, its Pod (for the events
 /// about plugins it records there).
 fn host_grants(options: &Options) -> Grants {
@@ -378,7 +383,7 @@ pub fn generate(
     );
     if options.plugin_resources {
         roles.insert(
-            (Place::Cluster, format!("{sa}:plugin-resources")),
+            (Place::Cluster, plugin_resources_role(options)),
             plugin_resources_grants(),
         );
     }

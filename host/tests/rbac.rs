@@ -49,29 +49,138 @@ fn can_i(cluster: &Cluster, args: &[&str]) -> bool {
     allowed
 }
 
-#[test]
-fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(dir.path());
-    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
-    // The kustomization as `make deploy-manifests` leaves it: the plugins beside it.
-    let deploy = dir.path().join("deploy");
-    std::fs::create_dir_all(deploy.join("plugins")).unwrap();
-    for entry in std::fs::read_dir(common::repo_root().join("examples/deploy")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            std::fs::copy(&path, deploy.join(path.file_name().unwrap())).unwrap();
+/// `examples/deploy` and `examples/deploy-registry` copied under `dir` as `make
+/// deploy-manifests` leaves them: the built plugins beside the kustomization. Returns `dir`.
+fn deploy_manifests(dir: &Path) -> &Path {
+    for example in ["deploy", "deploy-registry"] {
+        let to = dir.join(example);
+        std::fs::create_dir_all(&to).unwrap();
+        let from = common::repo_root().join("examples").join(example);
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+            }
         }
     }
+    let plugins = dir.join("deploy/plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
     for name in [
         "pod-restarter",
         "postgres-writer",
         "virtualmachine",
         "workspace",
     ] {
-        let to = deploy.join("plugins").join(format!("{name}.wasm"));
+        let to = plugins.join(format!("{name}.wasm"));
         std::fs::copy(common::plugin_path(name), to).unwrap();
     }
+    dir
+}
+
+#[test]
+fn the_checked_in_plugin_resources_rbac_is_what_wasmctrl_rbac_prints() {
+    let path = common::repo_root().join("examples/deploy-registry/plugin-resources-rbac.yaml");
+    let checked_in: String = (std::fs::read_to_string(path).unwrap().lines())
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+        .args(["rbac", "--plugins"])
+        .arg(example_plugins())
+        .args([
+            "--crds",
+            "examples",
+            "--namespace",
+            "wasmctrl",
+            "--plugin-resources-only",
+        ])
+        .current_dir(common::repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        checked_in == String::from_utf8(out.stdout).unwrap(),
+        "examples/deploy-registry/plugin-resources-rbac.yaml is stale: run make deploy-manifests"
+    );
+}
+
+#[test]
+fn the_registry_overlay_serves_plugin_resources_instead_of_config_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    let overlay = deploy_manifests(dir.path()).join("deploy-registry");
+    // The CRDs first, as on any cluster: objects of a kind are refused until it is served.
+    // `--validate=false`: the embedded server serves no OpenAPI documents for kubectl's own
+    // validation of custom kinds yet (the schemas are enforced by the server either way).
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", "examples/deploy/crds.yaml"]);
+    let overlay = overlay.to_str().unwrap();
+    cluster.kubectl_ok(&["apply", "--server-side", "--validate=false", "-k", overlay]);
+
+    let deployment = cluster
+        .get_json(&["deployment", "wasmctrl", "-n", "wasmctrl"])
+        .unwrap();
+    let spec = &deployment["spec"]["template"]["spec"];
+    let args = spec["containers"][0]["args"].as_array().unwrap();
+    assert!(args.contains(&"--plugin-resources".into()), "{args:?}");
+    assert!(
+        spec["volumes"][0]["emptyDir"].is_object(),
+        "{}",
+        spec["volumes"]
+    );
+    let (found, _) = cluster.kubectl(&[
+        "get",
+        "configmap",
+        "plugin-virtualmachine",
+        "-n",
+        "wasmctrl",
+    ]);
+    assert!(!found, "the ConfigMaps are gone");
+    let plugin = cluster
+        .get_json(&["clusterwasmplugin", "virtualmachine"])
+        .unwrap();
+    assert!(
+        plugin["spec"]["module"]
+            .as_str()
+            .unwrap()
+            .starts_with("oci://")
+    );
+    for (args, allowed) in [
+        (&["list", "clusterwasmplugins.wasmctrl.io", "-A"][..], true),
+        (
+            &["watch", "wasmplugins.wasmctrl.io", "-n", "team-a"][..],
+            true,
+        ),
+        (
+            &[
+                "patch",
+                "clusterwasmplugins.wasmctrl.io",
+                "--subresource=status",
+                "-A",
+            ][..],
+            true,
+        ),
+        (&["get", "secrets", "-n", "team-a"][..], true),
+        (
+            &["update", "clusterwasmplugins.wasmctrl.io", "-A"][..],
+            false,
+        ),
+        (&["list", "secrets", "-n", "team-a"][..], false),
+    ] {
+        assert_eq!(can_i(&cluster, args), allowed, "{args:?}");
+    }
+}
+
+#[test]
+fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    let deploy = deploy_manifests(dir.path()).join("deploy");
     let out = cluster.kubectl_ok(&["apply", "--server-side", "-k", deploy.to_str().unwrap()]);
     assert!(
         out.contains("deployment.apps/wasmctrl serverside-applied"),

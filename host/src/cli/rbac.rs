@@ -34,6 +34,10 @@ pub struct Args {
     /// --plugin-resources`).
     #[arg(long)]
     plugin_resources: bool,
+    /// Print only what `--plugin-resources` adds (a ClusterRole and its binding), for an
+    /// overlay on RBAC generated without it.
+    #[arg(long)]
+    plugin_resources_only: bool,
     /// `WasmPlugin` and `ClusterWasmPlugin` manifests (files or directories of YAML): each
     /// plugin is pulled from its registry and granted what it declares, a `WasmPlugin`'s in its
     /// own namespace only. Implies `--plugin-resources`. Repeatable.
@@ -75,9 +79,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         namespace: args.namespace,
         service_account: args.service_account,
         lease: args.leader_election_id,
-        plugin_resources: args.plugin_resources || !args.resources.is_empty(),
+        plugin_resources: args.plugin_resources
+            || args.plugin_resources_only
+            || !args.resources.is_empty(),
     };
-    let (objects, notes) = rbac::generate(&plugins, &resolver, &options);
+    let (mut objects, notes) = rbac::generate(&plugins, &resolver, &options);
+    if args.plugin_resources_only {
+        let name = rbac::plugin_resources_role(&options);
+        objects.retain(|o| o["metadata"]["name"] == name.as_str());
+    }
     for note in notes {
         eprintln!("note: {note}");
     }
