@@ -81,6 +81,31 @@ fn unbounded_allocation_is_a_memory_error() {
 }
 
 #[test]
+fn a_plugins_own_memory_cap_lowers_the_runtimes_and_never_raises_it() {
+    let rt = runtime();
+    let bytes = common::plugin_bytes("hostile");
+    let capped = |mib: usize| {
+        let overrides = Overrides {
+            settings: json!({"mode": "alloc"}).to_string(),
+            memory_limit: Some(mib << 20),
+            ..Overrides::default()
+        };
+        let plugin = rt.load_with("hostile.wasm", &bytes, &overrides).unwrap();
+        plugin.reconcile(request(), view()).unwrap_err()
+    };
+    let err = capped(16);
+    assert!(
+        matches!(err.kind, ErrorKind::Memory { limit } if limit == 16 << 20),
+        "{err}"
+    );
+    let err = capped(1024);
+    assert!(
+        matches!(err.kind, ErrorKind::Memory { limit } if limit == 64 << 20),
+        "the runtime's 64 MiB stands: {err}"
+    );
+}
+
+#[test]
 fn panic_is_a_trap_error_carrying_the_panic_message() {
     let rt = runtime();
     let err = hostile(&rt, "panic")
@@ -265,7 +290,7 @@ fn a_plugins_own_deadline_and_namespaces_come_from_its_overrides() {
         settings: json!({ "mode": mode }).to_string(),
         namespaces: Some(vec!["team-a".into()]),
         deadline: Some(std::time::Duration::from_millis(deadline_ms)),
-        name: None,
+        ..Overrides::default()
     };
     let bytes = common::plugin_bytes("hostile");
     let looping = rt

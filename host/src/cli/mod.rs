@@ -70,8 +70,8 @@ enum Command {
     /// Run the embedded Kubernetes API server on its own.
     #[cfg(feature = "apiserver")]
     Apiserver(apiserver::Args),
-    /// Run the host against a cluster, serving a directory of plugins.
-    Run(run::Args),
+    /// Run the host against a cluster, serving a directory of plugins (and plugin resources).
+    Run(Box<run::Args>),
     /// Run the host against the embedded API server, with manifests applied: no cluster needed.
     #[cfg(feature = "apiserver")]
     Dev(dev::Args),
@@ -103,7 +103,7 @@ pub fn main() -> ExitCode {
             }),
         #[cfg(feature = "apiserver")]
         Command::Apiserver(args) => apiserver::run(args),
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         #[cfg(feature = "apiserver")]
         Command::Dev(args) => dev::run(args),
     };

@@ -55,7 +55,7 @@ pub struct Options {
 /// A watch event, as the slots need it.
 enum Event {
     /// A resource was seen (created, changed, or listed).
-    Seen(PluginResource),
+    Seen(Box<PluginResource>),
     /// A resource is gone.
     Gone(String),
     /// A relist of one kind begins: what it does not list again is gone.
@@ -136,7 +136,9 @@ async fn follow<K>(
         .boxed();
     while let Some(event) = events.next().await {
         let event = match event {
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => Event::Seen(wrap(o)),
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                Event::Seen(Box::new(wrap(o)))
+            }
             Ok(watcher::Event::Delete(o)) => Event::Gone(key(&wrap(o))),
             Ok(watcher::Event::Init) => Event::Relisting(kind),
             Ok(watcher::Event::InitDone) => Event::Relisted(kind),
@@ -174,6 +176,7 @@ async fn dispatch(
         };
         match event {
             Event::Seen(resource) => {
+                let resource = *resource;
                 let key = key(&resource);
                 let kind = if resource.tenant().is_some() {
                     "WasmPlugin"
