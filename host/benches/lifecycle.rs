@@ -41,30 +41,11 @@ const PADDED_SIZE: usize = 1 << 20;
 /// `bytes` with a custom section appended that makes it `PADDED_SIZE` long and unique to
 /// `version` (a component may carry custom sections anywhere; they are not compiled).
 fn padded(bytes: &[u8], version: usize) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let name = b"wasmctrl-bench-padding";
+    let name = "wasmctrl-bench-padding";
     let payload_len = PADDED_SIZE.saturating_sub(bytes.len() + name.len() + 16);
     let mut payload = format!("version {version} ").into_bytes();
     payload.resize(payload_len.max(payload.len()), b'.');
-    let mut section = Vec::new();
-    leb(name.len(), &mut section);
-    section.extend_from_slice(name);
-    section.extend_from_slice(&payload);
-    let mut out = bytes.to_vec();
-    out.push(0);
-    leb(section.len(), &mut out);
-    out.extend_from_slice(&section);
-    out
+    common::with_custom_section(bytes, name, &payload)
 }
 
 /// A ConfigMap-style plugin directory: `hostile.{wasm,toml}` -> `..data/...` -> `..v<n>/`.

@@ -197,14 +197,7 @@ fn plugin_grants(
     };
     // `patch`: a repeated event updates its series (`events::Recorders`).
     for place in event_places {
-        let grants = by_place.entry(place).or_default();
-        grant(
-            grants,
-            "events.k8s.io",
-            "events",
-            None,
-            &["create", "patch"],
-        );
+        grant_events(by_place.entry(place).or_default());
     }
     by_place
 }
@@ -281,14 +274,19 @@ fn plugin_resources_grants() -> Grants {
         );
     }
     grant(&mut grants, "", "secrets", None, &["get"]);
+    grant_events(&mut grants);
+    grants
+}
+
+/// Recording events (`patch`: a repeated event updates its series, see `events::Recorders`).
+fn grant_events(grants: &mut Grants) {
     grant(
-        &mut grants,
+        grants,
         "events.k8s.io",
         "events",
         None,
         &["create", "patch"],
     );
-    grants
 }
 
 /// The name of the ClusterRole (and its binding) that serving plugin resources takes.
@@ -316,13 +314,7 @@ fn host_grants(options: &Options) -> Grants {
         &["get", "update"],
     );
     grant(&mut grants, "", "pods", None, &["get"]);
-    grant(
-        &mut grants,
-        "events.k8s.io",
-        "events",
-        None,
-        &["create", "patch"],
-    );
+    grant_events(&mut grants);
     grants
 }
 

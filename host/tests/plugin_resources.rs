@@ -32,27 +32,7 @@ fn wasmctrl(args: &[&str]) -> String {
 /// `component` with a custom section appended: another artifact (another digest) that
 /// behaves the same, as a rebuild with a new version string would.
 fn variant(component: &[u8], label: &str) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let name = b"wasmctrl-test-variant";
-    let mut payload = Vec::new();
-    leb(name.len(), &mut payload);
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(label.as_bytes());
-    let mut out = component.to_vec();
-    out.push(0); // a custom section
-    leb(payload.len(), &mut out);
-    out.extend_from_slice(&payload);
-    out
+    common::with_custom_section(component, "wasmctrl-test-variant", label.as_bytes())
 }
 
 /// Pushes `component` to `reference` (plain HTTP); returns the digest the registry recorded.

@@ -291,3 +291,29 @@ pub fn certificates(dir: &std::path::Path) -> String {
     std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write tls.key");
     ca_pem
 }
+
+/// `component` with a custom section `name` holding `payload` appended: another artifact
+/// (another digest) that behaves the same, since a component may carry custom sections anywhere
+/// and they are not compiled.
+pub fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut section = Vec::new();
+    leb(name.len(), &mut section);
+    section.extend_from_slice(name.as_bytes());
+    section.extend_from_slice(payload);
+    let mut out = component.to_vec();
+    out.push(0); // the custom section id
+    leb(section.len(), &mut out);
+    out.extend_from_slice(&section);
+    out
+}

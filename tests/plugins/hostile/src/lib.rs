@@ -94,27 +94,23 @@ impl Reconciler for Hostile {
                 manifest.capability(&format!("sql:{declare}"))
             }
             // `{"allNamespaces": true}` declares every namespace, for a host that confines it.
-            "scope" if settings["allNamespaces"] == true => manifest
-                .owns::<ConfigMap>()
-                .reads::<Secret>(
-                    wasmctrl_sdk::manifest::Selector {
-                        namespaces: Vec::new(),
-                        labels: "visible=yes".into(),
-                    },
-                    None,
-                )
-                .writes::<Deployment>(),
-            "scope" => manifest
-                .namespaces(&["team-a"])
-                .owns::<ConfigMap>()
-                .reads::<Secret>(
-                    wasmctrl_sdk::manifest::Selector {
-                        namespaces: Vec::new(),
-                        labels: "visible=yes".into(),
-                    },
-                    None,
-                )
-                .writes::<Deployment>(),
+            "scope" => {
+                let manifest = if settings["allNamespaces"] == true {
+                    manifest
+                } else {
+                    manifest.namespaces(&["team-a"])
+                };
+                manifest
+                    .owns::<ConfigMap>()
+                    .reads::<Secret>(
+                        wasmctrl_sdk::manifest::Selector {
+                            namespaces: Vec::new(),
+                            labels: "visible=yes".into(),
+                        },
+                        None,
+                    )
+                    .writes::<Deployment>()
+            }
             _ => manifest,
         })
     }
