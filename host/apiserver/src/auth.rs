@@ -508,6 +508,59 @@ pub fn authorize(state: &State, user: &User, attrs: &Attributes) -> Decision {
     }
 }
 
+/// The rules `user` holds in `namespace` (cluster-wide bindings' and that namespace's), as a
+/// SelfSubjectRulesReview lists them: resource rules and non-resource rules.
+/// `system:masters` holds everything, as its `cluster-admin` binding says on a cluster.
+pub fn rules(state: &State, user: &User, namespace: &str) -> (Vec<Value>, Vec<Value>) {
+    if user.is_master() {
+        return (
+            vec![serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
+            vec![serde_json::json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
+        );
+    }
+    let (mut resource, mut non_resource) = (Vec::new(), Vec::new());
+    let mut take = |binding: &Value, binding_namespace: &str| {
+        let applies = (binding["subjects"].as_array().into_iter().flatten())
+            .any(|s| subject_is(s, user, binding_namespace));
+        if !applies {
+            return;
+        }
+        let (ns, plural) = match binding["roleRef"]["kind"].as_str() {
+            Some("ClusterRole") => ("", "clusterroles"),
+            Some("Role") => (binding_namespace, "roles"),
+            _ => return,
+        };
+        let name = binding["roleRef"]["name"].as_str().unwrap_or_default();
+        let Some(role) = state.get(&(RBAC.to_string(), plural.to_string()), ns, name) else {
+            return;
+        };
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            if rule.get("nonResourceURLs").is_some() {
+                non_resource.push(serde_json::json!({
+                    "verbs": rule["verbs"], "nonResourceURLs": rule["nonResourceURLs"],
+                }));
+            } else {
+                let mut out = serde_json::json!({"verbs": rule["verbs"]});
+                for field in ["apiGroups", "resources", "resourceNames"] {
+                    if let Some(v) = rule.get(field) {
+                        out[field] = v.clone();
+                    }
+                }
+                resource.push(out);
+            }
+        }
+    };
+    for binding in objects(state, "clusterrolebindings", "") {
+        take(binding, "");
+    }
+    if !namespace.is_empty() {
+        for binding in objects(state, "rolebindings", namespace) {
+            take(binding, namespace);
+        }
+    }
+    (resource, non_resource)
+}
+
 /// The bootstrap policy kube-apiserver creates, reduced to what this server serves: the
 /// objects to seed when absent.
 pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {

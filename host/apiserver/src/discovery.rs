@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::registry::{Registry, Resource, VERBS};
+use super::registry::{Registry, Resource};
 
 /// Whether the Accept header asks for aggregated discovery v2.
 pub fn wants_aggregated(accept: &str) -> bool {
@@ -61,13 +61,42 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
     Some(g)
 }
 
-/// The verbs a resource serves: access reviews are only created.
+/// The verbs a resource serves.
 fn verbs(r: &Resource) -> Value {
-    if r.create_only {
-        json!(["create"])
-    } else {
-        json!(VERBS)
+    json!(r.verbs)
+}
+
+/// Each subresource served, with its verbs and kind: `(name, group, version, kind, verbs)`;
+/// an empty group and version mean the resource's own.
+fn subresources(r: &Resource) -> Vec<(&'static str, &'static str, &'static str, String, Value)> {
+    let mut out = Vec::new();
+    for sub in &r.subresources {
+        match sub.as_str() {
+            "status" => out.push((
+                "status",
+                "",
+                "",
+                r.kind.clone(),
+                json!(["get", "patch", "update"]),
+            )),
+            "scale" => out.push((
+                "scale",
+                "autoscaling",
+                "v1",
+                "Scale".into(),
+                json!(["get", "patch", "update"]),
+            )),
+            "token" => out.push((
+                "token",
+                "authentication.k8s.io",
+                "v1",
+                "TokenRequest".into(),
+                json!(["create"]),
+            )),
+            _ => {}
+        }
     }
+    out
 }
 
 /// `/api/v1` or `/apis/{g}/{v}` (legacy APIResourceList).
@@ -89,23 +118,16 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             e["categories"] = json!(r.categories);
         }
         out.push(e);
-        if r.status {
-            out.push(json!({
-                "name": format!("{}/status", r.plural), "singularName": "", "namespaced": r.namespaced,
-                "kind": r.kind, "verbs": ["get", "patch", "update"],
-            }));
-        }
-        if r.plural == "serviceaccounts" && r.group.is_empty() {
-            out.push(json!({
-                "name": "serviceaccounts/token", "singularName": "", "namespaced": true,
-                "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"],
-            }));
-        }
-        if r.has_scale() {
-            out.push(json!({
-                "name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
-                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
-            }));
+        for (sub, group, version, kind, verbs) in subresources(r) {
+            let mut e = json!({
+                "name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced,
+                "kind": kind, "verbs": verbs,
+            });
+            if !group.is_empty() {
+                e["group"] = json!(group);
+                e["version"] = json!(version);
+            }
+            out.push(e);
         }
     }
     let gv = if group.is_empty() {
@@ -130,20 +152,17 @@ fn aggregated_resource(r: &Resource, version: &str) -> Value {
     if !r.categories.is_empty() {
         e["categories"] = json!(r.categories);
     }
-    let mut subs = Vec::new();
-    if r.status {
-        subs.push(json!({ "subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"] }));
-    }
-    if r.plural == "serviceaccounts" && r.group.is_empty() {
-        subs.push(json!({ "subresource": "token",
-            "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
-            "verbs": ["create"] }));
-    }
-    if r.has_scale() {
-        subs.push(json!({ "subresource": "scale",
-            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-            "verbs": ["get", "patch", "update"] }));
-    }
+    let subs: Vec<Value> = subresources(r)
+        .into_iter()
+        .map(|(sub, group, version, kind, verbs)| {
+            let kind = if group.is_empty() {
+                rk.clone()
+            } else {
+                json!({"group": group, "version": version, "kind": kind})
+            };
+            json!({ "subresource": sub, "responseKind": kind, "verbs": verbs })
+        })
+        .collect();
     if !subs.is_empty() {
         e["subresources"] = Value::Array(subs);
     }

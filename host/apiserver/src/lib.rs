@@ -1,7 +1,8 @@
 //! An embedded, protocol-faithful Kubernetes API server.
 //!
-//! Serves the built-in kinds the host needs (Namespace, Pod, ConfigMap, Secret, Service, Event,
-//! Deployment, Lease, CustomResourceDefinition) and any CRD registered at run time, with the
+//! Serves every resource kube-apiserver 1.32 serves by default (`registry`, from the list kept
+//! in `data/builtin-resources.json`: names, scope, verbs, short names, categories) and any CRD
+//! registered at run time, with the
 //! behaviour real clients depend on: discovery, list/watch with resourceVersions, the four patch
 //! types, server-side apply, status subresources, finalizers and `Status` errors. It runs
 //! in-process ([`ApiServer::client`], no sockets) or over HTTP ([`ApiServer::serve`]).
@@ -34,7 +35,9 @@
 //!
 //! Authentication is by bearer token (the kubeconfig's admin token, ServiceAccount tokens from
 //! the TokenRequest API) and authorization is kube's RBAC (`auth`), with impersonation and
-//! SelfSubjectAccessReview/SubjectAccessReview, so `kubectl auth can-i` answers; TokenReview
+//! SelfSubjectAccessReview, LocalSubjectAccessReview, SubjectAccessReview and
+//! SelfSubjectRulesReview, so `kubectl auth can-i [--list]` answers, SelfSubjectReview
+//! (`kubectl auth whoami`), a scheduler's Binding; TokenReview
 //! tells delegating servers (the host's secure `/metrics`) whom a token belongs to.
 //!
 //! Object metadata is validated on every write as kube's `rest.BeforeCreate`/`BeforeUpdate` and
@@ -54,12 +57,16 @@
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service, Deployment and the access-control kinds (ServiceAccount, TokenRequest,
-//! TokenReview, access reviews, RBAC) only (others 415); no Jobs, ReplicaSets, Nodes or other kinds beyond
-//! the seeds' and the host's (`registry`), and no controllers of kube's own (no default
-//! ServiceAccount per namespace, no ReplicaSets from Deployments);
+//! TokenReview, access reviews, RBAC, Binding) only (others 415); the built-in kinds beyond
+//! those validated in `admission` (Pods, Services, Deployments, Events, RBAC, ...) are stored
+//! without kube's validation and defaults; subresources are `status`, `scale` and `token` (no
+//! `log`, `exec`, `eviction`, `ephemeralcontainers`, `approval`, `binding` of a Pod); no
+//! OpenAPI v2 and only path stubs in v3; no controllers of kube's own (no default
+//! ServiceAccount per namespace, no ReplicaSets from Deployments); ComponentStatuses are served
+//! but none exist;
 //! field selectors on `metadata.name`, `metadata.namespace`, the fields kube selects core
 //! Events, Pods, Namespaces and Secrets by, and CRDs' `selectableFields` (no other kind's own
-//! fields); `scale` only for Deployments;
+//! fields);
 //! HTTPS with the server's own authority only (no client certificates).
 
 mod admin;

@@ -1,5 +1,10 @@
 //! The resource registry: built-in kinds and the resources CustomResourceDefinitions add.
 //!
+//! The built-in kinds are every resource kube-apiserver serves by default, read from one list
+//! kept as data, `data/builtin-resources.json` (taken from kube-apiserver's own discovery; see
+//! `data/README.md`), never from a hand list: group, versions, names, scope, verbs, short
+//! names, categories and subresources are kube's.
+//!
 //! One [`Resource`] per served group/resource with the discovery facts clients rely on
 //! (kind, plural, singular, short names, scope, verbs, status subresource) and, for custom
 //! resources, the parsed schema of each served version (parsed here, once per registration).
@@ -58,6 +63,74 @@ pub struct Resource {
     pub schemas: BTreeMap<String, Arc<Schema>>,
     /// Only `create`, and nothing is stored: access reviews, answered at once.
     pub create_only: bool,
+    /// The verbs it serves, as discovery lists them.
+    pub verbs: Vec<String>,
+    /// The subresources this server implements for it (`status`, `scale`, `token`), of those
+    /// kube has.
+    pub subresources: Vec<String>,
+}
+
+/// The subresources this server implements, of those kube's discovery lists.
+pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "token"];
+
+/// One entry of `data/builtin-resources.json`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Builtin {
+    group: String,
+    versions: Vec<String>,
+    resource: String,
+    singular: String,
+    kind: String,
+    namespaced: bool,
+    verbs: Vec<String>,
+    #[serde(default)]
+    short_names: Vec<String>,
+    #[serde(default)]
+    categories: Vec<String>,
+    #[serde(default)]
+    subresources: Vec<BuiltinSubresource>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct BuiltinSubresource {
+    name: String,
+}
+
+/// The list itself.
+const BUILTIN: &str = include_str!("../data/builtin-resources.json");
+
+/// Every built-in resource, from [`BUILTIN`].
+fn builtins() -> Vec<Resource> {
+    // The file is part of the crate, checked by its tests: it always parses.
+    let list: Vec<Builtin> = serde_json::from_str(BUILTIN).unwrap_or_default();
+    list.into_iter()
+        .map(|b| {
+            let subresources: Vec<String> = (b.subresources.into_iter())
+                .map(|s| s.name)
+                .filter(|s| SERVED_SUBRESOURCES.contains(&s.as_str()))
+                .collect();
+            Resource {
+                list_kind: format!("{}List", b.kind),
+                status: subresources.iter().any(|s| s == "status"),
+                create_only: b.verbs == ["create"],
+                group: b.group,
+                versions: b.versions,
+                plural: b.resource,
+                singular: b.singular,
+                kind: b.kind,
+                namespaced: b.namespaced,
+                short_names: b.short_names,
+                categories: b.categories,
+                custom: false,
+                columns: vec![],
+                selectable: vec![],
+                schemas: BTreeMap::new(),
+                verbs: b.verbs,
+                subresources,
+            }
+        })
+        .collect()
 }
 
 impl Resource {
@@ -68,19 +141,24 @@ impl Resource {
 
     /// Whether it has a `scale` subresource.
     pub fn has_scale(&self) -> bool {
-        self.group == "apps" && self.plural == "deployments"
+        self.subresources.iter().any(|s| s == "scale")
+    }
+
+    /// Whether it serves `verb`.
+    pub fn serves_verb(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
     }
 
     /// Whether its objects carry `metadata.generation`. kube-apiserver sets and bumps it only
-    /// where a kind's strategy does: custom resources, CRDs and the workload kinds (here
-    /// Deployments); ConfigMaps, Secrets, Namespaces, Services, Events, Pods (before 1.33) and
-    /// the rest have none, so a `generation-changed` predicate passes every change of theirs.
+    /// where a kind's strategy does (`Generation = 1` in its `PrepareForCreate`): custom
+    /// resources and [`GENERATION`]'s kinds; ConfigMaps, Secrets, Namespaces, Services, Events,
+    /// Pods (before 1.33) and the rest have none, so a `generation-changed` predicate passes
+    /// every change of theirs.
     pub fn has_generation(&self) -> bool {
         self.custom
-            || matches!(
-                (self.group.as_str(), self.kind.as_str()),
-                ("apps", "Deployment") | ("apiextensions.k8s.io", "CustomResourceDefinition")
-            )
+            || GENERATION
+                .iter()
+                .any(|(g, plurals)| *g == self.group && plurals.contains(&self.plural.as_str()))
     }
 
     /// Whether a PUT without a resourceVersion overwrites whatever is stored (kube's
@@ -110,6 +188,41 @@ impl Resource {
     }
 }
 
+/// The built-in resources whose strategies keep `metadata.generation`, by group (kube 1.32's
+/// `pkg/registry/*/*/strategy.go` that set `Generation = 1` on create).
+const GENERATION: &[(&str, &[&str])] = &[
+    ("", &["podtemplates", "replicationcontrollers"]),
+    (
+        "admissionregistration.k8s.io",
+        &[
+            "mutatingadmissionpolicies",
+            "mutatingadmissionpolicybindings",
+            "mutatingwebhookconfigurations",
+            "validatingadmissionpolicies",
+            "validatingadmissionpolicybindings",
+            "validatingwebhookconfigurations",
+        ],
+    ),
+    ("apiextensions.k8s.io", &["customresourcedefinitions"]),
+    (
+        "apps",
+        &["daemonsets", "deployments", "replicasets", "statefulsets"],
+    ),
+    ("batch", &["cronjobs", "jobs"]),
+    ("discovery.k8s.io", &["endpointslices"]),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        &["flowschemas", "prioritylevelconfigurations"],
+    ),
+    (
+        "networking.k8s.io",
+        &["ingressclasses", "ingresses", "networkpolicies"],
+    ),
+    ("policy", &["poddisruptionbudgets"]),
+    ("resource.k8s.io", &["deviceclasses", "resourceslices"]),
+    ("scheduling.k8s.io", &["priorityclasses"]),
+];
+
 /// Storage key of a resource: group and plural (versions share storage).
 pub type ResKey = (String, String);
 
@@ -122,53 +235,6 @@ pub fn storage_key(res: &Resource) -> ResKey {
         (res.group.clone(), res.plural.clone())
     }
 }
-
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    version: &str,
-    plural: &str,
-    kind: &str,
-    namespaced: bool,
-    short: &[&str],
-    all: bool,
-    status: bool,
-) -> Resource {
-    Resource {
-        group: group.into(),
-        versions: vec![version.into()],
-        plural: plural.into(),
-        singular: kind.to_lowercase(),
-        kind: kind.into(),
-        list_kind: format!("{kind}List"),
-        namespaced,
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: if all { vec!["all".into()] } else { vec![] },
-        status,
-        custom: false,
-        columns: vec![],
-        selectable: vec![],
-        schemas: BTreeMap::new(),
-        create_only: false,
-    }
-}
-
-/// A kind of `rbac.authorization.k8s.io/v1`.
-fn rbac(plural: &str, kind: &str, namespaced: bool) -> Resource {
-    builtin(RBAC, "v1", plural, kind, namespaced, &[], false, false)
-}
-
-/// A create-only, never stored resource of `group`/v1: an access review
-/// (`authorization.k8s.io`) or a token review (`authentication.k8s.io`).
-fn review(group: &str, plural: &str, kind: &str) -> Resource {
-    Resource {
-        create_only: true,
-        ..builtin(group, "v1", plural, kind, false, &[], false, false)
-    }
-}
-
-const RBAC: &str = "rbac.authorization.k8s.io";
-const AUTHORIZATION: &str = "authorization.k8s.io";
 
 /// One of a CRD's `additionalPrinterColumns`.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,94 +255,7 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        let list = [
-            builtin(
-                "",
-                "v1",
-                "namespaces",
-                "Namespace",
-                false,
-                &["ns"],
-                false,
-                true,
-            ),
-            builtin("", "v1", "pods", "Pod", true, &["po"], true, true),
-            builtin(
-                "",
-                "v1",
-                "configmaps",
-                "ConfigMap",
-                true,
-                &["cm"],
-                false,
-                false,
-            ),
-            builtin("", "v1", "secrets", "Secret", true, &[], false, false),
-            builtin("", "v1", "services", "Service", true, &["svc"], true, true),
-            builtin("", "v1", "events", "Event", true, &["ev"], false, false),
-            builtin(
-                "events.k8s.io",
-                "v1",
-                "events",
-                "Event",
-                true,
-                &["ev"],
-                false,
-                false,
-            ),
-            builtin(
-                "apps",
-                "v1",
-                "deployments",
-                "Deployment",
-                true,
-                &["deploy"],
-                true,
-                true,
-            ),
-            builtin(
-                "coordination.k8s.io",
-                "v1",
-                "leases",
-                "Lease",
-                true,
-                &[],
-                false,
-                false,
-            ),
-            builtin(
-                "",
-                "v1",
-                "serviceaccounts",
-                "ServiceAccount",
-                true,
-                &["sa"],
-                false,
-                false,
-            ),
-            rbac("roles", "Role", true),
-            rbac("rolebindings", "RoleBinding", true),
-            rbac("clusterroles", "ClusterRole", false),
-            rbac("clusterrolebindings", "ClusterRoleBinding", false),
-            review(
-                AUTHORIZATION,
-                "selfsubjectaccessreviews",
-                "SelfSubjectAccessReview",
-            ),
-            review(AUTHORIZATION, "subjectaccessreviews", "SubjectAccessReview"),
-            review("authentication.k8s.io", "tokenreviews", "TokenReview"),
-            builtin(
-                "apiextensions.k8s.io",
-                "v1",
-                "customresourcedefinitions",
-                "CustomResourceDefinition",
-                false,
-                &["crd", "crds"],
-                false,
-                true,
-            ),
-        ];
-        let resources = list
+        let resources = builtins()
             .into_iter()
             .map(|r| ((r.group.clone(), r.plural.clone()), Arc::new(r)))
             .collect();
@@ -455,6 +434,12 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         selectable,
         schemas,
         create_only: false,
+        verbs: VERBS.iter().map(|v| v.to_string()).collect(),
+        subresources: if status {
+            vec!["status".into()]
+        } else {
+            vec![]
+        },
     })
 }
 

@@ -1,8 +1,9 @@
-//! The create-only APIs of authentication and authorization: SelfSubjectAccessReview and
-//! SubjectAccessReview (`kubectl auth can-i`, with or without `--as`), answered from the RBAC
-//! objects in the store; TokenRequest (`kubectl create token`); and TokenReview, which tells a
-//! delegating server (a controller's secure metrics endpoint, kube-rbac-proxy) who a bearer
-//! token belongs to.
+//! The create-only APIs of authentication and authorization: SelfSubjectAccessReview,
+//! LocalSubjectAccessReview and SubjectAccessReview (`kubectl auth can-i`, with or without
+//! `--as`), answered from the RBAC objects in the store; SelfSubjectRulesReview (`kubectl auth
+//! can-i --list`); SelfSubjectReview (`kubectl auth whoami`); TokenRequest (`kubectl create
+//! token`); and TokenReview, which tells a delegating server (a controller's secure metrics
+//! endpoint, kube-rbac-proxy) who a bearer token belongs to.
 
 use serde_json::{Value, json};
 
@@ -34,6 +35,80 @@ fn attributes(spec: &Value) -> ApiResult<Attributes> {
         "Invalid",
         "spec: Invalid value: exactly one of nonResourceAttributes or resourceAttributes must be specified",
     ))
+}
+
+/// Answers a create-only review of `kind`, created in `namespace` (a LocalSubjectAccessReview's)
+/// by `requester`.
+pub fn answer(
+    inner: &Inner,
+    kind: &str,
+    namespace: Option<&str>,
+    requester: &User,
+    body: Value,
+) -> ApiResult<Value> {
+    match kind {
+        "TokenReview" => token_review(inner, body),
+        "SelfSubjectReview" => Ok(self_subject_review(requester, body)),
+        "SelfSubjectRulesReview" => Ok(rules_review(inner, requester, body)),
+        "LocalSubjectAccessReview" => {
+            local_review(inner, namespace.unwrap_or_default(), requester, body)
+        }
+        "SelfSubjectAccessReview" | "SubjectAccessReview" => review(inner, kind, requester, body),
+        other => Err(ApiError::method_not_allowed(&format!("create {other}"))),
+    }
+}
+
+/// Who the requester is (`kubectl auth whoami`).
+fn self_subject_review(requester: &User, body: Value) -> Value {
+    let mut info = json!({"username": requester.name, "groups": requester.groups});
+    if !requester.uid.is_empty() {
+        info["uid"] = json!(requester.uid);
+    }
+    answered(
+        body,
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        json!({"userInfo": info}),
+    )
+}
+
+/// The rules the requester holds in `spec.namespace` (`kubectl auth can-i --list`).
+fn rules_review(inner: &Inner, requester: &User, body: Value) -> Value {
+    let namespace = body["spec"]["namespace"].as_str().unwrap_or_default();
+    let (resource, non_resource) = auth::rules(&inner.store.lock(), requester, namespace);
+    let status = json!({
+        "resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false,
+    });
+    answered(
+        body,
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        status,
+    )
+}
+
+/// A SubjectAccessReview confined to the namespace it is created in: its resource attributes'
+/// namespace must be that one (or empty, meaning it).
+fn local_review(
+    inner: &Inner,
+    namespace: &str,
+    requester: &User,
+    mut body: Value,
+) -> ApiResult<Value> {
+    let asked = &mut body["spec"]["resourceAttributes"]["namespace"];
+    match asked.as_str() {
+        None | Some("") => *asked = json!(namespace),
+        Some(other) if other != namespace => {
+            return Err(ApiError::bad_request(format!(
+                "spec.resourceAttributes.namespace must match namespace: {namespace}"
+            )));
+        }
+        Some(_) => {}
+    }
+    if body["metadata"]["namespace"].is_null() {
+        body["metadata"]["namespace"] = json!(namespace);
+    }
+    review(inner, "LocalSubjectAccessReview", requester, body)
 }
 
 /// Answers a SelfSubjectAccessReview (about `requester`) or SubjectAccessReview (about the

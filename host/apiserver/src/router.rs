@@ -238,6 +238,11 @@ async fn resource(
         verb
     };
     authorize(inner, user, verb, &t)?;
+    // What kube installs no route for (a create of ComponentStatuses, a deletecollection of
+    // Namespaces) it answers 405, after authorization as here.
+    if t.sub.is_none() && !t.res.serves_verb(verb) {
+        return Err(ApiError::method_not_allowed(req.method().as_str()));
+    }
     if let Some(e) = inner.faults.check(verb, &t.res.plural) {
         return Err(e);
     }
@@ -248,10 +253,13 @@ async fn resource(
         let ct = content_type(&req);
         let body = body_bytes(req).await?;
         let object = decode_object(&ct, &body)?;
-        let review = match t.res.kind.as_str() {
-            "TokenReview" => reviews::token_review(inner, object)?,
-            kind => reviews::review(inner, kind, user, object)?,
-        };
+        if t.res.kind == "Binding" {
+            let ns = t.namespace.as_deref().unwrap_or_default();
+            let bound = write::bind(inner, ns, object)?;
+            return Ok(json_response(201, &bound));
+        }
+        let ns = t.namespace.as_deref();
+        let review = reviews::answer(inner, &t.res.kind, ns, user, object)?;
         return Ok(json_response(201, &review));
     }
     if let (Some(ns), Some(name), Some("token")) = (&t.namespace, &t.name, t.sub.as_deref()) {

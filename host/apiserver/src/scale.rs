@@ -1,5 +1,6 @@
-//! The `scale` subresource of Deployments (`kubectl scale`): an `autoscaling/v1` Scale view of
-//! `spec.replicas`, readable and writable with PUT or any non-apply patch.
+//! The `scale` subresource of the scalable kinds (Deployments, ReplicaSets, StatefulSets,
+//! ReplicationControllers: `kubectl scale`): an `autoscaling/v1` Scale view of `spec.replicas`,
+//! readable and writable with PUT or any non-apply patch.
 
 use http::Method;
 use serde_json::{Value, json};
@@ -10,9 +11,14 @@ use super::patch::{self, PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
 use super::write::{Kind, update_locked};
 
+/// The label selector of a scalable object as a string: a `LabelSelector`'s `matchLabels`, or
+/// a ReplicationController's plain map.
 fn selector(obj: &Value) -> String {
-    let mut parts: Vec<String> = obj
-        .pointer("/spec/selector/matchLabels")
+    let selector = obj.pointer("/spec/selector");
+    let labels = selector
+        .and_then(|s| s.get("matchLabels"))
+        .or_else(|| selector.filter(|s| s.get("matchExpressions").is_none()));
+    let mut parts: Vec<String> = labels
         .and_then(Value::as_object)
         .map(|m| {
             m.iter()

@@ -149,6 +149,8 @@ mod tests {
             selectable: vec![],
             schemas: Default::default(),
             create_only: false,
+            verbs: vec![],
+            subresources: vec![],
         }
     }
 

@@ -579,3 +579,93 @@ pub fn patch(
     inner.store.notify(rv);
     Ok((200, result))
 }
+
+/// A Binding (`POST /api/v1/namespaces/{ns}/bindings`, what a scheduler sends): assigns the
+/// Pod it names to the Node its `target` names, as kube's `BindingREST` does: `spec.nodeName`
+/// set and the `PodScheduled` condition true, refused when the Pod is already assigned or being
+/// deleted. Answers kube's success Status.
+pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> {
+    let pod = str_at(&binding, "/metadata/name").to_string();
+    let node = str_at(&binding, "/target/name").to_string();
+    let mut causes = Vec::new();
+    if pod.is_empty() {
+        causes.push((
+            "metadata.name".to_string(),
+            "Required value: name or generateName is required".to_string(),
+        ));
+    }
+    if node.is_empty() {
+        causes.push(("target.name".to_string(), "Required value".to_string()));
+    }
+    let target_kind = str_at(&binding, "/target/kind");
+    if !target_kind.is_empty() && target_kind != "Node" {
+        causes.push((
+            "target.kind".to_string(),
+            format!("Unsupported value: {target_kind:?}: supported values: \"Node\""),
+        ));
+    }
+    if !causes.is_empty() {
+        return Err(ApiError::invalid("Binding", "", &pod, &causes));
+    }
+    let mut st = inner.store.lock();
+    let Some(pods) = st.registry.get("", "v1", "pods") else {
+        return Err(ApiError::not_found_path());
+    };
+    let t = Target {
+        res: pods,
+        version: "v1".into(),
+        namespace: Some(namespace.to_string()),
+        name: Some(pod.clone()),
+        sub: None,
+    };
+    let cur = st
+        .get(&t.key(), namespace, &pod)
+        .ok_or_else(|| t.not_found(&pod))?;
+    let conflict = |why: String| ApiError::conflict("", "pods/binding", &pod, &why);
+    if cur.pointer("/metadata/deletionTimestamp").is_some() {
+        return Err(conflict(format!(
+            "pod {pod} is being deleted, cannot be assigned to a host"
+        )));
+    }
+    let assigned = str_at(&cur, "/spec/nodeName");
+    if !assigned.is_empty() {
+        return Err(conflict(format!(
+            "pod {pod} is already assigned to node {assigned:?}"
+        )));
+    }
+    let mut new = (*cur).clone();
+    new["spec"]["nodeName"] = json!(node);
+    let cur = update_locked(&mut st, &t, &Query::default(), &cur, new, Kind::Put, "")?;
+    // The condition through the status subresource: the main resource's writes keep status.
+    let mut new = cur.clone();
+    let now = super::admission::now();
+    let conditions = new["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut conditions: Vec<Value> = conditions
+        .into_iter()
+        .filter(|c| c["type"] != "PodScheduled")
+        .collect();
+    conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now}));
+    new["status"]["conditions"] = json!(conditions);
+    let status = Target {
+        sub: Some("status".into()),
+        ..t
+    };
+    update_locked(
+        &mut st,
+        &status,
+        &Query::default(),
+        &cur,
+        new,
+        Kind::Put,
+        "",
+    )?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok(
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    )
+}

@@ -717,13 +717,19 @@ async fn report_unsynced(plugin: String, caches: Vec<Arc<Informer>>) {
     if tokio::time::timeout(SYNC_PATIENCE, synced).await.is_ok() {
         return;
     }
-    let waiting: Vec<String> = caches
-        .iter()
-        .filter(|c| !c.is_synced())
-        .map(|c| c.watch().to_string())
-        .collect();
+    let unsynced: Vec<&Arc<Informer>> = caches.iter().filter(|c| !c.is_synced()).collect();
+    let waiting: Vec<String> = unsynced.iter().map(|c| c.watch().to_string()).collect();
+    // A built-in kind has no CRD to install: the API server does not serve it, or the host may
+    // not list it.
+    let kinds = crate::kinds::Kinds::default();
+    let builtin = (unsynced.iter()).all(|c| kinds.get(&c.gvk().group, &c.gvk().kind).is_some());
+    let hint = if builtin {
+        "does the API server serve them, and may the host list them?"
+    } else {
+        "is their CRD installed, and may the host list them?"
+    };
     tracing::warn!(plugin.name = %plugin, kinds = ?waiting, patience = ?SYNC_PATIENCE,
-        "plugin is waiting for these kinds to be listed (is their CRD installed?); it reconciles nothing until they are");
+        "plugin is waiting for these kinds to be listed ({hint}); it reconciles nothing until they are");
 }
 
 /// Whether two manifests watch, own and read the same things (so a new version can take over

@@ -83,7 +83,32 @@ pub(super) const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
     ),
 ];
 
-/// authorization/v1 SubjectAccessReview.
+/// authentication/v1 SelfSubjectReview (`kubectl auth whoami`): only its metadata is asked.
+pub(super) const SELF_SUBJECT_REVIEW: &[Field] = &[(1, "metadata", Ty::Msg(META))];
+
+/// authorization/v1 SelfSubjectRulesReview (`kubectl auth can-i --list`).
+pub(super) const SELF_SUBJECT_RULES_REVIEW: &[Field] = &[
+    (1, "metadata", Ty::Msg(META)),
+    (2, "spec", Ty::Msg(&[(1, "namespace", Ty::Str)])),
+];
+
+/// core/v1 Binding (a scheduler's): the Pod by its metadata, the Node by `target`.
+pub(super) const BINDING_TO_NODE: &[Field] = &[
+    (1, "metadata", Ty::Msg(META)),
+    (
+        2,
+        "target",
+        Ty::Msg(&[
+            (1, "kind", Ty::Str),
+            (2, "namespace", Ty::Str),
+            (3, "name", Ty::Str),
+            (4, "uid", Ty::Str),
+            (5, "apiVersion", Ty::Str),
+        ]),
+    ),
+];
+
+/// authorization/v1 SubjectAccessReview (and LocalSubjectAccessReview, the same message).
 pub(super) const SUBJECT_ACCESS_REVIEW: &[Field] = &[
     (1, "metadata", Ty::Msg(META)),
     (

@@ -1,8 +1,9 @@
 //! Decoding `application/vnd.kubernetes.protobuf` request bodies for the kinds kubectl's typed
 //! commands send that way: Namespace, ConfigMap, Secret (`kubectl create namespace|configmap|
 //! secret`), Service (`kubectl create service`, `kubectl expose`) and apps/v1 Deployment
-//! (`kubectl create deployment`), and the access-control kinds (`kubectl create serviceaccount|
-//! token|role|rolebinding|...`, `kubectl auth can-i`). Other kinds get 415. Responses are always JSON (those
+//! (`kubectl create deployment`), the access-control kinds (`kubectl create serviceaccount|
+//! token|role|rolebinding|...`, `kubectl auth can-i [--list]`, `kubectl auth whoami`) and a
+//! scheduler's Binding. Other kinds get 415. Responses are always JSON (those
 //! clients accept it).
 //!
 //! Written by hand, as field tables: the envelope (`k8s\0` + `runtime.Unknown`) and these
@@ -43,7 +44,12 @@ fn kind_table(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {
             access::SELF_SUBJECT_ACCESS_REVIEW
         }
-        ("authorization.k8s.io/v1", "SubjectAccessReview") => access::SUBJECT_ACCESS_REVIEW,
+        ("authorization.k8s.io/v1", "SubjectAccessReview" | "LocalSubjectAccessReview") => {
+            access::SUBJECT_ACCESS_REVIEW
+        }
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => access::SELF_SUBJECT_RULES_REVIEW,
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => access::SELF_SUBJECT_REVIEW,
+        ("v1", "Binding") => access::BINDING_TO_NODE,
         ("rbac.authorization.k8s.io/v1", "Role" | "ClusterRole") => access::ROLE,
         ("rbac.authorization.k8s.io/v1", "RoleBinding" | "ClusterRoleBinding") => access::BINDING,
         _ => return None,

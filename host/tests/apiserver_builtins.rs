@@ -1,0 +1,356 @@
+//! The embedded API server serves every resource kube-apiserver serves by default, as kube
+//! describes them: `kubectl api-resources` matches what kube-apiserver v1.32 lists (checked in,
+//! `tests/data/api-resources-1.32.tsv`), each resource with all the verbs goes through a create,
+//! get, list, watch, patch and delete round trip, verbs kube does not serve answer 405, and the
+//! create-only APIs answer as kube's do (`kubectl auth whoami`, `kubectl auth can-i --list`,
+//! LocalSubjectAccessReview, a scheduler's Binding).
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+
+use common::process::Cluster;
+
+/// The rows kube-apiserver v1.32 lists, without its header.
+fn expected_rows() -> BTreeSet<Vec<String>> {
+    let text =
+        std::fs::read_to_string(common::repo_root().join("host/tests/data/api-resources-1.32.tsv"))
+            .unwrap();
+    (text.lines())
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+/// `kubectl api-resources -o wide` parsed into the same rows (columns found by the header's
+/// offsets, as kubectl aligns them).
+fn served_rows(cluster: &Cluster) -> BTreeSet<Vec<String>> {
+    let out = cluster.kubectl_ok(&["api-resources", "-o", "wide"]);
+    let mut lines = out.lines();
+    let header = lines.next().unwrap();
+    let names = [
+        "NAME",
+        "SHORTNAMES",
+        "APIVERSION",
+        "NAMESPACED",
+        "KIND",
+        "VERBS",
+        "CATEGORIES",
+    ];
+    let starts: Vec<usize> = names.iter().map(|n| header.find(n).unwrap()).collect();
+    lines
+        .map(|line| {
+            (0..names.len())
+                .map(|i| {
+                    let end = starts
+                        .get(i + 1)
+                        .copied()
+                        .unwrap_or(line.len())
+                        .min(line.len());
+                    let cell = line.get(starts[i]..end).unwrap_or_default().trim();
+                    let cell = cell.trim_start_matches('[').trim_end_matches(']');
+                    if i == 5 {
+                        // Verbs print as `[create delete ...]`.
+                        let mut verbs: Vec<&str> =
+                            cell.split([' ', ',']).filter(|v| !v.is_empty()).collect();
+                        verbs.sort();
+                        verbs.join(",")
+                    } else {
+                        cell.replace(' ', ",")
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn kubectl_api_resources_lists_what_kube_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let served = served_rows(&cluster);
+    let expected = expected_rows();
+    let missing: Vec<_> = expected.difference(&served).collect();
+    let extra: Vec<_> = served.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "not as kube lists them:\nmissing {missing:#?}\nextra {extra:#?}"
+    );
+}
+
+/// An object of `kind` the server accepts: kube's minimal valid object for the kinds it
+/// validates, a bare one for the rest.
+fn object(kind: &str, api_version: &str, name: &str, namespace: Option<&str>) -> Value {
+    let containers = json!([{"name": "c", "image": "busybox"}]);
+    let template =
+        json!({"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}});
+    let selector = json!({"matchLabels": {"app": name}});
+    let body = match kind {
+        "Pod" => json!({"spec": {"containers": containers}}),
+        "Service" => json!({"spec": {"ports": [{"port": 80}]}}),
+        "Deployment" | "ReplicaSet" | "DaemonSet" => {
+            json!({"spec": {"selector": selector, "template": template}})
+        }
+        "StatefulSet" => {
+            json!({"spec": {"selector": selector, "template": template, "serviceName": name}})
+        }
+        "ReplicationController" => {
+            json!({"spec": {"selector": {"app": name}, "template": template}})
+        }
+        "Event" if api_version == "v1" => {
+            json!({"involvedObject": {"kind": "Pod", "name": "p", "namespace": namespace}, "reason": "Test", "message": "m"})
+        }
+        "Event" => {
+            json!({"eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "test", "reportingInstance": "test",
+            "action": "Test", "reason": "Test", "regarding": {"kind": "Pod", "name": "p", "namespace": namespace}, "type": "Normal"})
+        }
+        "Lease" => json!({"spec": {"holderIdentity": "x"}}),
+        "Role" | "ClusterRole" => json!({"rules": []}),
+        "RoleBinding" | "ClusterRoleBinding" => {
+            json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}, "subjects": []})
+        }
+        "CustomResourceDefinition" => {
+            json!({"spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": format!("{name}s"), "singular": name, "kind": "Thing", "listKind": "ThingList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+        }
+        _ => json!({}),
+    };
+    let mut object = body;
+    object["apiVersion"] = json!(api_version);
+    object["kind"] = json!(kind);
+    // A CRD is named after what it defines.
+    let name = if kind == "CustomResourceDefinition" {
+        format!("{name}s.example.com")
+    } else {
+        name.to_string()
+    };
+    object["metadata"] = json!({"name": name});
+    if let Some(ns) = namespace {
+        object["metadata"]["namespace"] = json!(ns);
+    }
+    object
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_resource_with_all_verbs_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let client = cluster.client().await;
+    let all = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ];
+    let mut tried = 0;
+    for row in expected_rows() {
+        let [plural, _, api_version, namespaced, kind, verbs, _] = row.as_slice() else {
+            panic!("{row:?}");
+        };
+        let verbs: BTreeSet<&str> = verbs.split(',').collect();
+        if !all.iter().all(|v| verbs.contains(v)) || plural == "namespaces" {
+            continue;
+        }
+        tried += 1;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+        let namespace = (namespaced == "true").then_some("default");
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let name = format!("rt-{}", kind.to_lowercase());
+        let what = format!("{plural}.{group}");
+        let mut watch = api
+            .watch(&WatchParams::default(), "0")
+            .await
+            .unwrap_or_else(|e| panic!("{what}: watch: {e}"))
+            .boxed();
+        let created: DynamicObject =
+            serde_json::from_value(object(kind, api_version, &name, namespace)).unwrap();
+        let name = created.metadata.name.clone().unwrap();
+        api.create(&PostParams::default(), &created)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: create: {e}"));
+        // From "0": what exists first (the bootstrap RBAC), then ours.
+        loop {
+            let event = watch.try_next().await;
+            match event.unwrap_or_else(|e| panic!("{what}: watch: {e}")) {
+                Some(WatchEvent::Added(o)) if o.metadata.name.as_deref() == Some(&name) => break,
+                Some(_) => continue,
+                None => panic!("{what}: the watch ended"),
+            }
+        }
+        let got = api
+            .get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: get: {e}"));
+        assert_eq!(got.types.as_ref().unwrap().kind, *kind, "{what}");
+        let listed = api
+            .list(&Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("{what}: list: {e}"));
+        assert!(
+            listed
+                .items
+                .iter()
+                .any(|o| o.metadata.name.as_deref() == Some(&name)),
+            "{what}"
+        );
+        let patch = json!({"metadata": {"labels": {"round": "trip"}}});
+        let patched = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("{what}: patch: {e}"));
+        assert_eq!(patched.metadata.labels.unwrap()["round"], "trip", "{what}");
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("{what}: delete: {e}"));
+    }
+    assert!(tried >= 40, "{tried} resources tried");
+}
+
+#[test]
+fn verbs_kube_does_not_serve_answer_405_and_the_create_only_apis_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    // No create of ComponentStatuses, no deletecollection of Namespaces: 405, as kube.
+    let cs = dir.path().join("cs.yaml");
+    std::fs::write(
+        &cs,
+        "apiVersion: v1\nkind: ComponentStatus\nmetadata:\n  name: x\nconditions: []\n",
+    )
+    .unwrap();
+    let (ok, out) = cluster.kubectl(&["create", "-f", cs.to_str().unwrap(), "--validate=false"]);
+    assert!(
+        !ok && out.contains("the server does not allow this method on the requested resource"),
+        "{out}"
+    );
+
+    // Who am I, and what may I do.
+    let whoami = cluster.kubectl_ok(&["auth", "whoami", "-o", "json"]);
+    let whoami: Value = serde_json::from_str(&whoami).unwrap();
+    assert!(
+        whoami["status"]["userInfo"]["groups"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("system:masters")),
+        "{whoami}"
+    );
+    cluster.kubectl_ok(&["create", "namespace", "team-a"]);
+    cluster.kubectl_ok(&["create", "serviceaccount", "reader", "-n", "team-a"]);
+    cluster.kubectl_ok(&[
+        "create",
+        "role",
+        "reader",
+        "-n",
+        "team-a",
+        "--verb=get,list",
+        "--resource=configmaps",
+    ]);
+    cluster.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "reader",
+        "-n",
+        "team-a",
+        "--role=reader",
+        "--serviceaccount=team-a:reader",
+    ]);
+    let list = cluster.kubectl_ok(&[
+        "auth",
+        "can-i",
+        "--list",
+        "-n",
+        "team-a",
+        "--as=system:serviceaccount:team-a:reader",
+    ]);
+    let configmaps = list
+        .lines()
+        .find(|l| l.starts_with("configmaps"))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(configmaps.contains("[get list]"), "{list}");
+    assert!(
+        list.contains("selfsubjectaccessreviews.authorization.k8s.io"),
+        "system:basic-user's rules too: {list}"
+    );
+
+    // A LocalSubjectAccessReview is about its own namespace only.
+    let lsar = |namespace: &str| {
+        let file = dir.path().join(format!("lsar-{namespace}.json"));
+        let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+            "metadata": {"namespace": "team-a"},
+            "spec": {"user": "system:serviceaccount:team-a:reader", "groups": ["system:serviceaccounts"],
+                "resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": namespace}}});
+        std::fs::write(&file, review.to_string()).unwrap();
+        cluster.kubectl(&[
+            "create",
+            "-f",
+            file.to_str().unwrap(),
+            "-o",
+            "json",
+            "--validate=false",
+        ])
+    };
+    let (ok, out) = lsar("team-a");
+    assert!(ok, "{out}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["status"]["allowed"],
+        true,
+        "{out}"
+    );
+    let (ok, out) = lsar("team-b");
+    assert!(!ok && out.contains("must match namespace: team-a"), "{out}");
+
+    // A scheduler's Binding assigns the Pod to its Node, once.
+    let pod = dir.path().join("pod.yaml");
+    std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: team-a\nspec:\n  containers:\n  - name: c\n    image: busybox\n").unwrap();
+    cluster.kubectl_ok(&["create", "-f", pod.to_str().unwrap()]);
+    let binding = dir.path().join("binding.json");
+    let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": "team-a"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+    std::fs::write(&binding, body.to_string()).unwrap();
+    cluster.kubectl_ok(&[
+        "create",
+        "-f",
+        binding.to_str().unwrap(),
+        "--validate=false",
+    ]);
+    let bound = cluster.get_json(&["pod", "p", "-n", "team-a"]).unwrap();
+    assert_eq!(bound["spec"]["nodeName"], "node-1");
+    let scheduled = bound["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .cloned();
+    assert_eq!(scheduled.unwrap()["status"], "True");
+    let (ok, out) = cluster.kubectl(&[
+        "create",
+        "-f",
+        binding.to_str().unwrap(),
+        "--validate=false",
+    ]);
+    assert!(
+        !ok && out.contains("is already assigned to node \"node-1\""),
+        "{out}"
+    );
+}
