@@ -354,3 +354,108 @@ fn verbs_kube_does_not_serve_answer_405_and_the_create_only_apis_answer() {
         "{out}"
     );
 }
+
+/// `POST` of `object` to `path` with `?fieldValidation=<directive>`: status, `Warning` headers
+/// and body.
+async fn post(
+    client: &kube::Client,
+    path: &str,
+    directive: Option<&str>,
+    object: &Value,
+) -> (u16, Vec<String>, Value) {
+    let uri = match directive {
+        Some(d) => format!("{path}?fieldValidation={d}"),
+        None => path.to_string(),
+    };
+    let request = http::Request::post(uri)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(object).unwrap())
+        .unwrap();
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let warnings = (response.headers().get_all("warning").iter())
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (
+        status,
+        warnings,
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_fields_of_a_custom_resource_are_refused_warned_about_or_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let client = cluster.client().await;
+    common::install_crd(&client, json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "size": {"type": "integer"},
+                        "parts": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}}}}}}]}
+    }))
+    .await;
+    let path = "/apis/example.com/v1/namespaces/default/widgets";
+    let widget = |name: &str| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name},
+            "spec": {"size": 3, "color": "red", "parts": [{"name": "a", "weight": 2}]}})
+    };
+    let unknown = [
+        r#"unknown field "spec.color""#,
+        r#"unknown field "spec.parts[0].weight""#,
+    ];
+
+    // Strict: 400, every unknown field named as kube's strict decoding names them.
+    let (status, _, body) = post(&client, path, Some("Strict"), &widget("strict")).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: "#
+        ),
+        "{message}"
+    );
+    for field in unknown {
+        assert!(message.contains(field), "{field} in {message}");
+    }
+    // Warn (and no directive, kube's default): stored without them, one Warning each.
+    for (name, directive) in [("warn", Some("Warn")), ("default", None)] {
+        let (status, warnings, body) = post(&client, path, directive, &widget(name)).await;
+        assert_eq!(status, 201, "{body}");
+        for field in unknown {
+            let header = format!("299 - {:?}", field);
+            assert!(warnings.contains(&header), "{header} in {warnings:?}");
+        }
+        assert!(body["spec"].get("color").is_none(), "{body}");
+        assert_eq!(body["spec"]["parts"][0], json!({"name": "a"}));
+    }
+    // Ignore: dropped, quietly.
+    let (status, warnings, body) = post(&client, path, Some("Ignore"), &widget("ignore")).await;
+    assert_eq!((status, warnings.len()), (201, 0), "{body}");
+    assert!(body["spec"].get("color").is_none(), "{body}");
+    // kubectl sends Strict and prints kube's error.
+    let file = dir.path().join("widget.json");
+    std::fs::write(&file, widget("kubectl").to_string()).unwrap();
+    let (ok, out) = cluster.kubectl(&["create", "-f", file.to_str().unwrap(), "--validate=strict"]);
+    assert!(
+        !ok && out.contains(r#"strict decoding error: unknown field "spec.color""#),
+        "{out}"
+    );
+    let (ok, out) = cluster.kubectl(&["create", "-f", file.to_str().unwrap(), "--validate=warn"]);
+    assert!(
+        ok && out.contains(r#"Warning: unknown field "spec.color""#),
+        "{out}"
+    );
+}

@@ -52,8 +52,8 @@
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources are pruned and validated against their CRD's structural schema
 //! (`schema`), but without `default`s, CEL rules, `format` checks or
-//! `allOf`/`anyOf`/`oneOf`/`not`, and unknown fields are pruned silently whatever
-//! `fieldValidation` says; CRD versions share storage and are converted by rewriting
+//! `allOf`/`anyOf`/`oneOf`/`not` (their unknown fields are refused, warned about or dropped as
+//! `fieldValidation` says, as kube's strict decoding names them; built-in kinds' are kept); CRD versions share storage and are converted by rewriting
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service, Deployment and the access-control kinds (ServiceAccount, TokenRequest,

@@ -14,7 +14,7 @@ use super::auth::{self, Attributes, User};
 use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
-use super::status::{ApiError, ApiResult};
+use super::status::{self, ApiError, ApiResult};
 use super::{admin, admission, delete, protobuf, reviews, scale, watch, write};
 
 /// The axum router of a server.
@@ -181,7 +181,14 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
     let Some(t) = handlers::target(inner, &segs)? else {
         return Err(ApiError::not_found_path());
     };
-    resource(inner, t, req, &user).await
+    let (served, warnings) = status::collecting_warnings(resource(inner, t, req, &user)).await;
+    let mut response = served?;
+    for warning in warnings {
+        if let Ok(value) = header::HeaderValue::from_str(&status::warning_header(&warning)) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    Ok(response)
 }
 
 /// Fails with kube's 403 unless `user` may do `verb` on the target.

@@ -269,3 +269,33 @@ fn dot_group(group: &str) -> String {
 
 /// Result alias for handlers.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+tokio::task_local! {
+    /// Warnings for the request being served, sent back as `Warning` headers.
+    static WARNINGS: std::cell::RefCell<Vec<String>>;
+}
+
+/// Adds a warning to the response of the request being served (kubectl prints each as
+/// `Warning: <text>`). Outside a request, nothing.
+pub fn warn(text: impl Into<String>) {
+    let text = text.into();
+    let _ = WARNINGS.try_with(|w| w.borrow_mut().push(text));
+}
+
+/// Runs `work`, collecting what it [`warn`]s.
+pub async fn collecting_warnings<F: std::future::Future>(work: F) -> (F::Output, Vec<String>) {
+    WARNINGS
+        .scope(std::cell::RefCell::new(Vec::new()), async move {
+            let out = work.await;
+            let warnings = WARNINGS.with(|w| w.take());
+            (out, warnings)
+        })
+        .await
+}
+
+/// A warning as an HTTP `Warning` header value: `299 - "<text>"`, quoted as Go's
+/// `net/http` warning writer does.
+pub fn warning_header(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("299 - \"{escaped}\"")
+}

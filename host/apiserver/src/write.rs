@@ -139,7 +139,7 @@ pub fn create_locked(
         _ => {}
     }
     convert_in(t, &mut obj)?;
-    schema::admit(t, &mut obj, None)?;
+    schema::admit(t, &mut obj, None, validation(q)?)?;
     if let Some(mgr) = manager {
         let scope = Scope::Main {
             status_sub: t.res.status,
@@ -264,7 +264,7 @@ pub(crate) fn update_locked(
     // Before the generation and no-op checks: a write that only adds unknown fields changes
     // nothing.
     convert_in(t, &mut out)?;
-    schema::admit(t, &mut out, Some(cur))?;
+    schema::admit(t, &mut out, Some(cur), validation(q)?)?;
     if !status {
         check_update(t, &out, cur)?;
     }
@@ -668,4 +668,9 @@ pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> 
     Ok(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     )
+}
+
+/// The request's `fieldValidation` directive.
+fn validation(q: &Query) -> ApiResult<schema::FieldValidation> {
+    schema::FieldValidation::parse(q.get("fieldValidation").map(String::as_str))
 }

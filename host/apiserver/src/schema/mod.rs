@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::handlers::Target;
-use super::status::{ApiError, ApiResult, Cause};
+use super::status::{self, ApiError, ApiResult, Cause};
 use super::store::str_at;
 
 /// An OpenAPI `type`.
@@ -283,14 +283,71 @@ pub fn crd_schemas(crd: &Value) -> Result<BTreeMap<String, Schema>, Vec<Cause>> 
     if errs.is_empty() { Ok(out) } else { Err(errs) }
 }
 
-/// Prunes `obj` to the schema of the version `t` addresses, then validates it. `old` is the
-/// stored object of an update: values it already had are not judged again (kube-apiserver's
-/// validation ratcheting), so tightening a schema does not lock existing objects.
-pub(crate) fn admit(t: &Target, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+/// What a write asks done with fields the schema does not know (`?fieldValidation=`), as
+/// kube-apiserver: refuse them, drop them with a warning (the default), or drop them quietly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// 400, naming every unknown field.
+    Strict,
+    /// Dropped, each named in a `Warning` header.
+    #[default]
+    Warn,
+    /// Dropped.
+    Ignore,
+}
+
+impl FieldValidation {
+    /// The directive of a request's `fieldValidation` parameter (absent: `Warn`).
+    pub fn parse(value: Option<&str>) -> ApiResult<Self> {
+        match value {
+            None | Some("") | Some("Warn") => Ok(Self::Warn),
+            Some("Strict") => Ok(Self::Strict),
+            Some("Ignore") => Ok(Self::Ignore),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation: Invalid value: {other:?}: fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\""
+            ))),
+        }
+    }
+
+    /// Acts on the `unknown` fields found in an object of `kind` decoded as `version`.
+    pub fn judge(self, kind: &str, version: &str, unknown: &[String]) -> ApiResult<()> {
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let named: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field {f:?}"))
+            .collect();
+        match self {
+            Self::Strict => Err(ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+                named.join(", ")
+            ))),
+            Self::Warn => {
+                named.into_iter().for_each(status::warn);
+                Ok(())
+            }
+            Self::Ignore => Ok(()),
+        }
+    }
+}
+
+/// Prunes `obj` to the schema of the version `t` addresses (unknown fields refused, warned
+/// about or dropped as `validation` says), then validates it. `old` is the stored object of an
+/// update: values it already had are not judged again (kube-apiserver's validation
+/// ratcheting), so tightening a schema does not lock existing objects.
+pub(crate) fn admit(
+    t: &Target,
+    obj: &mut Value,
+    old: Option<&Value>,
+    validation: FieldValidation,
+) -> ApiResult<()> {
     let Some(s) = t.res.schemas.get(&t.version) else {
         return Ok(());
     };
-    prune(s, obj, false, true);
+    let mut unknown = Vec::new();
+    prune_at(s, obj, false, true, "", &mut unknown);
+    validation.judge(&t.res.kind, &t.version, &unknown)?;
     let causes = validate::object(s, obj, old);
     if causes.is_empty() {
         return Ok(());
@@ -312,6 +369,80 @@ pub(crate) fn prune_config(t: &Target, config: &mut Value) {
     }
 }
 
+/// [`prune`], naming each unknown field it drops in `unknown` (`spec.foo`, `spec.items[0].x`,
+/// as kube's strict decoding names them) below `path`. Kube drops more than these while
+/// decoding (the nulls of non-nullable fields) without calling them unknown.
+fn prune_at(
+    s: &Schema,
+    v: &mut Value,
+    skip: bool,
+    embedded: bool,
+    path: &str,
+    unknown: &mut Vec<String>,
+) {
+    let skip = skip || s.preserve_unknown;
+    let embedded = embedded || s.embedded;
+    let at = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match v {
+        Value::Object(m) => m.retain(|k, val| {
+            let prop = s.properties.get(k);
+            if val.is_null() && prop.is_some_and(|p| !p.nullable) {
+                return false;
+            }
+            if embedded
+                && (k == "metadata" || (val.is_string() && (k == "apiVersion" || k == "kind")))
+            {
+                return true;
+            }
+            match (prop, &s.additional) {
+                (Some(c), _) => prune_at(c, val, false, false, &at(k), unknown),
+                (None, Additional::Schema(a)) => prune_at(a, val, false, false, &at(k), unknown),
+                (None, Additional::Any) => untyped_fields(val, &at(k), unknown),
+                (None, Additional::None) => {
+                    if !skip {
+                        unknown.push(at(k));
+                    }
+                    return skip;
+                }
+            }
+            true
+        }),
+        Value::Array(a) => {
+            if let Some(items) = &s.items {
+                for (i, x) in a.iter_mut().enumerate() {
+                    prune_at(items, x, skip, false, &format!("{path}[{i}]"), unknown);
+                }
+            }
+        }
+        Value::Number(n) if s.allows(Type::Integer) && n.as_i64().is_none() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18) {
+                *v = json!(f as i64);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// [`prune_untyped`], naming the fields it drops.
+fn untyped_fields(v: &mut Value, path: &str, unknown: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => unknown.extend(m.keys().map(|k| format!("{path}.{k}"))),
+        Value::Array(items) => {
+            for (i, x) in items.iter_mut().enumerate() {
+                untyped_fields(x, &format!("{path}[{i}]"), unknown);
+            }
+        }
+        _ => {}
+    }
+    prune_untyped(v);
+}
+
 /// What kube's pruning leaves of a value that has no schema (a value of
 /// `additionalProperties: true`): scalars as they are, arrays with their items so pruned, objects
 /// with none of their fields (each is unknown). kube-apiserver 1.32, side by side: `{"nested":
@@ -331,41 +462,5 @@ fn prune_untyped(v: &mut Value) {
 /// properties, keeps `apiVersion`/`kind`/`metadata` of embedded resources and the root, and
 /// stores integral floats of integer fields as integers (Go encodes `3.0` back as `3`).
 pub fn prune(s: &Schema, v: &mut Value, skip: bool, embedded: bool) {
-    let skip = skip || s.preserve_unknown;
-    let embedded = embedded || s.embedded;
-    match v {
-        Value::Object(m) => m.retain(|k, val| {
-            let prop = s.properties.get(k);
-            if val.is_null() && prop.is_some_and(|p| !p.nullable) {
-                return false;
-            }
-            if embedded
-                && (k == "metadata" || (val.is_string() && (k == "apiVersion" || k == "kind")))
-            {
-                return true;
-            }
-            match (prop, &s.additional) {
-                (Some(c), _) => prune(c, val, false, false),
-                (None, Additional::Schema(a)) => prune(a, val, false, false),
-                // Even under `x-kubernetes-preserve-unknown-fields`: kube prunes a value of
-                // `additionalProperties: true` with the schema it has, none.
-                (None, Additional::Any) => prune_untyped(val),
-                (None, Additional::None) => return skip,
-            }
-            true
-        }),
-        Value::Array(a) => {
-            if let Some(items) = &s.items {
-                for x in a {
-                    prune(items, x, skip, false);
-                }
-            }
-        }
-        Value::Number(n) if s.allows(Type::Integer) && n.as_i64().is_none() => {
-            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18) {
-                *v = json!(f as i64);
-            }
-        }
-        _ => {}
-    }
+    prune_at(s, v, skip, embedded, "", &mut Vec::new());
 }
