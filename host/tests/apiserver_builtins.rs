@@ -391,7 +391,8 @@ async fn post(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_fields_of_a_custom_resource_are_refused_warned_about_or_dropped() {
+async fn unknown_fields_of_custom_resources_and_builtin_kinds_are_refused_warned_about_or_dropped()
+{
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::in_memory(dir.path());
     let client = cluster.client().await;
@@ -445,6 +446,34 @@ async fn unknown_fields_of_a_custom_resource_are_refused_warned_about_or_dropped
     let (status, warnings, body) = post(&client, path, Some("Ignore"), &widget("ignore")).await;
     assert_eq!((status, warnings.len()), (201, 0), "{body}");
     assert!(body["spec"].get("color").is_none(), "{body}");
+    // A built-in kind alike, its fields those of its type.
+    let deployment = |name: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "colour": "red"},
+            "spec": {"selector": {"matchLabels": {"app": name}}, "replica": 3,
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox", "sidecar": true}]}}}})
+    };
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let (status, _, body) = post(&client, deployments, Some("Strict"), &deployment("strict")).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.starts_with(r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: "#), "{message}");
+    for field in [
+        "metadata.colour",
+        "spec.replica",
+        "spec.template.spec.containers[0].sidecar",
+    ] {
+        assert!(
+            message.contains(&format!("unknown field {field:?}")),
+            "{field} in {message}"
+        );
+    }
+    let (status, warnings, body) = post(&client, deployments, None, &deployment("warn")).await;
+    assert_eq!((status, warnings.len()), (201, 3), "{body} {warnings:?}");
+    assert!(
+        body["spec"].get("replica").is_none() && body["metadata"].get("colour").is_none(),
+        "{body}"
+    );
     // kubectl sends Strict and prints kube's error.
     let file = dir.path().join("widget.json");
     std::fs::write(&file, widget("kubectl").to_string()).unwrap();

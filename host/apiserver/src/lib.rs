@@ -96,6 +96,7 @@ mod status;
 mod store;
 mod table;
 mod tls;
+mod typed;
 mod watch;
 mod write;
 

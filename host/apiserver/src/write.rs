@@ -21,6 +21,7 @@ use super::registry::crd_status;
 use super::schema;
 use super::status::{ApiError, ApiResult};
 use super::store::{State, str_at};
+use super::typed;
 
 /// The stored object in the form of the target's group, which updates and patches work on
 /// (an `events.k8s.io` Event is stored as a core one, [`super::events`]).
@@ -41,6 +42,7 @@ pub fn create(
     ua: &str,
 ) -> ApiResult<(u16, Value)> {
     check_type(t, &mut obj)?;
+    known_fields(t, q, &mut obj)?;
     if !str_at(&obj, "/metadata/resourceVersion").is_empty() {
         return Err(ApiError::bad_request(
             "resourceVersion should not be set on objects to be created",
@@ -414,6 +416,7 @@ pub fn update(
     ua: &str,
 ) -> ApiResult<Value> {
     check_type(t, &mut obj)?;
+    known_fields(t, q, &mut obj)?;
     if obj.get("metadata").is_none() {
         obj["metadata"] = json!({});
     }
@@ -489,6 +492,7 @@ pub fn patch(
                 config["metadata"] = json!({});
             }
             check_shape(t, &config)?;
+            known_fields(t, q, &mut config)?;
             schema::prune_config(t, &mut config);
             let cname = str_at(&config, "/metadata/name");
             if !cname.is_empty() && cname != name {
@@ -558,6 +562,7 @@ pub fn patch(
             }
             check_shape(t, &patched)?;
             let mut patched = patched;
+            known_fields(t, q, &mut patched)?;
             let pname = str_at(&patched, "/metadata/name");
             if pname != name {
                 return Err(invalid(
@@ -667,6 +672,21 @@ pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> 
     inner.store.notify(rv);
     Ok(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    )
+}
+
+/// Judges a built-in object's unknown fields as the request's `fieldValidation` says
+/// (custom resources' are judged against their schema in `schema::admit`).
+fn known_fields(t: &Target, q: &Query, obj: &mut Value) -> ApiResult<()> {
+    if t.res.custom {
+        return Ok(());
+    }
+    typed::admit(
+        &t.api_version(),
+        &t.res.kind,
+        &t.version,
+        obj,
+        validation(q)?,
     )
 }
 
