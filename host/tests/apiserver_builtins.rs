@@ -488,3 +488,30 @@ async fn unknown_fields_of_custom_resources_and_builtin_kinds_are_refused_warned
         "{out}"
     );
 }
+
+#[test]
+fn kubectl_explain_reads_kubes_schemas_of_builtin_kinds_and_crds() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    for (what, field, words) in [
+        (
+            "deployment.spec.strategy",
+            "FIELD: strategy <DeploymentStrategy>",
+            "The deployment strategy to use to replace existing pods with new ones.",
+        ),
+        (
+            "statefulset.spec.volumeClaimTemplates",
+            "FIELD: volumeClaimTemplates <[]PersistentVolumeClaim>",
+            "volumeClaimTemplates is a list of claims that pods are allowed to reference.",
+        ),
+        (
+            "virtualmachine.spec",
+            "FIELD: spec <Object>",
+            "The requested resources and power action.",
+        ),
+    ] {
+        let out = cluster.kubectl_ok(&["explain", what]);
+        assert!(out.contains(field) && out.contains(words), "{what}: {out}");
+    }
+}

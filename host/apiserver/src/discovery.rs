@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::registry::{Registry, Resource};
+use super::typed;
 
 /// Whether the Accept header asks for aggregated discovery v2.
 pub fn wants_aggregated(accept: &str) -> bool {
@@ -295,10 +296,48 @@ pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
             paths.insert(format!("{item}/status"), json!({ "get": op(r, version, "get", false), "put": op(r, version, "put", false), "patch": op(r, version, "patch", true) }));
         }
     }
+    let api_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let mut schemas = typed::schemas(&api_version);
+    for r in rs.iter().filter(|r| r.custom) {
+        if let Some(schema) = r.openapi.get(version) {
+            let (name, schema) = custom_schema(r, version, schema);
+            schemas.insert(name, schema);
+            if !schemas.contains_key(OBJECT_META) {
+                schemas.extend(typed::object_meta_schemas());
+            }
+        }
+    }
     Some(json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0"},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }))
+}
+
+/// The name kube gives ObjectMeta's schema.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+/// A custom resource's schema as kube publishes it: named by its reversed group, version and
+/// kind (`com.example.v1.Widget`), its CRD's `openAPIV3Schema` with `apiVersion`, `kind` and
+/// `metadata` described as on every object, marked with its group, version and kind.
+fn custom_schema(r: &Resource, version: &str, schema: &Value) -> (String, Value) {
+    let reversed: Vec<&str> = r.group.split('.').rev().collect();
+    let name = format!("{}.{version}.{}", reversed.join("."), r.kind);
+    let mut schema = schema.clone();
+    let properties = &mut schema["properties"];
+    if !properties.is_object() {
+        *properties = json!({});
+    }
+    properties["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."});
+    properties["kind"] = json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."});
+    properties["metadata"] = json!({"allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}],
+        "description": "Standard object's metadata."});
+    schema["x-kubernetes-group-version-kind"] =
+        json!([{"group": r.group, "version": version, "kind": r.kind}]);
+    (name, schema)
 }

@@ -60,8 +60,10 @@
 //! TokenReview, access reviews, RBAC, Binding) only (others 415); the built-in kinds beyond
 //! those validated in `admission` (Pods, Services, Deployments, Events, RBAC, ...) are stored
 //! without kube's validation and defaults; subresources are `status`, `scale` and `token` (no
-//! `log`, `exec`, `eviction`, `ephemeralcontainers`, `approval`, `binding` of a Pod); no
-//! OpenAPI v2 and only path stubs in v3; no controllers of kube's own (no default
+//! `log`, `exec`, `eviction`, `ephemeralcontainers`, `approval`, `binding` of a Pod); OpenAPI
+//! v3 documents carry kube's schemas (built-in kinds' from `k8s-openapi`, CRDs' own, so `kubectl
+//! explain` works) but there is no OpenAPI v2 (protobuf), which kubectl's client-side
+//! validation of a `List` asks for; no controllers of kube's own (no default
 //! ServiceAccount per namespace, no ReplicaSets from Deployments); ComponentStatuses are served
 //! but none exist;
 //! field selectors on `metadata.name`, `metadata.namespace`, the fields kube selects core

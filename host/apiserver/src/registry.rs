@@ -68,6 +68,9 @@ pub struct Resource {
     /// The subresources this server implements for it (`status`, `scale`, `token`), of those
     /// kube has.
     pub subresources: Vec<String>,
+    /// A custom resource's `openAPIV3Schema` per served version, as its CRD gives it (for the
+    /// OpenAPI documents).
+    pub openapi: BTreeMap<String, Arc<Value>>,
 }
 
 /// The subresources this server implements, of those kube's discovery lists.
@@ -128,6 +131,7 @@ fn builtins() -> Vec<Resource> {
                 schemas: BTreeMap::new(),
                 verbs: b.verbs,
                 subresources,
+                openapi: BTreeMap::new(),
             }
         })
         .collect()
@@ -346,6 +350,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
     let mut selectable = Vec::new();
     let mut status = false;
     let mut storage_first = None;
+    let mut openapi = BTreeMap::new();
     for v in spec.get("versions")?.as_array()? {
         if v.get("served").and_then(Value::as_bool) != Some(true) {
             continue;
@@ -383,6 +388,9 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         }
         if v.pointer("/subresources/status").is_some() {
             status = true;
+        }
+        if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+            openapi.insert(name.clone(), Arc::new(schema.clone()));
         }
         if v.get("storage").and_then(Value::as_bool) == Some(true) {
             storage_first = Some(name.clone());
@@ -440,6 +448,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         } else {
             vec![]
         },
+        openapi,
     })
 }
 

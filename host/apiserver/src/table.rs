@@ -151,6 +151,7 @@ mod tests {
             create_only: false,
             verbs: vec![],
             subresources: vec![],
+            openapi: Default::default(),
         }
     }
 

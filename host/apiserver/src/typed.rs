@@ -85,10 +85,79 @@ fn remove(v: &mut Value, steps: &[Step]) {
     }
 }
 
+/// Calls `$then!` with the `k8s-openapi` type of every version of every kind
+/// `data/builtin-resources.json` serves (a test keeps them in step), as paths below
+/// `k8s_openapi`.
+macro_rules! builtin_types {
+    ($then:ident) => {
+        $then![
+            apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+            kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+            api::admissionregistration::v1::MutatingWebhookConfiguration,
+            api::admissionregistration::v1::ValidatingAdmissionPolicy,
+            api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+            api::admissionregistration::v1::ValidatingWebhookConfiguration,
+            api::apps::v1::ControllerRevision,
+            api::apps::v1::DaemonSet,
+            api::apps::v1::Deployment,
+            api::apps::v1::ReplicaSet,
+            api::apps::v1::StatefulSet,
+            api::authentication::v1::SelfSubjectReview,
+            api::authentication::v1::TokenReview,
+            api::authorization::v1::LocalSubjectAccessReview,
+            api::authorization::v1::SelfSubjectAccessReview,
+            api::authorization::v1::SelfSubjectRulesReview,
+            api::authorization::v1::SubjectAccessReview,
+            api::autoscaling::v1::HorizontalPodAutoscaler,
+            api::autoscaling::v2::HorizontalPodAutoscaler,
+            api::batch::v1::CronJob,
+            api::batch::v1::Job,
+            api::certificates::v1::CertificateSigningRequest,
+            api::coordination::v1::Lease,
+            api::core::v1::Binding,
+            api::core::v1::ComponentStatus,
+            api::core::v1::ConfigMap,
+            api::core::v1::Endpoints,
+            api::core::v1::Event,
+            api::core::v1::LimitRange,
+            api::core::v1::Namespace,
+            api::core::v1::Node,
+            api::core::v1::PersistentVolume,
+            api::core::v1::PersistentVolumeClaim,
+            api::core::v1::Pod,
+            api::core::v1::PodTemplate,
+            api::core::v1::ReplicationController,
+            api::core::v1::ResourceQuota,
+            api::core::v1::Secret,
+            api::core::v1::Service,
+            api::core::v1::ServiceAccount,
+            api::discovery::v1::EndpointSlice,
+            api::events::v1::Event,
+            api::flowcontrol::v1::FlowSchema,
+            api::flowcontrol::v1::PriorityLevelConfiguration,
+            api::networking::v1::Ingress,
+            api::networking::v1::IngressClass,
+            api::networking::v1::NetworkPolicy,
+            api::node::v1::RuntimeClass,
+            api::policy::v1::PodDisruptionBudget,
+            api::rbac::v1::ClusterRole,
+            api::rbac::v1::ClusterRoleBinding,
+            api::rbac::v1::Role,
+            api::rbac::v1::RoleBinding,
+            api::scheduling::v1::PriorityClass,
+            api::storage::v1::CSIDriver,
+            api::storage::v1::CSINode,
+            api::storage::v1::CSIStorageCapacity,
+            api::storage::v1::StorageClass,
+            api::storage::v1::VolumeAttachment,
+        ]
+    };
+}
+
 /// Decodes `object` as the `k8s-openapi` type of `api_version`/`kind`, if one is known: its
 /// unknown fields, `None` when there is no type or it does not decode.
 fn unknown_fields(api_version: &str, kind: &str, object: &Value) -> Option<Vec<Vec<Step>>> {
-    macro_rules! typed {
+    macro_rules! decode {
         ($($ty:path),* $(,)?) => {{
             use k8s_openapi::{Resource, api, apiextensions_apiserver, kube_aggregator};
             $(
@@ -99,69 +168,39 @@ fn unknown_fields(api_version: &str, kind: &str, object: &Value) -> Option<Vec<V
             None
         }};
     }
-    // Every version of every kind `data/builtin-resources.json` serves (a test keeps them in
-    // step).
-    typed![
-        apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-        kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-        api::admissionregistration::v1::MutatingWebhookConfiguration,
-        api::admissionregistration::v1::ValidatingAdmissionPolicy,
-        api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-        api::admissionregistration::v1::ValidatingWebhookConfiguration,
-        api::apps::v1::ControllerRevision,
-        api::apps::v1::DaemonSet,
-        api::apps::v1::Deployment,
-        api::apps::v1::ReplicaSet,
-        api::apps::v1::StatefulSet,
-        api::authentication::v1::SelfSubjectReview,
-        api::authentication::v1::TokenReview,
-        api::authorization::v1::LocalSubjectAccessReview,
-        api::authorization::v1::SelfSubjectAccessReview,
-        api::authorization::v1::SelfSubjectRulesReview,
-        api::authorization::v1::SubjectAccessReview,
-        api::autoscaling::v1::HorizontalPodAutoscaler,
-        api::autoscaling::v2::HorizontalPodAutoscaler,
-        api::batch::v1::CronJob,
-        api::batch::v1::Job,
-        api::certificates::v1::CertificateSigningRequest,
-        api::coordination::v1::Lease,
-        api::core::v1::Binding,
-        api::core::v1::ComponentStatus,
-        api::core::v1::ConfigMap,
-        api::core::v1::Endpoints,
-        api::core::v1::Event,
-        api::core::v1::LimitRange,
-        api::core::v1::Namespace,
-        api::core::v1::Node,
-        api::core::v1::PersistentVolume,
-        api::core::v1::PersistentVolumeClaim,
-        api::core::v1::Pod,
-        api::core::v1::PodTemplate,
-        api::core::v1::ReplicationController,
-        api::core::v1::ResourceQuota,
-        api::core::v1::Secret,
-        api::core::v1::Service,
-        api::core::v1::ServiceAccount,
-        api::discovery::v1::EndpointSlice,
-        api::events::v1::Event,
-        api::flowcontrol::v1::FlowSchema,
-        api::flowcontrol::v1::PriorityLevelConfiguration,
-        api::networking::v1::Ingress,
-        api::networking::v1::IngressClass,
-        api::networking::v1::NetworkPolicy,
-        api::node::v1::RuntimeClass,
-        api::policy::v1::PodDisruptionBudget,
-        api::rbac::v1::ClusterRole,
-        api::rbac::v1::ClusterRoleBinding,
-        api::rbac::v1::Role,
-        api::rbac::v1::RoleBinding,
-        api::scheduling::v1::PriorityClass,
-        api::storage::v1::CSIDriver,
-        api::storage::v1::CSINode,
-        api::storage::v1::CSIStorageCapacity,
-        api::storage::v1::StorageClass,
-        api::storage::v1::VolumeAttachment,
-    ]
+    builtin_types!(decode)
+}
+
+/// The OpenAPI v3 schemas of the built-in kinds served at `api_version` (`apps/v1`), as kube
+/// publishes them in `components.schemas`: each kind's and every schema it refers to, named as
+/// kube names them (`io.k8s.api.apps.v1.Deployment`), the kinds' own marked with
+/// `x-kubernetes-group-version-kind`. From `k8s-openapi`'s types, which carry kube's
+/// descriptions.
+pub(crate) fn schemas(api_version: &str) -> serde_json::Map<String, Value> {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    let mut kinds: Vec<(String, &'static str)> = Vec::new();
+    macro_rules! generate {
+        ($($ty:path),* $(,)?) => {{
+            use k8s_openapi::{Resource, api, apiextensions_apiserver, kube_aggregator};
+            use schemars::JsonSchema as _;
+            $(
+                if <$ty as Resource>::API_VERSION == api_version {
+                    generator.subschema_for::<$ty>();
+                    kinds.push((<$ty>::schema_name().into_owned(), <$ty as Resource>::KIND));
+                }
+            )*
+        }};
+    }
+    builtin_types!(generate);
+    let mut definitions = generator.take_definitions(true);
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    for (name, kind) in kinds {
+        if let Some(Value::Object(schema)) = definitions.get_mut(&name) {
+            let gvk = serde_json::json!([{"group": group, "version": version, "kind": kind}]);
+            schema.insert("x-kubernetes-group-version-kind".into(), gvk);
+        }
+    }
+    definitions
 }
 
 /// Judges the unknown fields of a built-in object as `validation` says: refused, or dropped
@@ -182,6 +221,13 @@ pub(crate) fn admit(
         remove(object, steps);
     }
     Ok(())
+}
+
+/// ObjectMeta's schema and those it refers to, for documents of custom resources only.
+pub(crate) fn object_meta_schemas() -> serde_json::Map<String, Value> {
+    let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+    generator.take_definitions(true)
 }
 
 #[cfg(test)]
@@ -212,6 +258,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn schemas_are_kubes_with_their_kinds_marked() {
+        let apps = schemas("apps/v1");
+        let deployment = &apps["io.k8s.api.apps.v1.Deployment"];
+        assert_eq!(
+            deployment["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
+        );
+        let spec = &apps["io.k8s.api.apps.v1.DeploymentSpec"];
+        assert!(
+            spec["properties"]["strategy"]["description"].is_string(),
+            "{spec}"
+        );
+        assert!(
+            apps.contains_key("io.k8s.api.core.v1.PodTemplateSpec"),
+            "referenced schemas too"
+        );
+        assert!(
+            !apps.contains_key("io.k8s.api.batch.v1.Job"),
+            "only the group's kinds"
+        );
     }
 
     #[test]
