@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
-use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource, SubResourceScope};
 use serde::Deserialize as _;
 
 /// A kind's plural resource and scope.
@@ -39,6 +39,11 @@ impl Scoped for ClusterResourceScope {
     const NAMESPACED: bool = false;
 }
 
+/// A kind created as a subresource (`Binding`, as `pods/binding`) is created in a namespace.
+impl Scoped for SubResourceScope {
+    const NAMESPACED: bool = true;
+}
+
 fn info<K: Resource>() -> KindInfo
 where
     K::Scope: Scoped,
@@ -53,17 +58,23 @@ where
 
 macro_rules! builtin_kinds {
     ($($ty:path),* $(,)?) => {
-        /// Every listable built-in kind of the Kubernetes version `k8s-openapi` targets (one
-        /// version per group and kind: all versions of a kind share its plural and scope).
+        /// Every built-in kind of the Kubernetes version `k8s-openapi` targets, once (the first of
+        /// its versions in the list: all versions of a kind share its plural and scope).
         pub fn builtin() -> Vec<KindInfo> {
-            use k8s_openapi::*;
-            vec![$(info::<$ty>()),*]
+            use k8s_openapi::{api, apiextensions_apiserver, kube_aggregator};
+            let mut out: Vec<KindInfo> = Vec::new();
+            for info in [$(info::<$ty>()),*] {
+                if !out.iter().any(|o| o.group == info.group && o.kind == info.kind) {
+                    out.push(info);
+                }
+            }
+            out
         }
 
         /// The path of a built-in kind's type inside `k8s_openapi`
         /// (`api::core::v1::ConfigMap`), for code that names it.
         pub fn rust_path(of_group: &str, of_kind: &str) -> Option<String> {
-            use k8s_openapi::*;
+            use k8s_openapi::{Resource, api, apiextensions_apiserver, kube_aggregator};
             $(
                 if <$ty as Resource>::GROUP == of_group && <$ty as Resource>::KIND == of_kind {
                     return Some(stringify!($ty).replace(' ', ""));
@@ -75,82 +86,8 @@ macro_rules! builtin_kinds {
 }
 
 // The paths are checked by the compiler and the names, plurals and scopes come from the types;
-// the list itself is every type implementing `k8s_openapi::ListableResource` (`a_kind_per_group`
-// below keeps it free of repeats).
-builtin_kinds![
-    api::admissionregistration::v1::MutatingAdmissionPolicy,
-    api::admissionregistration::v1::MutatingAdmissionPolicyBinding,
-    api::admissionregistration::v1::MutatingWebhookConfiguration,
-    api::admissionregistration::v1::ValidatingAdmissionPolicy,
-    api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-    api::admissionregistration::v1::ValidatingWebhookConfiguration,
-    api::apiserverinternal::v1alpha1::StorageVersion,
-    api::apps::v1::ControllerRevision,
-    api::apps::v1::DaemonSet,
-    api::apps::v1::Deployment,
-    api::apps::v1::ReplicaSet,
-    api::apps::v1::StatefulSet,
-    api::autoscaling::v1::HorizontalPodAutoscaler,
-    api::batch::v1::CronJob,
-    api::batch::v1::Job,
-    api::certificates::v1::CertificateSigningRequest,
-    api::certificates::v1::ClusterTrustBundle,
-    api::certificates::v1::PodCertificateRequest,
-    api::coordination::v1::Lease,
-    api::coordination::v1alpha2::LeaseCandidate,
-    api::core::v1::ComponentStatus,
-    api::core::v1::ConfigMap,
-    api::core::v1::Endpoints,
-    api::core::v1::Event,
-    api::core::v1::LimitRange,
-    api::core::v1::Namespace,
-    api::core::v1::Node,
-    api::core::v1::PersistentVolume,
-    api::core::v1::PersistentVolumeClaim,
-    api::core::v1::Pod,
-    api::core::v1::PodTemplate,
-    api::core::v1::ReplicationController,
-    api::core::v1::ResourceQuota,
-    api::core::v1::Secret,
-    api::core::v1::Service,
-    api::core::v1::ServiceAccount,
-    api::discovery::v1::EndpointSlice,
-    api::events::v1::Event,
-    api::flowcontrol::v1::FlowSchema,
-    api::flowcontrol::v1::PriorityLevelConfiguration,
-    api::lifecycle::v1alpha1::Eviction,
-    api::lifecycle::v1alpha1::EvictionRequest,
-    api::networking::v1::Ingress,
-    api::networking::v1::IngressClass,
-    api::networking::v1::IPAddress,
-    api::networking::v1::NetworkPolicy,
-    api::networking::v1::ServiceCIDR,
-    api::node::v1::RuntimeClass,
-    api::policy::v1::PodDisruptionBudget,
-    api::rbac::v1::ClusterRole,
-    api::rbac::v1::ClusterRoleBinding,
-    api::rbac::v1::Role,
-    api::rbac::v1::RoleBinding,
-    api::resource::v1::DeviceClass,
-    api::resource::v1::DeviceTaintRule,
-    api::resource::v1::ResourceClaim,
-    api::resource::v1::ResourceClaimTemplate,
-    api::resource::v1::ResourceSlice,
-    api::resource::v1alpha3::ResourcePoolStatusRequest,
-    api::scheduling::v1::PriorityClass,
-    api::scheduling::v1alpha3::CompositePodGroup,
-    api::scheduling::v1alpha3::PodGroup,
-    api::scheduling::v1alpha3::Workload,
-    api::storage::v1::CSIDriver,
-    api::storage::v1::CSINode,
-    api::storage::v1::CSIStorageCapacity,
-    api::storage::v1::StorageClass,
-    api::storage::v1::VolumeAttachment,
-    api::storage::v1::VolumeAttributesClass,
-    api::storagemigration::v1::StorageVersionMigration,
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-];
+// the list is `wasmctrl-scope`'s, every resource type of `k8s-openapi`.
+wasmctrl_scope::k8s_resource_types!(builtin_kinds);
 
 /// Why a CustomResourceDefinition names no kind.
 #[derive(Debug, thiserror::Error)]
@@ -235,6 +172,7 @@ mod tests {
         let all = builtin();
         let kinds = Kinds::default();
         assert_eq!(kinds.known.len(), all.len(), "a kind is listed twice");
+        assert!(all.len() > 70, "{}", all.len());
     }
 
     #[test]

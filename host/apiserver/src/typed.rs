@@ -85,75 +85,6 @@ fn remove(v: &mut Value, steps: &[Step]) {
     }
 }
 
-/// Calls `$then!` with the `k8s-openapi` type of every version of every kind
-/// `data/builtin-resources.json` serves (a test keeps them in step), as paths below
-/// `k8s_openapi`.
-macro_rules! builtin_types {
-    ($then:ident) => {
-        $then![
-            apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-            kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-            api::admissionregistration::v1::MutatingWebhookConfiguration,
-            api::admissionregistration::v1::ValidatingAdmissionPolicy,
-            api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
-            api::admissionregistration::v1::ValidatingWebhookConfiguration,
-            api::apps::v1::ControllerRevision,
-            api::apps::v1::DaemonSet,
-            api::apps::v1::Deployment,
-            api::apps::v1::ReplicaSet,
-            api::apps::v1::StatefulSet,
-            api::authentication::v1::SelfSubjectReview,
-            api::authentication::v1::TokenReview,
-            api::authorization::v1::LocalSubjectAccessReview,
-            api::authorization::v1::SelfSubjectAccessReview,
-            api::authorization::v1::SelfSubjectRulesReview,
-            api::authorization::v1::SubjectAccessReview,
-            api::autoscaling::v1::HorizontalPodAutoscaler,
-            api::autoscaling::v2::HorizontalPodAutoscaler,
-            api::batch::v1::CronJob,
-            api::batch::v1::Job,
-            api::certificates::v1::CertificateSigningRequest,
-            api::coordination::v1::Lease,
-            api::core::v1::Binding,
-            api::core::v1::ComponentStatus,
-            api::core::v1::ConfigMap,
-            api::core::v1::Endpoints,
-            api::core::v1::Event,
-            api::core::v1::LimitRange,
-            api::core::v1::Namespace,
-            api::core::v1::Node,
-            api::core::v1::PersistentVolume,
-            api::core::v1::PersistentVolumeClaim,
-            api::core::v1::Pod,
-            api::core::v1::PodTemplate,
-            api::core::v1::ReplicationController,
-            api::core::v1::ResourceQuota,
-            api::core::v1::Secret,
-            api::core::v1::Service,
-            api::core::v1::ServiceAccount,
-            api::discovery::v1::EndpointSlice,
-            api::events::v1::Event,
-            api::flowcontrol::v1::FlowSchema,
-            api::flowcontrol::v1::PriorityLevelConfiguration,
-            api::networking::v1::Ingress,
-            api::networking::v1::IngressClass,
-            api::networking::v1::NetworkPolicy,
-            api::node::v1::RuntimeClass,
-            api::policy::v1::PodDisruptionBudget,
-            api::rbac::v1::ClusterRole,
-            api::rbac::v1::ClusterRoleBinding,
-            api::rbac::v1::Role,
-            api::rbac::v1::RoleBinding,
-            api::scheduling::v1::PriorityClass,
-            api::storage::v1::CSIDriver,
-            api::storage::v1::CSINode,
-            api::storage::v1::CSIStorageCapacity,
-            api::storage::v1::StorageClass,
-            api::storage::v1::VolumeAttachment,
-        ]
-    };
-}
-
 /// Decodes `object` as the `k8s-openapi` type of `api_version`/`kind`, if one is known: its
 /// unknown fields, `None` when there is no type or it does not decode.
 fn unknown_fields(api_version: &str, kind: &str, object: &Value) -> Option<Vec<Vec<Step>>> {
@@ -168,7 +99,7 @@ fn unknown_fields(api_version: &str, kind: &str, object: &Value) -> Option<Vec<V
             None
         }};
     }
-    builtin_types!(decode)
+    wasmctrl_scope::k8s_resource_types!(decode)
 }
 
 /// The OpenAPI v3 schemas of the built-in kinds served at `api_version` (`apps/v1`), as kube
@@ -191,7 +122,7 @@ pub(crate) fn schemas(api_version: &str) -> serde_json::Map<String, Value> {
             )*
         }};
     }
-    builtin_types!(generate);
+    wasmctrl_scope::k8s_resource_types!(generate);
     let mut definitions = generator.take_definitions(true);
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     for (name, kind) in kinds {

@@ -25,6 +25,7 @@
 pub mod action;
 pub mod declaration;
 pub mod selector;
+mod types;
 pub mod validation;
 
 use std::collections::{BTreeMap, BTreeSet};
