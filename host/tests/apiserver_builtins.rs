@@ -515,3 +515,141 @@ fn kubectl_explain_reads_kubes_schemas_of_builtin_kinds_and_crds() {
         assert!(out.contains(field) && out.contains(words), "{what}: {out}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_and_services_read_back_with_kubes_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let client = cluster.client().await;
+    let create = |path: &'static str, object: Value| {
+        let client = client.clone();
+        async move {
+            let (status, _, body) = post(&client, path, Some("Strict"), &object).await;
+            assert_eq!(status, 201, "{body}");
+            body
+        }
+    };
+    let labels = json!({"app": "web"});
+    let pod = json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+        "ports": [{"containerPort": 80}], "readinessProbe": {"httpGet": {"port": 80}}}]}});
+    // What kube-apiserver 1.32 stores for these (kubectl get -o json), field by field.
+    let template_spec = json!({"containers": [{"name": "web", "image": "nginx:1.27", "imagePullPolicy": "IfNotPresent",
+        "ports": [{"containerPort": 80, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": 80, "scheme": "HTTP"}, "timeoutSeconds": 1,
+            "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
+        "resources": {}, "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}],
+        "restartPolicy": "Always", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+        "securityContext": {}, "schedulerName": "default-scheduler"});
+
+    let deployment = create(
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": labels}, "template": pod}}),
+    )
+    .await;
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 1);
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    assert_eq!(spec["progressDeadlineSeconds"], 600);
+    assert_eq!(
+        spec["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+    );
+    assert_eq!(spec["template"]["spec"], template_spec);
+
+    let statefulset = create("/apis/apps/v1/namespaces/default/statefulsets", json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {"selector": {"matchLabels": labels}, "serviceName": "db", "template": pod,
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}]}})).await;
+    let spec = &statefulset["spec"];
+    assert_eq!(spec["podManagementPolicy"], "OrderedReady");
+    assert_eq!(
+        spec["updateStrategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+    );
+    assert_eq!(
+        spec["persistentVolumeClaimRetentionPolicy"],
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"})
+    );
+    assert_eq!(
+        spec["volumeClaimTemplates"][0]["spec"]["volumeMode"],
+        "Filesystem"
+    );
+    assert_eq!(
+        spec["volumeClaimTemplates"][0]["kind"],
+        "PersistentVolumeClaim"
+    );
+    assert_eq!(spec["template"]["spec"], template_spec);
+
+    let job = create("/apis/batch/v1/namespaces/default/jobs", json!({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "pi", "image": "perl"}]}}}})).await;
+    let uid = job["metadata"]["uid"].as_str().unwrap();
+    let spec = &job["spec"];
+    assert_eq!(
+        (
+            spec["completions"].clone(),
+            spec["parallelism"].clone(),
+            spec["backoffLimit"].clone()
+        ),
+        (json!(1), json!(1), json!(6))
+    );
+    assert_eq!(
+        (spec["completionMode"].clone(), spec["suspend"].clone()),
+        (json!("NonIndexed"), json!(false))
+    );
+    assert_eq!(
+        spec["selector"],
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+    );
+    assert_eq!(
+        spec["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"],
+        "pi"
+    );
+    assert_eq!(
+        spec["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "Always"
+    );
+
+    let service = create(
+        "/api/v1/namespaces/default/services",
+        json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+        "spec": {"selector": labels, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    let spec = &service["spec"];
+    let ip = spec["clusterIP"].as_str().unwrap();
+    assert!(ip.parse::<std::net::Ipv4Addr>().is_ok(), "{ip}");
+    assert_eq!(spec["clusterIPs"], json!([ip]));
+    assert_eq!(
+        spec["ports"],
+        json!([{"port": 80, "protocol": "TCP", "targetPort": 80}])
+    );
+    for (field, value) in [
+        ("type", "ClusterIP"),
+        ("sessionAffinity", "None"),
+        ("ipFamilyPolicy", "SingleStack"),
+        ("internalTrafficPolicy", "Cluster"),
+    ] {
+        assert_eq!(spec[field], value, "{field}");
+    }
+    assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
+    // Another Service gets another address, and an update keeps its own.
+    let other = create("/api/v1/namespaces/default/services", json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "other"}, "spec": {"ports": [{"port": 81}]}})).await;
+    assert_ne!(other["spec"]["clusterIP"], ip);
+    let services: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Service"), "services"),
+    );
+    let patch = json!({"metadata": {"labels": {"tier": "front"}}});
+    let patched = services
+        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.data["spec"]["clusterIP"], ip);
+}

@@ -25,7 +25,8 @@
 //!    `events` (the two Event APIs over one storage), `selector` (label and field selectors),
 //!    `printers` + `table` (kubectl's columns).
 //! 3. Requests: `handlers` (targets, content negotiation, get/list), `auth` (RBAC),
-//!    `admission` (kube's validation and defaulting), `patch` and `apply` + `fields`
+//!    `admission` (kube's validation), `defaults` (kube's defaulting), `typed` (built-in kinds
+//!    decoded as their `k8s-openapi` types: unknown fields, schemas), `patch` and `apply` + `fields`
 //!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
 //!    (discovery, OpenAPI v3), `reviews` (access and token reviews), `gc` (owner-reference GC
@@ -57,9 +58,10 @@
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service, Deployment and the access-control kinds (ServiceAccount, TokenRequest,
-//! TokenReview, access reviews, RBAC, Binding) only (others 415); the built-in kinds beyond
-//! those validated in `admission` (Pods, Services, Deployments, Events, RBAC, ...) are stored
-//! without kube's validation and defaults; subresources are `status`, `scale` and `token` (no
+//! TokenReview, access reviews, RBAC, Binding) only (others 415); Pods, the workload kinds, Services and
+//! PersistentVolumeClaims are defaulted as kube defaults them (`defaults`), but the built-in
+//! kinds beyond those validated in `admission` (metadata of all; Events, RBAC, ...) are stored
+//! without kube's validation of their specs; subresources are `status`, `scale` and `token` (no
 //! `log`, `exec`, `eviction`, `ephemeralcontainers`, `approval`, `binding` of a Pod); OpenAPI
 //! v3 documents carry kube's schemas (built-in kinds' from `k8s-openapi`, CRDs' own, so `kubectl
 //! explain` works) but there is no OpenAPI v2 (protobuf), which kubectl's client-side
@@ -76,6 +78,7 @@ mod admission;
 mod apply;
 mod audit;
 mod auth;
+mod defaults;
 mod delete;
 mod discovery;
 mod events;

@@ -13,6 +13,7 @@ use super::admission::{
     decode_yaml, dry_run, invalid, manager, now, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
+use super::defaults;
 use super::delete::{finalize_delete, has_spec_finalizers};
 use super::events;
 use super::handlers::{Query, Target, flag};
@@ -111,6 +112,8 @@ pub fn create_locked(
     } else if let Some(mm) = m.as_object_mut() {
         mm.remove("generation");
     }
+    defaults::apply(st, t, &mut obj, None);
+    let m = &mut obj["metadata"];
     if let Some(mm) = m.as_object_mut() {
         for k in [
             "deletionTimestamp",
@@ -266,6 +269,9 @@ pub(crate) fn update_locked(
     // Before the generation and no-op checks: a write that only adds unknown fields changes
     // nothing.
     convert_in(t, &mut out)?;
+    if !status {
+        defaults::apply(st, t, &mut out, Some(cur));
+    }
     schema::admit(t, &mut out, Some(cur), validation(q)?)?;
     if !status {
         check_update(t, &out, cur)?;

@@ -1,0 +1,340 @@
+//! kube's defaulting of the workload kinds, Pods and Services (`SetDefaults_*` of
+//! `pkg/apis/{core,apps,batch}/v1/defaults.go` and what their strategies fill in on create), so
+//! that an object read back carries what it would on a cluster: a plugin comparing what it wrote
+//! with what it reads sees the same fields here as there.
+//!
+//! Applied to every object a client writes, before validation, as kube defaults every decoded
+//! request; a field the client set is never changed.
+
+use serde_json::{Value, json};
+
+use super::handlers::Target;
+use super::store::{State, str_at};
+
+/// Sets `v[key]` to `value` when absent (or null).
+fn or(v: &mut Value, key: &str, value: Value) {
+    if v.get(key).is_none_or(Value::is_null) {
+        v[key] = value;
+    }
+}
+
+/// Each object of the array at `v[key]`, if any.
+fn each(v: &mut Value, key: &str, mut f: impl FnMut(&mut Value)) {
+    if let Some(items) = v.get_mut(key).and_then(Value::as_array_mut) {
+        items.iter_mut().filter(|i| i.is_object()).for_each(&mut f);
+    }
+}
+
+/// A probe's defaults.
+fn probe(p: &mut Value) {
+    or(p, "timeoutSeconds", json!(1));
+    or(p, "periodSeconds", json!(10));
+    or(p, "successThreshold", json!(1));
+    or(p, "failureThreshold", json!(3));
+    if let Some(get) = p.get_mut("httpGet").filter(|g| g.is_object()) {
+        or(get, "path", json!("/"));
+        or(get, "scheme", json!("HTTP"));
+    }
+}
+
+/// A container's defaults (`SetDefaults_Container`, ports, probes).
+fn container(c: &mut Value) {
+    or(c, "terminationMessagePath", json!("/dev/termination-log"));
+    or(c, "terminationMessagePolicy", json!("File"));
+    or(c, "resources", json!({}));
+    if c.get("imagePullPolicy").is_none_or(Value::is_null) {
+        // Always for `:latest` or no tag, else IfNotPresent; a digest pins the image.
+        let image = str_at(c, "/image");
+        let last = image.rsplit('/').next().unwrap_or(image);
+        let policy = if image.contains('@') {
+            "IfNotPresent"
+        } else {
+            match last.split_once(':') {
+                Some((_, tag)) if tag != "latest" => "IfNotPresent",
+                _ => "Always",
+            }
+        };
+        c["imagePullPolicy"] = json!(policy);
+    }
+    each(c, "ports", |p| or(p, "protocol", json!("TCP")));
+    for key in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get_mut(key).filter(|p| p.is_object()) {
+            probe(p);
+        }
+    }
+}
+
+/// A Pod spec's defaults (`SetDefaults_PodSpec`, containers, volumes).
+fn pod_spec(spec: &mut Value) {
+    or(spec, "restartPolicy", json!("Always"));
+    or(spec, "terminationGracePeriodSeconds", json!(30));
+    or(spec, "dnsPolicy", json!("ClusterFirst"));
+    or(spec, "securityContext", json!({}));
+    or(spec, "schedulerName", json!("default-scheduler"));
+    for key in ["containers", "initContainers", "ephemeralContainers"] {
+        each(spec, key, container);
+    }
+    each(spec, "volumes", |v| {
+        for (source, field) in [("configMap", "defaultMode"), ("secret", "defaultMode")] {
+            if let Some(s) = v.get_mut(source).filter(|s| s.is_object()) {
+                or(s, field, json!(420));
+            }
+        }
+        if let Some(projected) = v.get_mut("projected").filter(|s| s.is_object()) {
+            or(projected, "defaultMode", json!(420));
+        }
+        if let Some(api) = v.get_mut("downwardAPI").filter(|s| s.is_object()) {
+            or(api, "defaultMode", json!(420));
+        }
+    });
+}
+
+/// A Pod template's defaults (its spec's).
+fn template(t: &mut Value) {
+    if let Some(spec) = t.get_mut("spec").filter(|s| s.is_object()) {
+        pod_spec(spec);
+    }
+}
+
+/// The spec of `obj`, created if missing.
+fn spec(obj: &mut Value) -> &mut Value {
+    if !obj["spec"].is_object() {
+        obj["spec"] = json!({});
+    }
+    &mut obj["spec"]
+}
+
+/// An update strategy at `spec[field]`: `RollingUpdate` unless another type is given, and
+/// for it these `rollingUpdate` defaults.
+fn rolling_update(spec: &mut Value, field: &str, rolling: &[(&str, Value)]) {
+    or(spec, field, json!({}));
+    let strategy = &mut spec[field];
+    or(strategy, "type", json!("RollingUpdate"));
+    if strategy["type"] == "RollingUpdate" {
+        or(strategy, "rollingUpdate", json!({}));
+        for (key, value) in rolling {
+            or(&mut strategy["rollingUpdate"], key, value.clone());
+        }
+    }
+}
+
+/// Its template's defaults, if it has one.
+fn spec_template(spec: &mut Value) {
+    if let Some(t) = spec.get_mut("template").filter(|t| t.is_object()) {
+        template(t);
+    }
+}
+
+/// A Job spec's defaults, and on create the selector and labels kube generates for it (unless
+/// `manualSelector`): the Job's uid ties its Pods to it.
+fn job_spec(spec: &mut Value, name: &str, uid: Option<&str>) {
+    match (spec.get("completions"), spec.get("parallelism")) {
+        (None, None) => {
+            spec["completions"] = json!(1);
+            spec["parallelism"] = json!(1);
+        }
+        (None, Some(_)) | (Some(_), None) => or(spec, "parallelism", json!(1)),
+        _ => {}
+    }
+    or(spec, "backoffLimit", json!(6));
+    or(spec, "completionMode", json!("NonIndexed"));
+    or(spec, "suspend", json!(false));
+    or(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+    spec_template(spec);
+    let Some(uid) = uid.filter(|_| spec["manualSelector"] != true) else {
+        return;
+    };
+    if spec.get("selector").is_none_or(Value::is_null) {
+        spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    }
+    let labels = &mut spec["template"]["metadata"]["labels"];
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    for (key, value) in [
+        ("batch.kubernetes.io/controller-uid", uid),
+        ("batch.kubernetes.io/job-name", name),
+        ("controller-uid", uid),
+        ("job-name", name),
+    ] {
+        or(labels, key, json!(value));
+    }
+}
+
+/// The first free address of kube-apiserver's default service range (10.96.0.0/12 here; kube's
+/// flag default is 10.0.0.0/24, clusters set their own), skipping `.1`, the `kubernetes`
+/// Service's.
+fn allocate_cluster_ip(st: &State) -> Option<String> {
+    let key = (String::new(), "services".to_string());
+    let used: std::collections::BTreeSet<&str> = (st.tables.get(&key).into_iter())
+        .flat_map(|t| t.objects.values())
+        .filter_map(|s| s.pointer("/spec/clusterIP").and_then(Value::as_str))
+        .collect();
+    (2u32..(1 << 20))
+        .map(|n| {
+            let ip = (10u32 << 24) | (96 << 16) | n;
+            std::net::Ipv4Addr::from(ip).to_string()
+        })
+        .find(|ip| !used.contains(ip.as_str()))
+}
+
+/// A Service's defaults, and on create its cluster IP.
+fn service(st: &State, obj: &mut Value, old: Option<&Value>) {
+    let spec = spec(obj);
+    or(spec, "type", json!("ClusterIP"));
+    or(spec, "sessionAffinity", json!("None"));
+    let external = spec["type"] == "ExternalName";
+    if !external {
+        or(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    each(spec, "ports", |p| {
+        or(p, "protocol", json!("TCP"));
+        if p.get("targetPort").is_none_or(Value::is_null) {
+            p["targetPort"] = p["port"].clone();
+        }
+    });
+    if external {
+        return;
+    }
+    // An update keeps the address allocated (kube's `patchAllocatedValues`).
+    if let Some(old) = old {
+        for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if spec.get(key).is_none_or(Value::is_null) && !old["spec"][key].is_null() {
+                spec[key] = old["spec"][key].clone();
+            }
+        }
+        return;
+    }
+    if spec.get("clusterIP").is_none_or(|v| v.is_null() || v == "")
+        && let Some(ip) = allocate_cluster_ip(st)
+    {
+        spec["clusterIP"] = json!(ip);
+    }
+    if !spec["clusterIP"].is_null() {
+        or(spec, "clusterIPs", json!([spec["clusterIP"].clone()]));
+    }
+    or(spec, "ipFamilies", json!(["IPv4"]));
+    or(spec, "ipFamilyPolicy", json!("SingleStack"));
+}
+
+/// Defaults `obj`, an object of `t`'s kind a client is creating (`old` is `None`) or updating.
+pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>) {
+    if t.res.custom || t.sub.is_some() {
+        return;
+    }
+    let name = str_at(obj, "/metadata/name").to_string();
+    let uid = old
+        .is_none()
+        .then(|| str_at(obj, "/metadata/uid").to_string())
+        .filter(|u| !u.is_empty());
+    match (t.res.group.as_str(), t.res.kind.as_str()) {
+        ("", "Pod") => {
+            let spec = spec(obj);
+            pod_spec(spec);
+            or(spec, "enableServiceLinks", json!(true));
+        }
+        ("", "PodTemplate") => {
+            if let Some(t) = obj.get_mut("template").filter(|t| t.is_object()) {
+                template(t);
+            }
+        }
+        ("", "ReplicationController") => {
+            let spec = spec(obj);
+            or(spec, "replicas", json!(1));
+            spec_template(spec);
+        }
+        ("", "Service") => service(st, obj, old),
+        ("", "PersistentVolumeClaim") => or(spec(obj), "volumeMode", json!("Filesystem")),
+        ("apps", "Deployment") => {
+            let spec = spec(obj);
+            or(spec, "replicas", json!(1));
+            or(spec, "revisionHistoryLimit", json!(10));
+            or(spec, "progressDeadlineSeconds", json!(600));
+            let rolling = [("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))];
+            rolling_update(spec, "strategy", &rolling);
+            spec_template(spec);
+        }
+        ("apps", "ReplicaSet") => {
+            let spec = spec(obj);
+            or(spec, "replicas", json!(1));
+            spec_template(spec);
+        }
+        ("apps", "StatefulSet") => {
+            let spec = spec(obj);
+            or(spec, "replicas", json!(1));
+            or(spec, "podManagementPolicy", json!("OrderedReady"));
+            or(spec, "revisionHistoryLimit", json!(10));
+            rolling_update(spec, "updateStrategy", &[("partition", json!(0))]);
+            or(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
+            each(spec, "volumeClaimTemplates", |claim| {
+                or(claim, "apiVersion", json!("v1"));
+                or(claim, "kind", json!("PersistentVolumeClaim"));
+                or(self::spec(claim), "volumeMode", json!("Filesystem"));
+            });
+            spec_template(spec);
+        }
+        ("apps", "DaemonSet") => {
+            let spec = spec(obj);
+            or(spec, "revisionHistoryLimit", json!(10));
+            let rolling = [("maxUnavailable", json!(1)), ("maxSurge", json!(0))];
+            rolling_update(spec, "updateStrategy", &rolling);
+            spec_template(spec);
+        }
+        ("batch", "Job") => job_spec(spec(obj), &name, uid.as_deref()),
+        ("batch", "CronJob") => {
+            let spec = spec(obj);
+            or(spec, "concurrencyPolicy", json!("Allow"));
+            or(spec, "suspend", json!(false));
+            or(spec, "successfulJobsHistoryLimit", json!(3));
+            or(spec, "failedJobsHistoryLimit", json!(1));
+            if let Some(job) = spec.get_mut("jobTemplate").filter(|j| j.is_object()) {
+                // The Job's own selector is generated when a Job is made from it.
+                job_spec(self::spec(job), "", None);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_are_pulled_as_kube_defaults_say() {
+        for (image, policy) in [
+            ("busybox", "Always"),
+            ("busybox:latest", "Always"),
+            ("busybox:1.36", "IfNotPresent"),
+            ("registry:5000/team/app", "Always"),
+            ("registry:5000/team/app:v2", "IfNotPresent"),
+            ("app@sha256:abcd", "IfNotPresent"),
+        ] {
+            let mut c = json!({"name": "c", "image": image});
+            container(&mut c);
+            assert_eq!(c["imagePullPolicy"], policy, "{image}");
+        }
+    }
+
+    #[test]
+    fn a_job_gets_its_counts_and_a_selector_tied_to_its_uid() {
+        let mut spec = json!({"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}});
+        job_spec(&mut spec, "pi", Some("u-1"));
+        assert_eq!(
+            (spec["completions"].clone(), spec["parallelism"].clone()),
+            (json!(1), json!(1))
+        );
+        assert_eq!(
+            spec["selector"],
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u-1"}})
+        );
+        assert_eq!(spec["template"]["metadata"]["labels"]["job-name"], "pi");
+        let mut parallel = json!({"parallelism": 3});
+        job_spec(&mut parallel, "p", None);
+        assert!(parallel.get("completions").is_none(), "{parallel}");
+    }
+}
