@@ -246,14 +246,7 @@ async fn a_cluster_plugin_by_tag_is_granted_refreshed_pinned_and_served_from_cac
     std::fs::write(&blob, &altered).unwrap();
     let pinned = format!("oci://{}/plugins/vm@{third}", registry.addr);
     let patch = serde_json::json!({"spec": {"module": pinned}}).to_string();
-    cluster.kubectl_ok(&[
-        "patch",
-        "clusterwasmplugin",
-        "vm",
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
+    merge_patch(&cluster, "vm", &patch);
     let (_, _, message) =
         wait_condition(&cluster, &cwp, "Pulled", "False", Some("DigestMismatch")).await;
     assert!(message.to_lowercase().contains("digest"), "{message}");
@@ -455,14 +448,7 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
 
     // Approved, the second version serves and owns its ConfigMaps.
     let patch = serde_json::json!({"spec": {"approve": unapproved}}).to_string();
-    cluster.kubectl_ok(&[
-        "patch",
-        "clusterwasmplugin",
-        "thing",
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
+    merge_patch(&cluster, "thing", &patch);
     common::eventually(60, "the approved version serving", || async {
         let status = cluster.get_json(&cwp)?["status"].clone();
         (status["digest"] == second.as_str()).then_some(())
@@ -476,5 +462,36 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
         cluster.get_json(&["configmap", "after-child", "-n", "default"])
     })
     .await;
+
+    // New settings alone reload the same digest (the operator's own change: no approval), and
+    // the plugin now declares what those settings make it declare.
+    let patch = serde_json::json!({"spec": {"settings": {"mode": "ok"}}}).to_string();
+    merge_patch(&cluster, "thing", &patch);
+    let status = common::eventually(60, "the new settings serving", || async {
+        let object = cluster.get_json(&cwp)?;
+        let permissions = object["status"]["permissions"].as_array()?.clone();
+        let generation = object["metadata"]["generation"].clone();
+        let owns = permissions
+            .iter()
+            .any(|p| p.as_str().unwrap_or_default().contains("ConfigMap"));
+        (!owns && object["status"]["observedGeneration"] == generation)
+            .then_some(object["status"].clone())
+    })
+    .await;
+    assert_eq!(status["digest"], second.as_str());
+    assert_eq!(condition(&cluster, &cwp, "Ready").unwrap().0, "True");
     drop(host);
+}
+
+/// `kubectl patch clusterwasmplugin <name> --type=merge -p <patch>`.
+fn merge_patch(cluster: &Cluster, name: &str, patch: &str) {
+    let args = [
+        "patch",
+        "clusterwasmplugin",
+        name,
+        "--type=merge",
+        "-p",
+        patch,
+    ];
+    cluster.kubectl_ok(&args);
 }

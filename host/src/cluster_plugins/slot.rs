@@ -39,6 +39,8 @@ struct Serving {
     config: PluginConfig,
     /// Loaded from the cache because the registry could not be reached.
     from_cache: bool,
+    /// Its component, to load again under a changed config without pulling (or a cache).
+    component: Arc<Vec<u8>>,
 }
 
 /// Retries of a failed step wait this long, doubling, up to [`RETRY_MAX`].
@@ -217,13 +219,18 @@ impl Slot {
             self.report_serving(report);
             return self.ready(report).await.map(|()| next);
         }
-        let component = match component {
-            Some(bytes) => bytes,
-            None => return Err(Failed::new("Pulled", "PullFailed", "no artifact")),
+        // The digest serving, under another config (settings, namespaces, approvals): the
+        // same component, loaded again.
+        let component = match (component, &self.serving) {
+            (Some(bytes), _) => Arc::new(bytes),
+            (None, Some(serving)) => serving.component.clone(),
+            (None, None) => return Err(Failed::new("Pulled", "PullFailed", "no artifact")),
         };
 
         // 2. Load it, as a file plugin is loaded.
-        let plugin = self.load(resource, &digest, component, &config).await?;
+        let plugin = self
+            .load(resource, &digest, component.clone(), &config)
+            .await?;
 
         // 3. May it do what it asks? Approved by the operator, and allowed to the host.
         self.permitted(resource, &plugin, &config).await?;
@@ -265,6 +272,7 @@ impl Slot {
             digest,
             config,
             from_cache,
+            component,
         });
         self.report_serving(report);
         self.ready(report).await.map(|()| next)
@@ -377,7 +385,7 @@ impl Slot {
         &self,
         resource: &PluginResource,
         digest: &str,
-        component: Vec<u8>,
+        component: Arc<Vec<u8>>,
         config: &PluginConfig,
     ) -> Result<Arc<Plugin>, Failed> {
         let failed = |message: String| Failed::new("Loaded", "LoadFailed", message);
