@@ -181,35 +181,9 @@ impl PluginSource {
 }
 
 /// A Go-style duration (`90s`, `1h30m`, `1.5s`, `250ms`), as Kubernetes writes them.
-/// Hand-written: the crates that parse durations (humantime and kin) read another syntax
-/// (`1h 30m`, `1.5s` refused), and this one is the CRD's pattern.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || format!("{text:?} is not a duration (such as 30s, 5m, 1h30m, 250ms)");
-    let mut total = 0f64;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(invalid)?;
-        let value: f64 = rest[..number_end].parse().map_err(|_| invalid())?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_end] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(invalid()),
-        };
-        total += value * seconds;
-        rest = &rest[unit_end..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| invalid())
+    wasmctrl_scope::duration::parse_go(text)
+        .ok_or_else(|| format!("{text:?} is not a duration (such as 30s, 5m, 1h30m, 250ms)"))
 }
 
 /// Either kind, as the host serves them alike.

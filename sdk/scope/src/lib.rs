@@ -24,6 +24,7 @@
 
 pub mod action;
 pub mod declaration;
+pub mod duration;
 pub mod selector;
 mod types;
 pub mod validation;

@@ -43,6 +43,14 @@ pub enum ErrorType {
     Forbidden,
     /// `FieldValueTooLong`.
     TooLong,
+    /// `FieldValueNotFound`.
+    NotFound,
+    /// `FieldValueDuplicate`.
+    Duplicate,
+    /// `FieldValueNotSupported`.
+    NotSupported,
+    /// `FieldValueTooMany`.
+    TooMany,
 }
 
 impl ErrorType {
@@ -53,6 +61,10 @@ impl ErrorType {
             ErrorType::Required => "FieldValueRequired",
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::NotFound => "FieldValueNotFound",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::TooMany => "FieldValueTooMany",
         }
     }
 
@@ -62,6 +74,10 @@ impl ErrorType {
             ErrorType::Required => "Required value",
             ErrorType::Forbidden => "Forbidden",
             ErrorType::TooLong => "Too long",
+            ErrorType::NotFound => "Not found",
+            ErrorType::Duplicate => "Duplicate value",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::TooMany => "Too many",
         }
     }
 }
@@ -73,7 +89,7 @@ pub struct FieldError {
     pub kind: ErrorType,
     /// The field's path (`metadata.labels`).
     pub field: String,
-    /// The refused value as Go prints it (`"a."`, `-1`), for `Invalid` only.
+    /// The refused value as Go prints it (`"a."`, `-1`), for the kinds that print one.
     pub value: Option<String>,
     /// Why.
     pub detail: String,
@@ -118,6 +134,60 @@ impl FieldError {
         )
     }
 
+    /// `Not found: "<value>"`.
+    pub fn not_found(field: impl Into<String>, value: &str) -> Self {
+        Self::valued(ErrorType::NotFound, field, quote(value), "")
+    }
+
+    /// `Duplicate value: <value>`, the value printed as Go prints it (`"a"`, `80`).
+    pub fn duplicate(field: impl Into<String>, value: impl Into<String>) -> Self {
+        Self::valued(ErrorType::Duplicate, field, value, "")
+    }
+
+    /// `Unsupported value: "<value>": supported values: "a", "b"`.
+    pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
+        Self::not_supported_printed(field, quote(value), supported)
+    }
+
+    /// Unsupported, with a value already printed as Go prints it.
+    pub fn not_supported_printed(
+        field: impl Into<String>,
+        value: impl Into<String>,
+        supported: &[&str],
+    ) -> Self {
+        let quoted: Vec<String> = supported.iter().map(|v| quote(v)).collect();
+        let detail = if quoted.is_empty() {
+            String::new()
+        } else {
+            format!("supported values: {}", quoted.join(", "))
+        };
+        Self::valued(ErrorType::NotSupported, field, value, detail)
+    }
+
+    /// `Too many: <actual>: must have at most <max> items`.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        Self::valued(
+            ErrorType::TooMany,
+            field,
+            actual.to_string(),
+            format!("must have at most {max} items"),
+        )
+    }
+
+    fn valued(
+        kind: ErrorType,
+        field: impl Into<String>,
+        value: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind,
+            field: field.into(),
+            value: Some(value.into()),
+            detail: detail.into(),
+        }
+    }
+
     fn other(kind: ErrorType, field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self {
             kind,
@@ -151,7 +221,7 @@ impl fmt::Display for FieldError {
 impl std::error::Error for FieldError {}
 
 /// A string as Go's `%q` prints it (close enough: JSON's escapes for what names may contain).
-fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
 }
 
@@ -314,6 +384,104 @@ pub fn label_value(value: &str) -> Vec<String> {
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
             "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
             &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errors
+}
+
+/// A ConfigMap or Secret key: apimachinery's `IsConfigMapKey`.
+pub fn config_key(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 253 {
+        errors.push(max_len_error(253));
+    }
+    let valid = !value.is_empty()
+        && (value.bytes()).all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if !valid {
+        errors.push(regex_error(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+            "[-._a-zA-Z0-9]+",
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    match value {
+        "." => errors.push("must not be '.'".into()),
+        ".." => errors.push("must not be '..'".into()),
+        v if v.starts_with("..") => errors.push("must not start with '..'".into()),
+        _ => {}
+    }
+    errors
+}
+
+/// A port name (IANA_SVC_NAME): apimachinery's `IsValidPortName`.
+pub fn port_name(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 15 {
+        errors.push(max_len_error(15));
+    }
+    if value.is_empty()
+        || !(value.bytes()).all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        errors
+            .push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".into());
+    }
+    if !value.bytes().any(|b| b.is_ascii_lowercase()) {
+        errors.push("must contain at least one letter (a-z)".into());
+    }
+    if value.contains("--") {
+        errors.push("must not contain consecutive hyphens".into());
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        errors.push("must not begin or end with a hyphen".into());
+    }
+    errors
+}
+
+/// A port number: apimachinery's `IsValidPortNum`.
+pub fn port_number(value: i64) -> Vec<String> {
+    if (1..=65535).contains(&value) {
+        Vec::new()
+    } else {
+        vec![inclusive_range_error(1, 65535)]
+    }
+}
+
+/// apimachinery's `InclusiveRangeError`.
+pub fn inclusive_range_error(lo: i64, hi: i64) -> String {
+    format!("must be between {lo} and {hi}, inclusive")
+}
+
+/// An environment variable's name as kube 1.32 checks it (`RelaxedEnvironmentVariableValidation`,
+/// on by default): apimachinery's `IsRelaxedEnvVarName`.
+pub fn env_var_name(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if !value
+        .bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'=')
+    {
+        errors.push(
+            "a valid environment variable name must consist only of printable ASCII characters other than '='"
+                .into(),
+        );
+    }
+    errors
+}
+
+/// A DNS subdomain that may start with `*.` (Ingress hosts): apimachinery's
+/// `IsWildcardDNS1123Subdomain` for those, `IsDNS1123Subdomain` for the rest.
+pub fn host_name(value: &str) -> Vec<String> {
+    let Some(rest) = value.strip_prefix("*.") else {
+        return dns1123_subdomain(value);
+    };
+    let mut errors = Vec::new();
+    if value.len() > 253 {
+        errors.push(max_len_error(253));
+    }
+    if !is_subdomain_chars(rest) {
+        errors.push(regex_error(
+            "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character",
+            "\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+            &["*.example.com"],
         ));
     }
     errors
