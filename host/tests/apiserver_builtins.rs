@@ -115,6 +115,22 @@ fn object(kind: &str, api_version: &str, name: &str, namespace: Option<&str>) ->
             json!({"eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "test", "reportingInstance": "test",
             "action": "Test", "reason": "Test", "regarding": {"kind": "Pod", "name": "p", "namespace": namespace}, "type": "Normal"})
         }
+        "Job" => {
+            json!({"spec": {"template": {"spec": {"containers": containers, "restartPolicy": "Never"}}}})
+        }
+        "CronJob" => {
+            json!({"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"containers": containers, "restartPolicy": "OnFailure"}}}}}})
+        }
+        "PodTemplate" => json!({"template": template}),
+        "PersistentVolumeClaim" => {
+            json!({"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+        }
+        "PersistentVolume" => {
+            json!({"spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}, "hostPath": {"path": "/data"}}})
+        }
+        "Ingress" => {
+            json!({"spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}})
+        }
         "Lease" => json!({"spec": {"holderIdentity": "x"}}),
         "Role" | "ClusterRole" => json!({"rules": []}),
         "RoleBinding" | "ClusterRoleBinding" => {
@@ -367,27 +383,7 @@ async fn post(
         Some(d) => format!("{path}?fieldValidation={d}"),
         None => path.to_string(),
     };
-    let request = http::Request::post(uri)
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(object).unwrap())
-        .unwrap();
-    let response = client
-        .send(request.map(kube::client::Body::from))
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let warnings = (response.headers().get_all("warning").iter())
-        .map(|v| v.to_str().unwrap().to_string())
-        .collect();
-    let body = http_body_util::BodyExt::collect(response.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    (
-        status,
-        warnings,
-        serde_json::from_slice(&body).unwrap_or(Value::Null),
-    )
+    common::http::send(client, "POST", &uri, object).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,14 +103,17 @@ fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_
     ]);
     assert!(!ready, "Ready before the Pod runs");
 
-    // Play scheduler and kubelet: bind the Pod to a node, then report it running.
+    // Play scheduler and kubelet: bind the Pod to a node (a Binding, as a scheduler does: a
+    // Pod update may not set its node), then report it running.
+    let binding = dir.path().join("binding.json");
+    let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "alice"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+    std::fs::write(&binding, body.to_string()).unwrap();
     cluster.kubectl_ok(&[
-        "patch",
-        "pod",
-        "alice",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"nodeName":"node-1"}}"#,
+        "create",
+        "-f",
+        binding.to_str().unwrap(),
+        "--validate=false",
     ]);
     cluster.kubectl_ok(&[
         "patch",

@@ -12,6 +12,7 @@ use super::registry::crd_resource;
 use super::schema::crd_schemas;
 use super::status::{ApiError, ApiResult, Cause};
 use super::store::{State, str_at};
+use super::validate;
 
 /// Current time in the RFC 3339 form Kubernetes uses (second precision, `Z`).
 pub fn now() -> String {
@@ -78,22 +79,46 @@ fn stores_events(t: &Target) -> bool {
     t.res.is_events_v1() || events::is_core_events(&t.res.group, &t.res.plural)
 }
 
-/// An object about to be created, its name generated and namespace settled: its metadata by
-/// the kind's name rule (`rest.BeforeCreate`), and an Event by the Event rules.
-pub(crate) fn check_create(t: &Target, obj: &Value) -> ApiResult<()> {
+/// What kube refuses of the metadata of an object about to be created, its name generated and
+/// namespace settled, before the server fills in its own fields: its metadata by the kind's
+/// name rule (`rest.BeforeCreate`), and an Event by the Event rules.
+pub(crate) fn meta_errors(t: &Target, obj: &Value) -> Vec<FieldError> {
     let rule = NameRule::of(&t.res.group, &t.res.kind);
     let mut errors = validation::object_meta(&obj["metadata"], t.res.namespaced, rule);
     if stores_events(t) {
         let core = events::to_core(obj.clone());
         errors.extend(validation::event(&core, t.res.is_events_v1()));
     }
+    errors
+}
+
+/// What kube refuses of a built-in kind's spec (`validate`), on create (`old` is `None`) or on
+/// an update of the main resource.
+fn spec_errors(t: &Target, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    if t.res.custom || t.sub.is_some() {
+        return Vec::new();
+    }
+    let (group, kind) = (t.res.group.as_str(), t.res.kind.as_str());
+    match old {
+        None => validate::create(group, kind, obj),
+        Some(old) => validate::update(group, kind, obj, old),
+    }
+}
+
+/// Refuses a create, once the object is defaulted, with its metadata's errors (`meta_errors`)
+/// and its spec's, in one 422 as kube reports them.
+pub(crate) fn check_create(t: &Target, obj: &Value, meta: Vec<FieldError>) -> ApiResult<()> {
+    let mut errors = meta;
+    errors.extend(spec_errors(t, obj, None));
     refuse(t, str_at(obj, "/metadata/name"), errors)
 }
 
 /// An update of the main resource, once the server has carried over what clients may not set
-/// (`rest.BeforeUpdate`): what kube still refuses of the new metadata, and of an Event.
+/// (`rest.BeforeUpdate`) and defaulted it: what kube still refuses of the new metadata, its
+/// spec (`validate`), and of an Event.
 pub(crate) fn check_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()> {
     let mut errors = validation::object_meta_update(&new["metadata"], &old["metadata"]);
+    errors.extend(spec_errors(t, new, Some(old)));
     if stores_events(t) {
         let (new_core, old_core) = (events::to_core(new.clone()), events::to_core(old.clone()));
         errors.extend(validation::event_update(
@@ -140,11 +165,58 @@ pub(crate) fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
 
 /// A written object into its stored form, as kube's conversion of the request body does for
 /// built-in kinds: a Secret's write-only `stringData` is merged into `data` (base64, its keys
-/// winning over `data`'s) and not stored.
+/// winning over `data`'s) and not stored; the bytes of a Secret's `data` and a ConfigMap's
+/// `binaryData` are decoded and stored re-encoded.
 pub(crate) fn convert_in(t: &Target, obj: &mut Value) -> ApiResult<()> {
-    if t.res.custom || !t.res.group.is_empty() || t.res.kind != "Secret" {
+    if t.res.custom || !t.res.group.is_empty() {
         return Ok(());
     }
+    match t.res.kind.as_str() {
+        "Secret" => {
+            merge_string_data(obj)?;
+            canonical_bytes(t, obj, "data")
+        }
+        "ConfigMap" => canonical_bytes(t, obj, "binaryData"),
+        _ => Ok(()),
+    }
+}
+
+/// The base64 values of the map `obj[field]` (Go `[]byte`s) as kube decodes and re-encodes
+/// them: line breaks ignored, as Go's decoder ignores them (YAML writers fold long values), and
+/// gone from what is stored; anything else that is not base64 refused as kube's decoder
+/// refuses it.
+fn canonical_bytes(t: &Target, obj: &mut Value, field: &str) -> ApiResult<()> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+    let Some(map) = obj.get_mut(field).and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    for value in map.values_mut() {
+        let Value::String(text) = value else {
+            continue;
+        };
+        let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+        match STANDARD.decode(&joined) {
+            Ok(bytes) => *value = json!(STANDARD.encode(bytes)),
+            Err(e) => {
+                let at = match e {
+                    base64::DecodeError::InvalidByte(at, _)
+                    | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                    _ => joined.len(),
+                };
+                let kind = &t.res.kind;
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{}\" cannot be handled as a {kind}: illegal base64 data at input byte {at}",
+                    t.version
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A Secret's `stringData` merged into its `data`.
+fn merge_string_data(obj: &mut Value) -> ApiResult<()> {
     let Some(map) = obj.as_object_mut() else {
         return Ok(());
     };

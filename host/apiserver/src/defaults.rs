@@ -75,6 +75,13 @@ fn pod_spec(spec: &mut Value) {
         each(spec, key, container);
     }
     each(spec, "volumes", |v| {
+        // `SetDefaults_Volume`: a volume of no source is an emptyDir.
+        let sourceless = v
+            .as_object()
+            .is_some_and(|m| m.iter().all(|(k, x)| k == "name" || x.is_null()));
+        if sourceless {
+            v["emptyDir"] = json!({});
+        }
         for (source, field) in [("configMap", "defaultMode"), ("secret", "defaultMode")] {
             if let Some(s) = v.get_mut(source).filter(|s| s.is_object()) {
                 or(s, field, json!(420));
@@ -144,9 +151,19 @@ fn job_spec(spec: &mut Value, name: &str, uid: Option<&str>) {
     let Some(uid) = uid.filter(|_| spec["manualSelector"] != true) else {
         return;
     };
-    if spec.get("selector").is_none_or(Value::is_null) {
-        spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    // kube's `generateSelector`: the uid joins whatever selector was sent (a selector that
+    // then does not fit the generated labels is refused in validation).
+    if !spec["selector"].is_object() {
+        spec["selector"] = json!({});
     }
+    if !spec["selector"]["matchLabels"].is_object() {
+        spec["selector"]["matchLabels"] = json!({});
+    }
+    or(
+        &mut spec["selector"]["matchLabels"],
+        "batch.kubernetes.io/controller-uid",
+        json!(uid),
+    );
     let labels = &mut spec["template"]["metadata"]["labels"];
     if !labels.is_object() {
         *labels = json!({});
@@ -186,6 +203,12 @@ fn service(st: &State, obj: &mut Value, old: Option<&Value>) {
     let external = spec["type"] == "ExternalName";
     if !external {
         or(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    if spec["type"] == "NodePort" || spec["type"] == "LoadBalancer" {
+        or(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if spec["type"] == "LoadBalancer" {
+        or(spec, "allocateLoadBalancerNodePorts", json!(true));
     }
     each(spec, "ports", |p| {
         or(p, "protocol", json!("TCP"));
@@ -232,6 +255,25 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
             let spec = spec(obj);
             pod_spec(spec);
             or(spec, "enableServiceLinks", json!(true));
+            // `SetDefaults_Pod`: a container's limits stand for the requests it does not make.
+            for key in ["containers", "initContainers"] {
+                each(spec, key, |c| {
+                    let Some(limits) = c
+                        .pointer("/resources/limits")
+                        .and_then(Value::as_object)
+                        .cloned()
+                    else {
+                        return;
+                    };
+                    let requests = &mut c["resources"]["requests"];
+                    if !requests.is_object() {
+                        *requests = json!({});
+                    }
+                    for (name, quantity) in limits {
+                        or(requests, &name, quantity);
+                    }
+                });
+            }
         }
         ("", "PodTemplate") => {
             if let Some(t) = obj.get_mut("template").filter(|t| t.is_object()) {
@@ -239,9 +281,58 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
             }
         }
         ("", "ReplicationController") => {
+            // `SetDefaults_ReplicationController`: selector and labels from the template's.
+            let template_labels = obj.pointer("/spec/template/metadata/labels").cloned();
+            if let Some(labels) =
+                template_labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+            {
+                if obj["spec"]["selector"]
+                    .as_object()
+                    .is_none_or(|m| m.is_empty())
+                {
+                    obj["spec"]["selector"] = labels.clone();
+                }
+                if obj["metadata"]["labels"]
+                    .as_object()
+                    .is_none_or(|m| m.is_empty())
+                {
+                    obj["metadata"]["labels"] = labels;
+                }
+            }
             let spec = spec(obj);
             or(spec, "replicas", json!(1));
             spec_template(spec);
+        }
+        ("", "Secret") if obj["type"].as_str().is_none_or(str::is_empty) => {
+            obj["type"] = json!("Opaque");
+        }
+        ("networking.k8s.io", "NetworkPolicy") => {
+            let spec = spec(obj);
+            for rules in ["ingress", "egress"] {
+                each(spec, rules, |r| {
+                    each(r, "ports", |p| or(p, "protocol", json!("TCP")))
+                });
+            }
+            if spec["policyTypes"].as_array().is_none_or(Vec::is_empty) {
+                let mut types = vec![json!("Ingress")];
+                if spec["egress"].as_array().is_some_and(|e| !e.is_empty()) {
+                    types.push(json!("Egress"));
+                }
+                spec["policyTypes"] = json!(types);
+            }
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            // `SetDefaults_Subject` and the bindings': an empty group is rbac's (none for a
+            // ServiceAccount).
+            let unset = |v: &Value| v["apiGroup"].as_str().is_none_or(str::is_empty);
+            if obj["roleRef"].is_object() && unset(&obj["roleRef"]) {
+                obj["roleRef"]["apiGroup"] = json!("rbac.authorization.k8s.io");
+            }
+            each(obj, "subjects", |s| {
+                if (s["kind"] == "User" || s["kind"] == "Group") && unset(s) {
+                    s["apiGroup"] = json!("rbac.authorization.k8s.io");
+                }
+            });
         }
         ("", "Service") => service(st, obj, old),
         ("", "PersistentVolumeClaim") => or(spec(obj), "volumeMode", json!("Filesystem")),

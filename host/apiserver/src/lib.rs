@@ -19,13 +19,15 @@
 //! Modules, in layers (each uses only the layers before it; a test,
 //! `host/tests/module_layers.rs`, keeps the crate free of import cycles):
 //!
-//! 1. `status` (API errors), `audit` (request log), `faults` (injected failures), `tls`.
+//! 1. `status` (API errors), `audit` (request log), `faults` (injected failures), `tls`,
+//!    `quantity` (resource quantities), `cron` (CronJob schedules).
 //! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
 //!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots);
 //!    `events` (the two Event APIs over one storage), `selector` (label and field selectors),
 //!    `printers` + `table` (kubectl's columns).
 //! 3. Requests: `handlers` (targets, content negotiation, get/list), `auth` (RBAC),
-//!    `admission` (kube's validation), `defaults` (kube's defaulting), `typed` (built-in kinds
+//!    `admission` (kube's validation of metadata, and of specs through `validate`),
+//!    `defaults` (kube's defaulting), `typed` (built-in kinds
 //!    decoded as their `k8s-openapi` types: unknown fields, schemas), `patch` and `apply` + `fields`
 //!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
@@ -48,7 +50,11 @@
 //! required on PUT where kube requires one, and Events by kube's Event rules; refusals are 422
 //! `Invalid` with kube's message and causes (compared side by side with kube-apiserver 1.32:
 //! the same words, but each cause once where kube repeats some, and owner references printed as
-//! JSON where kube prints Go structures).
+//! JSON where kube prints Go structures). The specs of the kinds users write most are validated
+//! as kube's registry strategies validate them (`validate`: Pods and Pod templates, the
+//! workload kinds, Services, PersistentVolumeClaims, ConfigMaps and Secrets, Ingresses,
+//! NetworkPolicies, RBAC, Leases), immutable fields included, with kube's fields, reasons and
+//! words (`host/tests/apiserver_specs.rs`, a table read off kube-apiserver 1.32).
 //!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources are pruned and validated against their CRD's structural schema
@@ -58,10 +64,12 @@
 //! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
 //! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
 //! Secret, Service, Deployment and the access-control kinds (ServiceAccount, TokenRequest,
-//! TokenReview, access reviews, RBAC, Binding) only (others 415); Pods, the workload kinds, Services and
-//! PersistentVolumeClaims are defaulted as kube defaults them (`defaults`), but the built-in
-//! kinds beyond those validated in `admission` (metadata of all; Events, RBAC, ...) are stored
-//! without kube's validation of their specs; subresources are `status`, `scale` and `token` (no
+//! TokenReview, access reviews, RBAC, Binding) only (others 415); Pods, the workload kinds, Services,
+//! PersistentVolumeClaims, Secrets, NetworkPolicies and RBAC bindings are defaulted as kube
+//! defaults them (`defaults`); the specs of the other built-in kinds (Nodes,
+//! PersistentVolumes, StorageClasses, ...) are stored without kube's validation, and `validate`
+//! leaves out some of kube's checks of the kinds it covers (volume sources' own fields, probes,
+//! security contexts, affinity terms); subresources are `status`, `scale` and `token` (no
 //! `log`, `exec`, `eviction`, `ephemeralcontainers`, `approval`, `binding` of a Pod); OpenAPI
 //! v3 documents carry kube's schemas (built-in kinds' from `k8s-openapi`, CRDs' own, so `kubectl
 //! explain` works) but there is no OpenAPI v2 (protobuf), which kubectl's client-side
@@ -78,6 +86,7 @@ mod admission;
 mod apply;
 mod audit;
 mod auth;
+mod cron;
 mod defaults;
 mod delete;
 mod discovery;
@@ -91,6 +100,7 @@ mod patch;
 mod persist;
 mod printers;
 mod protobuf;
+mod quantity;
 mod registry;
 mod reviews;
 mod router;
@@ -102,6 +112,7 @@ mod store;
 mod table;
 mod tls;
 mod typed;
+mod validate;
 mod watch;
 mod write;
 

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::admission::{
     check_crd, check_create, check_namespace, check_shape, check_type, check_update, convert_in,
-    decode_yaml, dry_run, invalid, manager, now, random_suffix,
+    decode_yaml, dry_run, invalid, manager, meta_errors, now, random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::defaults;
@@ -98,11 +98,7 @@ pub fn create_locked(
     } else {
         m["namespace"] = json!(ns);
     }
-    // Before the name is looked up, as kube validates before it stores.
-    check_create(t, &obj)?;
-    if st.get(&t.key(), &ns, &name).is_some() {
-        return Err(ApiError::already_exists(&t.res.group, &t.res.plural, &name));
-    }
+    let meta_errors = meta_errors(t, &obj);
     let now = now();
     let m = &mut obj["metadata"];
     m["uid"] = json!(uuid::Uuid::new_v4().to_string());
@@ -145,6 +141,11 @@ pub fn create_locked(
     }
     convert_in(t, &mut obj)?;
     schema::admit(t, &mut obj, None, validation(q)?)?;
+    // Before the name is looked up, as kube validates before it stores.
+    check_create(t, &obj, meta_errors)?;
+    if st.get(&t.key(), &ns, &name).is_some() {
+        return Err(ApiError::already_exists(&t.res.group, &t.res.plural, &name));
+    }
     if let Some(mgr) = manager {
         let scope = Scope::Main {
             status_sub: t.res.status,
@@ -622,12 +623,14 @@ pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> 
     let Some(pods) = st.registry.get("", "v1", "pods") else {
         return Err(ApiError::not_found_path());
     };
+    // Through the `binding` subresource: the one write that may set a Pod's node (a Pod
+    // update may not).
     let t = Target {
         res: pods,
         version: "v1".into(),
         namespace: Some(namespace.to_string()),
         name: Some(pod.clone()),
-        sub: None,
+        sub: Some("binding".into()),
     };
     let cur = st
         .get(&t.key(), namespace, &pod)

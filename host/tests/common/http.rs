@@ -1,5 +1,6 @@
 //! One-shot HTTP/1.1 GETs of the host's endpoints (probes, metrics): over plain HTTP, or over
-//! HTTPS with a bearer token as Prometheus scrapes the secure `/metrics`.
+//! HTTPS with a bearer token as Prometheus scrapes the secure `/metrics`; and requests to an API
+//! server through a kube client, whatever their answer.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -126,4 +127,37 @@ impl ServerCertVerifier for Unverified {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
     }
+}
+
+/// `method path` with a JSON `body` through a kube client (its authentication, its server):
+/// the status, the `Warning` headers and the body (`Null` when not JSON), whatever the status.
+pub async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, Vec<String>, serde_json::Value) {
+    let request = ::http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(body).expect("a JSON body"))
+        .expect("a request");
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    let warnings = (response.headers().get_all("warning").iter())
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .collect();
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("the body")
+        .to_bytes();
+    (
+        status,
+        warnings,
+        serde_json::from_slice(&body).unwrap_or_default(),
+    )
 }

@@ -1,0 +1,276 @@
+//! kube-apiserver's validation of the built-in kinds users write most: Pods and Pod templates,
+//! the workload kinds, Services, PersistentVolumeClaims, ConfigMaps and Secrets, Ingresses,
+//! NetworkPolicies, RBAC and Leases, on create and on update (immutable fields), with kube's
+//! causes (`pkg/apis/<group>/validation`, the checks its registry strategies add).
+//!
+//! Run on the defaulted object (`defaults`), as kube validates after defaulting, so a field kube
+//! always defaults is never reported missing. Each refusal names kube's field and reason and,
+//! where kube prints the refused value as a Go structure, prints it as Go does (`go`), so the
+//! messages read the same as a cluster's. Hand-written: these rules exist only in kube's Go
+//! sources, and what users and tests compare is their wording.
+//!
+//! The checks are those kube makes of the fields a controller writes; kube checks more (volume
+//! sources' own fields, probes' handlers, security contexts, affinity terms) that are not
+//! repeated here and are stored as sent.
+
+mod apps;
+mod batch;
+mod core;
+mod go;
+mod networking;
+mod pod;
+mod rbac;
+
+use serde_json::Value;
+use wasmctrl_scope::validation::{self as rules, FieldError};
+
+/// Refused fields, in the order kube reports them.
+pub(crate) type Errors = Vec<FieldError>;
+
+/// What kube refuses of `obj`, an object of `kind` in `group` about to be created.
+pub(crate) fn create(group: &str, kind: &str, obj: &Value) -> Errors {
+    let mut errs = Errors::new();
+    match (group, kind) {
+        ("", "Pod") => pod::pod(obj, &mut errs),
+        ("", "PodTemplate") => pod::template(&obj["template"], "template", &mut errs),
+        ("", "ReplicationController") => apps::replication_controller(obj, &mut errs),
+        ("", "Service") => core::service(obj, &mut errs),
+        ("", "PersistentVolumeClaim") => core::claim(obj, &mut errs),
+        ("", "ConfigMap") => core::config_map(obj, &mut errs),
+        ("", "Secret") => core::secret(obj, &mut errs),
+        ("apps", "Deployment") => apps::deployment(obj, &mut errs),
+        ("apps", "ReplicaSet") => apps::replica_set(obj, &mut errs),
+        ("apps", "StatefulSet") => apps::stateful_set(obj, &mut errs),
+        ("apps", "DaemonSet") => apps::daemon_set(obj, &mut errs),
+        ("batch", "Job") => batch::job(obj, &mut errs),
+        ("batch", "CronJob") => batch::cron_job(obj, None, &mut errs),
+        ("networking.k8s.io", "Ingress") => networking::ingress(obj, &mut errs),
+        ("networking.k8s.io", "NetworkPolicy") => networking::network_policy(obj, &mut errs),
+        ("rbac.authorization.k8s.io", "Role") => rbac::rules(obj, true, &mut errs),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::rules(obj, false, &mut errs),
+        ("rbac.authorization.k8s.io", "RoleBinding") => rbac::binding(obj, true, &mut errs),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => rbac::binding(obj, false, &mut errs),
+        ("coordination.k8s.io", "Lease") => rbac::lease(obj, &mut errs),
+        _ => {}
+    }
+    errs
+}
+
+/// What kube refuses of an update of the main resource from `old` to `new` (both defaulted):
+/// the new object's own checks, then what may not change.
+pub(crate) fn update(group: &str, kind: &str, new: &Value, old: &Value) -> Errors {
+    let mut errs = Errors::new();
+    match (group, kind) {
+        ("", "Pod") => pod::pod_update(new, old, &mut errs),
+        ("", "Service") => core::service_update(new, old, &mut errs),
+        ("", "PersistentVolumeClaim") => core::claim_update(new, old, &mut errs),
+        ("", "ConfigMap") => core::config_map_update(new, old, &mut errs),
+        ("", "Secret") => core::secret_update(new, old, &mut errs),
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => {
+            errs.extend(create(group, kind, new));
+            immutable(
+                &mut errs,
+                "spec.selector",
+                &new["spec"]["selector"],
+                &old["spec"]["selector"],
+                go::label_selector,
+            );
+        }
+        ("apps", "StatefulSet") => apps::stateful_set_update(new, old, &mut errs),
+        ("batch", "Job") => batch::job_update(new, old, &mut errs),
+        ("batch", "CronJob") => batch::cron_job(new, Some(old), &mut errs),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
+            errs.extend(create(group, kind, new));
+            if new["roleRef"] != old["roleRef"] {
+                errs.push(FieldError::invalid_printed(
+                    "roleRef",
+                    go::role_ref(&new["roleRef"]),
+                    "cannot change roleRef",
+                ));
+            }
+        }
+        _ => errs.extend(create(group, kind, new)),
+    }
+    errs
+}
+
+/// The string at `v[key]`, `""` when absent.
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The integer at `v[key]`, if any.
+fn int(v: &Value, key: &str) -> Option<i64> {
+    v.get(key).and_then(Value::as_i64)
+}
+
+/// The array at `v[key]`, empty when absent.
+fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// Whether `v[key]` is set (present and not null).
+fn set(v: &Value, key: &str) -> bool {
+    v.get(key).is_some_and(|x| !x.is_null())
+}
+
+/// apimachinery's `ValidateNonnegativeField`.
+fn nonnegative(errs: &mut Errors, path: &str, value: Option<i64>) {
+    if let Some(n) = value.filter(|n| *n < 0) {
+        errs.push(FieldError::invalid_printed(
+            path,
+            n.to_string(),
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
+/// apimachinery's `ValidateImmutableField`: the new value, printed by `print`, if it changed.
+fn immutable(errs: &mut Errors, path: &str, new: &Value, old: &Value, print: go::Print) {
+    if new != old {
+        errs.push(FieldError::invalid_printed(
+            path,
+            print(new),
+            "field is immutable",
+        ));
+    }
+}
+
+/// `Unsupported value` unless `value` is one of `supported` (`Required` when empty).
+fn one_of(errs: &mut Errors, path: &str, value: &str, supported: &[&str]) {
+    if value.is_empty() {
+        errs.push(FieldError::required(path, ""));
+    } else if !supported.contains(&value) {
+        errs.push(FieldError::not_supported(path, value, supported));
+    }
+}
+
+/// Each message of a grammar check as an `Invalid` of `value` at `path`.
+fn grammar(errs: &mut Errors, path: &str, value: &str, messages: Vec<String>) {
+    errs.extend(
+        messages
+            .into_iter()
+            .map(|m| FieldError::invalid(path, value, m)),
+    );
+}
+
+/// Label keys and values of the map `labels` at `path` (`ValidateLabels`).
+fn labels(errs: &mut Errors, path: &str, labels: &Value) {
+    let meta = serde_json::json!({ "labels": labels });
+    errs.extend(
+        rules::labels(&meta)
+            .into_iter()
+            .map(|e| at(e, "metadata.labels", path)),
+    );
+}
+
+/// The annotations of `meta` at `<path>.annotations` (`ValidateAnnotations`).
+fn annotations(errs: &mut Errors, path: &str, meta: &Value) {
+    let field = format!("{path}.annotations");
+    errs.extend(
+        rules::annotations(meta)
+            .into_iter()
+            .map(|e| at(e, "metadata.annotations", &field)),
+    );
+}
+
+/// `e` reported at `to` instead of `from`.
+fn at(mut e: FieldError, from: &str, to: &str) -> FieldError {
+    if let Some(rest) = e.field.strip_prefix(from) {
+        e.field = format!("{to}{rest}");
+    }
+    e
+}
+
+/// A label name (`ValidateLabelName`): a qualified name.
+fn label_name(errs: &mut Errors, path: &str, name: &str) {
+    grammar(errs, path, name, rules::qualified_name(name));
+}
+
+/// A label selector's own rules (`ValidateLabelSelector`, label values checked strictly).
+fn label_selector(errs: &mut Errors, path: &str, selector: &Value) {
+    if selector.is_null() {
+        return;
+    }
+    for (i, req) in items(selector, "matchExpressions").iter().enumerate() {
+        let p = format!("{path}.matchExpressions[{i}]");
+        let values = items(req, "values");
+        match text(req, "operator") {
+            "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
+                format!("{p}.values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
+                format!("{p}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            op => errs.push(FieldError::invalid(
+                format!("{p}.operator"),
+                op,
+                "not a valid selector operator",
+            )),
+        }
+        label_name(errs, &format!("{p}.key"), text(req, "key"));
+        for (j, v) in values.iter().enumerate() {
+            let v = v.as_str().unwrap_or_default();
+            grammar(errs, &format!("{p}.values[{j}]"), v, rules::label_value(v));
+        }
+    }
+    labels(
+        errs,
+        &format!("{path}.matchLabels"),
+        &selector["matchLabels"],
+    );
+}
+
+/// Whether `selector` (a `LabelSelector`) selects `labels`: `None` when it is not a selector
+/// kube can convert (an unknown operator). A null selector selects nothing, an empty one
+/// everything (apimachinery's `LabelSelectorAsSelector`).
+fn selects(selector: &Value, labels: &Value) -> Option<bool> {
+    if selector.is_null() {
+        return Some(false);
+    }
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let by_labels = (selector["matchLabels"].as_object().into_iter().flatten())
+        .all(|(k, v)| label(k) == v.as_str());
+    let mut by_expressions = true;
+    for req in items(selector, "matchExpressions") {
+        let key = text(req, "key");
+        let values: Vec<&str> = items(req, "values")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let held = match text(req, "operator") {
+            "In" => label(key).is_some_and(|v| values.contains(&v)),
+            "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
+            "Exists" => label(key).is_some(),
+            "DoesNotExist" => label(key).is_none(),
+            _ => return None,
+        };
+        by_expressions &= held;
+    }
+    Some(by_labels && by_expressions)
+}
+
+/// Whether `selector` has neither labels nor expressions (`Selector.Empty()` of a non-null one).
+fn selector_empty(selector: &Value) -> bool {
+    !selector.is_null()
+        && selector["matchLabels"]
+            .as_object()
+            .is_none_or(|m| m.is_empty())
+        && items(selector, "matchExpressions").is_empty()
+}
+
+/// A name that must be a DNS-1123 label (`ValidateDNS1123Label`).
+fn dns_label(errs: &mut Errors, path: &str, name: &str) {
+    grammar(errs, path, name, rules::dns1123_label(name));
+}
+
+/// A name that must be a DNS-1123 subdomain.
+fn dns_subdomain(errs: &mut Errors, path: &str, name: &str) {
+    grammar(errs, path, name, rules::dns1123_subdomain(name));
+}
