@@ -56,8 +56,8 @@ pub(crate) fn load(
     path: &Path,
     config: Option<PathBuf>,
 ) -> anyhow::Result<(Plugin, Option<PathBuf>)> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read plugin {}", path.display()))?;
+    let bytes = loader::files::read(path)
+        .with_context(|| format!("cannot read plugin {}", path.display()))?;
     let config_path = match config {
         Some(path) => Some(path),
         None => loader::config_beside(path).map_err(anyhow::Error::msg)?,

@@ -100,7 +100,7 @@ pub(crate) fn scopes(dir: &Path) -> anyhow::Result<Vec<(String, Scope)>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading plugin directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .filter(|p| crate::loader::files::is_plugin_file(p))
         .collect();
     files.sort();
     let runtime = super::inspect::review_runtime()?;

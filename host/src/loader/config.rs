@@ -155,13 +155,13 @@ impl PluginConfig {
     }
 }
 
-/// The config file beside `wasm` (same directory, same stem), if any. More than one is an error:
+/// The config file beside `wasm` (same directory, same name without `.wasm` or `.wasm.gz`), if
+/// any. More than one is an error:
 /// which one wins would otherwise depend on a lookup order the operator cannot see.
 pub fn beside(wasm: &Path) -> Result<Option<PathBuf>, String> {
-    let (Some(dir), Some(stem)) = (wasm.parent(), wasm.file_stem()) else {
+    let (Some(dir), Some(stem)) = (wasm.parent(), super::files::stem(wasm)) else {
         return Ok(None);
     };
-    let stem = stem.to_string_lossy();
     let found: Vec<PathBuf> = EXTENSIONS
         .iter()
         .map(|ext| dir.join(format!("{stem}.{ext}")))

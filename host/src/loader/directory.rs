@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use super::Change;
 use super::config::{self, PluginConfig};
+use super::files;
 use crate::runtime::{Plugin, Runtime, digest};
 
 /// A file's content as of the last scan. Read failures are part of it so that the same failure is
@@ -395,7 +396,7 @@ fn log_swap(what: &str, path: &Path, new: &Loaded) {
     );
 }
 
-/// The `*.wasm` files directly in `dir`, sorted. Dotfiles are skipped, which also skips the
+/// The plugin files (`*.wasm`, `*.wasm.gz`) directly in `dir`, sorted. Dotfiles are skipped, which also skips the
 /// `..data` link and the timestamped directories of a ConfigMap volume; the plugin's own
 /// entries are symlinks into them, followed when read.
 fn list(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -405,7 +406,7 @@ fn list(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
-        if name.starts_with('.') || !name.ends_with(".wasm") {
+        if name.starts_with('.') || !files::is_plugin_file(&path) {
             continue;
         }
         paths.push(path);
@@ -423,7 +424,7 @@ fn read(path: &Path) -> Option<(Fingerprint, Vec<u8>)> {
         Ok(m) if m.is_dir() => return None,
         _ => {}
     }
-    let (wasm, bytes) = match std::fs::read(path) {
+    let (wasm, bytes) = match files::read(path) {
         Ok(bytes) => (Ok(digest(&bytes)), bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
         Err(e) => (Err(format!("{}: {e}", path.display())), Vec::new()),

@@ -1,4 +1,5 @@
-//! The plugin directory and its hot reload: every `*.wasm` in `--plugins <dir>` (with its
+//! The plugin directory and its hot reload: every `*.wasm` (or gzip-compressed `*.wasm.gz`,
+//! see [`files`]) in `--plugins <dir>` (with its
 //! operator config, see [`PluginConfig`]) is loaded, the directory is watched, and each change
 //! reaches the controller as one [`Change`] on a channel.
 //!
@@ -20,6 +21,7 @@
 
 mod config;
 mod directory;
+pub mod files;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
