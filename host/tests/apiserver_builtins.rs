@@ -255,7 +255,7 @@ fn verbs_kube_does_not_serve_answer_405_and_the_create_only_apis_answer() {
         "apiVersion: v1\nkind: ComponentStatus\nmetadata:\n  name: x\nconditions: []\n",
     )
     .unwrap();
-    let (ok, out) = cluster.kubectl(&["create", "-f", cs.to_str().unwrap(), "--validate=false"]);
+    let (ok, out) = cluster.kubectl(&["create", "-f", cs.to_str().unwrap()]);
     assert!(
         !ok && out.contains("the server does not allow this method on the requested resource"),
         "{out}"
@@ -317,14 +317,7 @@ fn verbs_kube_does_not_serve_answer_405_and_the_create_only_apis_answer() {
             "spec": {"user": "system:serviceaccount:team-a:reader", "groups": ["system:serviceaccounts"],
                 "resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": namespace}}});
         std::fs::write(&file, review.to_string()).unwrap();
-        cluster.kubectl(&[
-            "create",
-            "-f",
-            file.to_str().unwrap(),
-            "-o",
-            "json",
-            "--validate=false",
-        ])
+        cluster.kubectl(&["create", "-f", file.to_str().unwrap(), "-o", "json"])
     };
     let (ok, out) = lsar("team-a");
     assert!(ok, "{out}");
@@ -344,12 +337,7 @@ fn verbs_kube_does_not_serve_answer_405_and_the_create_only_apis_answer() {
     let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "namespace": "team-a"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
     std::fs::write(&binding, body.to_string()).unwrap();
-    cluster.kubectl_ok(&[
-        "create",
-        "-f",
-        binding.to_str().unwrap(),
-        "--validate=false",
-    ]);
+    cluster.kubectl_ok(&["create", "-f", binding.to_str().unwrap()]);
     let bound = cluster.get_json(&["pod", "p", "-n", "team-a"]).unwrap();
     assert_eq!(bound["spec"]["nodeName"], "node-1");
     let scheduled = bound["status"]["conditions"]
@@ -359,12 +347,7 @@ fn verbs_kube_does_not_serve_answer_405_and_the_create_only_apis_answer() {
         .find(|c| c["type"] == "PodScheduled")
         .cloned();
     assert_eq!(scheduled.unwrap()["status"], "True");
-    let (ok, out) = cluster.kubectl(&[
-        "create",
-        "-f",
-        binding.to_str().unwrap(),
-        "--validate=false",
-    ]);
+    let (ok, out) = cluster.kubectl(&["create", "-f", binding.to_str().unwrap()]);
     assert!(
         !ok && out.contains("is already assigned to node \"node-1\""),
         "{out}"
@@ -510,6 +493,68 @@ fn kubectl_explain_reads_kubes_schemas_of_builtin_kinds_and_crds() {
         let out = cluster.kubectl_ok(&["explain", what]);
         assert!(out.contains(field) && out.contains(words), "{what}: {out}");
     }
+}
+
+/// A `List` is not a resource, so kubectl validates its items itself, against the OpenAPI v2
+/// document (`/openapi/v2`, protobuf): one written by `kubectl get -o yaml` creates again with
+/// validation on, and a wrong type or an unknown field in an item is refused before anything
+/// is sent, in kubectl's words for kube-apiserver 1.32 (read off it).
+#[test]
+fn kubectl_creates_a_list_it_wrote_with_validation_on_and_refuses_a_wrong_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    cluster.kubectl_ok(&["create", "deployment", "web", "--image=nginx"]);
+    cluster.kubectl_ok(&["create", "configmap", "settings", "--from-literal=a=b"]);
+    cluster.kubectl_ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/test-vm.yaml"]);
+    let objects = [
+        "deployment/web",
+        "configmap/settings",
+        "service/web",
+        "virtualmachine/test-vm",
+    ];
+    let list = cluster.kubectl_ok(&[&["get", "-o", "yaml"][..], &objects[..]].concat());
+    let file = dir.path().join("list.yaml");
+    std::fs::write(&file, &list).unwrap();
+    cluster.kubectl_ok(&["delete", "-f", file.to_str().unwrap(), "--wait=false"]);
+    wait_for_gone(&cluster, &objects);
+    let out = cluster.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
+    for created in [
+        "deployment.apps/web created",
+        "configmap/settings created",
+        "service/web created",
+        "virtualmachine.cloudnative.tw/test-vm created",
+    ] {
+        assert!(out.contains(created), "{out}");
+    }
+
+    for (change, error) in [
+        (
+            ("  replicas: 1\n", "  replicas: \"three\"\n"),
+            "ValidationError(Deployment.spec.replicas): invalid type for io.k8s.api.apps.v1.DeploymentSpec.replicas: got \"string\", expected \"integer\"",
+        ),
+        (
+            ("  replicas: 1\n", "  replicas: 1\n    foo: bar\n"),
+            "ValidationError(Deployment.spec): unknown field \"foo\" in io.k8s.api.apps.v1.DeploymentSpec",
+        ),
+    ] {
+        assert!(list.contains(change.0), "{list}");
+        let wrong = dir.path().join("wrong.yaml");
+        std::fs::write(&wrong, list.replacen(change.0, change.1, 1)).unwrap();
+        let (ok, out) = cluster.kubectl(&["create", "-f", wrong.to_str().unwrap()]);
+        assert!(
+            !ok && out.contains("error validating data") && out.contains(error),
+            "{out}"
+        );
+    }
+}
+
+/// Waits until each of `objects` is gone.
+fn wait_for_gone(cluster: &Cluster, objects: &[&str]) {
+    common::process::wait_for(30, "the objects to be deleted", || {
+        objects.iter().all(|o| !cluster.kubectl(&["get", o]).0)
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

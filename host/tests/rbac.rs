@@ -124,11 +124,9 @@ fn the_registry_overlay_serves_plugin_resources_instead_of_config_maps() {
     cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
     let overlay = deploy_manifests(dir.path()).join("deploy-registry");
     // The CRDs first, as on any cluster: objects of a kind are refused until it is served.
-    // `--validate=false`: the embedded server serves no OpenAPI documents for kubectl's own
-    // validation of custom kinds yet (the schemas are enforced by the server either way).
     cluster.kubectl_ok(&["apply", "--server-side", "-f", "examples/deploy/crds.yaml"]);
     let overlay = overlay.to_str().unwrap();
-    cluster.kubectl_ok(&["apply", "--server-side", "--validate=false", "-k", overlay]);
+    cluster.kubectl_ok(&["apply", "--server-side", "-k", overlay]);
 
     let deployment = cluster
         .get_json(&["deployment", "wasmctrl", "-n", "wasmctrl"])

@@ -325,7 +325,7 @@ const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 /// A custom resource's schema as kube publishes it: named by its reversed group, version and
 /// kind (`com.example.v1.Widget`), its CRD's `openAPIV3Schema` with `apiVersion`, `kind` and
 /// `metadata` described as on every object, marked with its group, version and kind.
-fn custom_schema(r: &Resource, version: &str, schema: &Value) -> (String, Value) {
+pub(crate) fn custom_schema(r: &Resource, version: &str, schema: &Value) -> (String, Value) {
     let reversed: Vec<&str> = r.group.split('.').rev().collect();
     let name = format!("{}.{version}.{}", reversed.join("."), r.kind);
     let mut schema = schema.clone();

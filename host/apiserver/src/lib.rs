@@ -31,7 +31,7 @@
 //!    decoded as their `k8s-openapi` types: unknown fields, schemas), `patch` and `apply` + `fields`
 //!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
-//!    (discovery, OpenAPI v3), `reviews` (access and token reviews), `gc` (owner-reference GC
+//!    (discovery, OpenAPI v3), `swagger` (OpenAPI v2), `reviews` (access and token reviews), `gc` (owner-reference GC
 //!    and namespace cleanup).
 //! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
 //!    kubeconfig).
@@ -72,8 +72,8 @@
 //! security contexts, affinity terms); subresources are `status`, `scale` and `token` (no
 //! `log`, `exec`, `eviction`, `ephemeralcontainers`, `approval`, `binding` of a Pod); OpenAPI
 //! v3 documents carry kube's schemas (built-in kinds' from `k8s-openapi`, CRDs' own, so `kubectl
-//! explain` works) but there is no OpenAPI v2 (protobuf), which kubectl's client-side
-//! validation of a `List` asks for; no controllers of kube's own (no default
+//! explain` works), and so does the OpenAPI v2 document (JSON or protobuf) kubectl's
+//! client-side validation of a `List` reads; no controllers of kube's own (no default
 //! ServiceAccount per namespace, no ReplicaSets from Deployments); ComponentStatuses are served
 //! but none exist;
 //! field selectors on `metadata.name`, `metadata.namespace`, the fields kube selects core
@@ -109,6 +109,7 @@ mod schema;
 mod selector;
 mod status;
 mod store;
+mod swagger;
 mod table;
 mod tls;
 mod typed;

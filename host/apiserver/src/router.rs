@@ -15,7 +15,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{self, ApiError, ApiResult};
-use super::{admin, admission, delete, protobuf, reviews, scale, watch, write};
+use super::{admin, admission, delete, protobuf, reviews, scale, swagger, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -122,6 +122,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
                 "/apis",
                 "/healthz",
                 "/livez",
+                "/openapi/v2",
                 "/openapi/v3",
                 "/readyz",
                 "/version",
@@ -157,6 +158,16 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
             return discovery::resource_list(&reg(), g, v)
                 .map(|d| json_response(200, &d))
                 .ok_or_else(ApiError::not_found_path);
+        }
+        ["openapi", "v2"] if get => {
+            let document = swagger::document(&reg());
+            if swagger::wants_protobuf(&accept) {
+                return Ok(Response::builder()
+                    .header(header::CONTENT_TYPE, swagger::PROTOBUF)
+                    .body(Body::from(swagger::protobuf(&document)))
+                    .unwrap_or_default());
+            }
+            return Ok(json_response(200, &document));
         }
         ["openapi", "v3"] if get => {
             return Ok(json_response(200, &discovery::openapi_index(&reg())));
