@@ -370,8 +370,8 @@ async fn post(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_fields_of_custom_resources_and_builtin_kinds_are_refused_warned_about_or_dropped()
-{
+async fn unknown_and_duplicate_fields_of_custom_resources_and_builtin_kinds_are_refused_warned_about_or_dropped()
+ {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::in_memory(dir.path());
     let client = cluster.client().await;
@@ -465,6 +465,59 @@ async fn unknown_fields_of_custom_resources_and_builtin_kinds_are_refused_warned
     assert!(
         ok && out.contains(r#"Warning: unknown field "spec.color""#),
         "{out}"
+    );
+
+    // Fields named twice, alike: named with the unknown ones, the last value kept (objects
+    // merged, as Go decodes them). Read off kube-apiserver 1.32.
+    let config_map = |name: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","labels":{{"a":"1","a":"2"}}}},"data":{{"k":"1","k":"2"}},"data":{{"z":"3"}}}}"#
+        )
+    };
+    let raw = |path: &'static str, directive: &str, body: String| {
+        let client = client.clone();
+        let uri = format!("{path}?fieldValidation={directive}");
+        async move { common::http::send_raw(&client, "POST", &uri, body.into_bytes()).await }
+    };
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let (status, _, body) = raw(configmaps, "Strict", config_map("strict")).await;
+    assert_eq!(
+        (status, body["message"].as_str().unwrap()),
+        (
+            400,
+            r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: duplicate field "metadata.labels.a", duplicate field "data.k", duplicate field "data""#
+        )
+    );
+    let (status, warnings, body) = raw(configmaps, "Warn", config_map("warn")).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "duplicate field \"metadata.labels.a\"""#,
+            r#"299 - "duplicate field \"data.k\"""#,
+            r#"299 - "duplicate field \"data\"""#
+        ]
+    );
+    assert_eq!(
+        (&body["data"], &body["metadata"]["labels"]),
+        (&json!({"k": "2", "z": "3"}), &json!({"a": "2"}))
+    );
+    let (status, warnings, _) = raw(configmaps, "Ignore", config_map("ignore")).await;
+    assert_eq!((status, warnings.len()), (201, 0));
+    let widget = r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"dup"},"spec":{"size":1,"size":2,"color":"x"}}"#;
+    let (status, _, body) = raw(path, "Strict", widget.to_string()).await;
+    assert_eq!(
+        (status, body["message"].as_str().unwrap()),
+        (
+            400,
+            r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: duplicate field "spec.size", unknown field "spec.color""#
+        )
+    );
+    let (status, warnings, body) = raw(path, "Warn", widget.to_string()).await;
+    assert_eq!(
+        (status, warnings.len(), &body["spec"]),
+        (201, 2, &json!({"size": 2})),
+        "{warnings:?}"
     );
 }
 

@@ -20,7 +20,8 @@
 //! `host/tests/module_layers.rs`, keeps the crate free of import cycles):
 //!
 //! 1. `status` (API errors), `audit` (request log), `faults` (injected failures), `tls`,
-//!    `quantity` (resource quantities), `cron` (CronJob schedules).
+//!    `quantity` (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies'
+//!    duplicate fields).
 //! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
 //!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots);
 //!    `events` (the two Event APIs over one storage), `selector` (label and field selectors),
@@ -87,6 +88,7 @@ mod apply;
 mod audit;
 mod auth;
 mod cron;
+mod decode;
 mod defaults;
 mod delete;
 mod discovery;

@@ -15,7 +15,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{self, ApiError, ApiResult};
-use super::{admin, admission, delete, protobuf, reviews, scale, swagger, watch, write};
+use super::{admin, admission, decode, delete, protobuf, reviews, scale, swagger, watch, write};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -70,9 +70,13 @@ fn content_type(req: &Request<Body>) -> String {
 fn decode_object(ct: &str, body: &[u8]) -> ApiResult<Value> {
     let mime = ct.split(';').next().unwrap_or("").trim();
     match mime {
-        "" | "application/json" | "*/*" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-        }),
+        "" | "application/json" | "*/*" => {
+            let (value, duplicates) = decode::json_with_duplicates(body).map_err(|e| {
+                ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+            })?;
+            status::duplicate_fields(duplicates);
+            Ok(value)
+        }
         "application/yaml" => admission::decode_yaml(body),
         protobuf::MEDIA_TYPE => protobuf::decode(body),
         other => Err(ApiError::unsupported_media_type(

@@ -282,8 +282,25 @@ pub fn warn(text: impl Into<String>) {
     let _ = WARNINGS.try_with(|w| w.borrow_mut().push(text));
 }
 
+tokio::task_local! {
+    /// The fields the request's body named twice, for `fieldValidation` to judge.
+    static DUPLICATES: std::cell::RefCell<Vec<String>>;
+}
+
+/// Records fields the request's body named twice (`metadata.labels.a`). Outside a request,
+/// nothing.
+pub fn duplicate_fields(fields: Vec<String>) {
+    let _ = DUPLICATES.try_with(|d| d.borrow_mut().extend(fields));
+}
+
+/// Takes the duplicate fields recorded for the request being served.
+pub fn take_duplicate_fields() -> Vec<String> {
+    DUPLICATES.try_with(|d| d.take()).unwrap_or_default()
+}
+
 /// Runs `work`, collecting what it [`warn`]s.
 pub async fn collecting_warnings<F: std::future::Future>(work: F) -> (F::Output, Vec<String>) {
+    let work = DUPLICATES.scope(std::cell::RefCell::new(Vec::new()), work);
     WARNINGS
         .scope(std::cell::RefCell::new(Vec::new()), async move {
             let out = work.await;

@@ -143,9 +143,7 @@ pub(crate) fn admit(
     object: &mut Value,
     validation: FieldValidation,
 ) -> ApiResult<()> {
-    let Some(unknown) = unknown_fields(api_version, kind, object) else {
-        return Ok(());
-    };
+    let unknown = unknown_fields(api_version, kind, object).unwrap_or_default();
     let named: Vec<String> = unknown.iter().map(|s| display(s)).collect();
     validation.judge(kind, version, &named)?;
     for steps in &unknown {

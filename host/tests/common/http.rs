@@ -137,11 +137,27 @@ pub async fn send(
     path: &str,
     body: &serde_json::Value,
 ) -> (u16, Vec<String>, serde_json::Value) {
+    send_raw(
+        client,
+        method,
+        path,
+        serde_json::to_vec(body).expect("a JSON body"),
+    )
+    .await
+}
+
+/// [`send`] of a body as it is (one JSON cannot hold: a field named twice).
+pub async fn send_raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> (u16, Vec<String>, serde_json::Value) {
     let request = ::http::Request::builder()
         .method(method)
         .uri(path)
         .header("content-type", "application/json")
-        .body(serde_json::to_vec(body).expect("a JSON body"))
+        .body(body)
         .expect("a request");
     let response = client
         .send(request.map(kube::client::Body::from))

@@ -311,12 +311,15 @@ impl FieldValidation {
 
     /// Acts on the `unknown` fields found in an object of `kind` decoded as `version`.
     pub fn judge(self, kind: &str, version: &str, unknown: &[String]) -> ApiResult<()> {
-        if unknown.is_empty() {
+        // The body's duplicate fields (`decode`) with its unknown ones, as kube's strict
+        // decoding reports both.
+        let duplicates = status::take_duplicate_fields();
+        if unknown.is_empty() && duplicates.is_empty() {
             return Ok(());
         }
-        let named: Vec<String> = unknown
-            .iter()
-            .map(|f| format!("unknown field {f:?}"))
+        let named: Vec<String> = (duplicates.iter())
+            .map(|f| format!("duplicate field {f:?}"))
+            .chain(unknown.iter().map(|f| format!("unknown field {f:?}")))
             .collect();
         match self {
             Self::Strict => Err(ApiError::bad_request(format!(
