@@ -716,9 +716,10 @@ async fn custom_resources_are_pruned_and_validated_against_their_schema() {
         )
         .await
         .unwrap();
+    // Pruned (`mood`), and defaulted as kube defaults (the schema's `default: ''`s).
     assert_eq!(
         st.data["status"],
-        json!({"phase": "Synced", "observedGeneration": 1})
+        json!({"phase": "Synced", "observedGeneration": 1, "id": "", "table": ""})
     );
 
     // A dry run is judged like the real thing.

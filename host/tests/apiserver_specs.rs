@@ -1238,24 +1238,29 @@ async fn run(client: &kube::Client, ns: &str, i: usize, case: Case) -> (String, 
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_kube_refuses_is_refused_with_kubes_causes() {
-    let dir = tempfile::tempdir().unwrap();
-    let external = std::env::var("WASMCTRL_VALIDATION_KUBECONFIG").ok();
-    let (_cluster, client) = match &external {
-        Some(path) => {
+/// The server the tables run against: the embedded one, or the one
+/// `WASMCTRL_VALIDATION_KUBECONFIG` names (then `true`). The first value keeps it running.
+async fn server() -> (Option<(tempfile::TempDir, Cluster)>, kube::Client, bool) {
+    match std::env::var("WASMCTRL_VALIDATION_KUBECONFIG") {
+        Ok(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
             let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
                 .await
                 .unwrap();
-            (None, kube::Client::try_from(config).unwrap())
+            (None, kube::Client::try_from(config).unwrap(), true)
         }
-        None => {
+        Err(_) => {
+            let dir = tempfile::tempdir().unwrap();
             let cluster = Cluster::in_memory(dir.path());
             let client = cluster.client().await;
-            (Some(cluster), client)
+            (Some((dir, cluster)), client, false)
         }
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_kube_refuses_is_refused_with_kubes_causes() {
+    let (_server, client, external) = server().await;
     let ns = format!("validation-{}", std::process::id());
     let (status, body) = send(
         &client,
@@ -1289,13 +1294,13 @@ async fn what_kube_refuses_is_refused_with_kubes_causes() {
     let mut failures = Vec::new();
     for (i, case) in cases.enumerate() {
         let (summary, failure) = run(&client, &ns, i, case).await;
-        if external.is_some() {
+        if external {
             println!("{summary}");
         }
         failures.extend(failure);
     }
     // Cluster-scoped rows leave objects behind on a shared server.
-    if external.is_some() {
+    if external {
         for path in [CLUSTERROLES, CLUSTERROLEBINDINGS] {
             let _ = send(
                 &client,
@@ -1312,4 +1317,192 @@ async fn what_kube_refuses_is_refused_with_kubes_causes() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// A CRD exercising what kube enforces of custom resources beyond types and bounds: `default`s
+/// (nested, and inside defaulted values), string `format`s, `set` and `map` lists.
+fn gadgets_crd(name: &str, group: &str) -> Value {
+    let ports = json!({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+        "items": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string"}, "port": {"type": "integer", "default": 80}}}});
+    let limits = json!({"type": "object", "default": {"cpu": "1"}, "properties": {
+        "cpu": {"type": "string"}, "memory": {"type": "string", "default": "1Gi"}}});
+    let mut spec = json!({
+        "replicas": {"type": "integer", "default": 1},
+        "mode": {"type": "string", "default": "auto"},
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+    });
+    for (field, format) in [
+        ("id", "uuid"),
+        ("contact", "email"),
+        ("host", "hostname"),
+        ("addr", "ipv4"),
+        ("net", "cidr"),
+        ("since", "date-time"),
+        ("day", "date"),
+    ] {
+        spec[field] = json!({"type": "string", "format": format});
+    }
+    spec["ports"] = ports;
+    spec["limits"] = limits;
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "default": {}, "properties": spec}}});
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{name}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"kind": "Gadget", "plural": name, "singular": "gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}})
+}
+
+/// Custom resources are defaulted and validated as kube-apiserver 1.32 does (each row read off
+/// it): defaults on create, nested and inside defaulted values, and on read for objects stored
+/// before a default existed; formats; duplicates in `set` and `map` lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_are_defaulted_and_checked_as_kube_does() {
+    let (_server, client, _) = server().await;
+    // A group of its own per run, so a shared server keeps no state between runs.
+    let group = format!("r{}.example.com", std::process::id());
+    let plural = "gadgets";
+    let (status, body) = send(
+        &client,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &gadgets_crd(plural, &group),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let path = format!("/apis/{group}/v1/namespaces/default/{plural}");
+    let gadget = |name: &str, spec: Option<Value>| {
+        let mut g = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget", "metadata": {"name": name}});
+        if let Some(spec) = spec {
+            g["spec"] = spec;
+        }
+        g
+    };
+    // A CRD is served once established (at once here, within seconds on kube).
+    common::process::wait_for(30, "the CRD to be served", || {
+        futures::executor::block_on(send(&client, "GET", &path, &Value::Null)).0 == 200
+    });
+    let uuid_ok = "6ba7b810-9dad-11d1-80b4-00c04fd430c8";
+    // What a create sends as its spec, and the spec stored or the causes of its refusal.
+    type Row<'a> = (&'a str, Option<Value>, Result<Value, Vec<&'a str>>);
+    let rows: Vec<Row<'_>> = vec![
+        (
+            "no spec: every default",
+            None,
+            Ok(json!({"limits": {"cpu": "1", "memory": "1Gi"}, "mode": "auto", "replicas": 1})),
+        ),
+        (
+            "defaults inside what was sent",
+            Some(json!({"limits": {}, "ports": [{"name": "http"}]})),
+            Ok(
+                json!({"limits": {"memory": "1Gi"}, "mode": "auto", "ports": [{"name": "http", "port": 80}], "replicas": 1}),
+            ),
+        ),
+        (
+            "values of their formats",
+            Some(
+                json!({"id": uuid_ok, "contact": "a@b.c", "host": "example.com", "addr": "1.2.3.4",
+                "net": "10.0.0.0/8", "since": "2026-01-01T00:00:00Z", "day": "2026-01-01"}),
+            ),
+            Ok(
+                json!({"id": uuid_ok, "contact": "a@b.c", "host": "example.com", "addr": "1.2.3.4", "net": "10.0.0.0/8",
+                "since": "2026-01-01T00:00:00Z", "day": "2026-01-01", "limits": {"cpu": "1", "memory": "1Gi"}, "mode": "auto", "replicas": 1}),
+            ),
+        ),
+        (
+            "values not of their formats",
+            Some(
+                json!({"id": "x", "contact": "y", "host": "a.b", "addr": "1.2.3", "net": "1.2.3.4",
+                "since": "yesterday", "day": "2026-13-01"}),
+            ),
+            Err(vec![
+                "FieldValueTypeInvalid spec.id: Invalid value: \"x\": spec.id in body must be of type uuid: \"x\"",
+                "FieldValueTypeInvalid spec.contact: Invalid value: \"y\": spec.contact in body must be of type email: \"y\"",
+                "FieldValueTypeInvalid spec.host: Invalid value: \"a.b\": spec.host in body must be of type hostname: \"a.b\"",
+                "FieldValueTypeInvalid spec.addr: Invalid value: \"1.2.3\": spec.addr in body must be of type ipv4: \"1.2.3\"",
+                "FieldValueTypeInvalid spec.net: Invalid value: \"1.2.3.4\": spec.net in body must be of type cidr: \"1.2.3.4\"",
+                "FieldValueTypeInvalid spec.since: Invalid value: \"yesterday\": spec.since in body must be of type date-time: \"yesterday\"",
+                "FieldValueTypeInvalid spec.day: Invalid value: \"2026-13-01\": spec.day in body must be of type date: \"2026-13-01\"",
+            ]),
+        ),
+        (
+            "a set and a map holding an item twice",
+            Some(
+                json!({"tags": ["a", "b", "a"], "ports": [{"name": "x", "port": 1}, {"name": "x", "port": 2}]}),
+            ),
+            Err(vec![
+                "FieldValueDuplicate spec.tags[2]: Duplicate value: \"a\"",
+                "FieldValueDuplicate spec.ports[1]: Duplicate value: map[string]interface {}{\"name\":\"x\"}",
+            ]),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (i, (what, spec, expected)) in rows.into_iter().enumerate() {
+        let (status, body) = send(
+            &client,
+            "POST",
+            &format!("{path}?dryRun=All"),
+            &gadget(&format!("g{i}"), spec),
+        )
+        .await;
+        let got: Result<Value, Vec<String>> = if status == 201 {
+            Ok(body["spec"].clone())
+        } else {
+            Err((body
+                .pointer("/details/causes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten())
+            .map(|c| {
+                format!(
+                    "{} {}: {}",
+                    c["reason"].as_str().unwrap_or_default(),
+                    c["field"].as_str().unwrap_or_default(),
+                    c["message"].as_str().unwrap_or_default()
+                )
+            })
+            .collect())
+        };
+        let same = match (&got, &expected) {
+            (Ok(a), Ok(b)) => a == b,
+            (Err(a), Err(b)) => a.len() == b.len() && b.iter().all(|c| a.iter().any(|g| g == c)),
+            _ => false,
+        };
+        if !same {
+            failures.push(format!(
+                "{what}: {status} {got:#?}\n  expected {expected:#?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // Read back with a default added after it was stored: the default, the same version.
+    let (status, stored) = send(
+        &client,
+        "POST",
+        &path,
+        &gadget("stored", Some(json!({"mode": "manual"}))),
+    )
+    .await;
+    assert_eq!(status, 201, "{stored}");
+    let crd_path =
+        format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}");
+    let (_, mut crd) = send(&client, "GET", &crd_path, &Value::Null).await;
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["zone"] =
+        json!({"type": "string", "default": "eu-west"});
+    let (status, body) = send(&client, "PUT", &crd_path, &crd).await;
+    assert_eq!(status, 200, "{body}");
+    let read = format!("{path}/stored");
+    common::process::wait_for(30, "the new default to be read", || {
+        futures::executor::block_on(send(&client, "GET", &read, &Value::Null)).1["spec"]["zone"]
+            == "eu-west"
+    });
+    let (_, again) = send(&client, "GET", &read, &Value::Null).await;
+    assert_eq!(
+        again["metadata"]["resourceVersion"],
+        stored["metadata"]["resourceVersion"]
+    );
+    assert_eq!(again["spec"]["mode"], "manual");
+    let (status, _) = send(&client, "DELETE", &crd_path, &Value::Null).await;
+    assert_eq!(status, 200);
 }

@@ -13,7 +13,8 @@ use tokio::sync::watch;
 
 use super::events;
 use super::persist::{Log, Record};
-use super::registry::{Registry, ResKey};
+use super::registry::{self, Registry, ResKey};
+use super::schema;
 use super::status::ApiError;
 
 /// Watch event type.
@@ -97,6 +98,42 @@ impl State {
     /// The table of a resource (created on first use).
     pub fn table(&mut self, key: &ResKey) -> &mut Table {
         self.tables.entry(key.clone()).or_default()
+    }
+
+    /// Sets the `default`s of their CRD's schema in the stored custom resources (of the CRD
+    /// `crd`, or of every CRD), as kube defaults what it reads from storage: an object stored
+    /// before a default was added reads back with it. Their resourceVersions stay, as kube's
+    /// do (nothing is written).
+    pub fn default_custom_objects(&mut self, crd: Option<&Value>) {
+        let only = crd
+            .and_then(registry::crd_resource)
+            .map(|r| (r.group, r.plural));
+        let resources: Vec<Arc<registry::Resource>> = (self.registry.all())
+            .filter(|r| {
+                r.custom
+                    && only
+                        .as_ref()
+                        .is_none_or(|(g, p)| *g == r.group && *p == r.plural)
+            })
+            .cloned()
+            .collect();
+        for r in resources {
+            let Some(table) = self.tables.get_mut(&registry::storage_key(&r)) else {
+                continue;
+            };
+            for obj in table.objects.values_mut() {
+                let api_version = str_at(obj, "/apiVersion");
+                let version = api_version.rsplit('/').next().unwrap_or_default();
+                let Some(schema) = r.schemas.get(version) else {
+                    continue;
+                };
+                let mut defaulted = (**obj).clone();
+                schema::apply_defaults(schema, &mut defaulted);
+                if defaulted != **obj {
+                    *obj = Arc::new(defaulted);
+                }
+            }
+        }
     }
 
     /// Current object, if any.
@@ -320,6 +357,7 @@ impl Store {
                     }
                 }
             }
+            st.default_custom_objects(None);
             // History before a restart is gone: resuming from an older RV must get 410.
             let rv = st.rv;
             for t in st.tables.values_mut() {

@@ -165,6 +165,7 @@ pub fn create_locked(
     }
     if t.res.plural == "customresourcedefinitions" {
         st.registry.register_crd(&obj);
+        st.default_custom_objects(Some(&obj));
     }
     Ok((*st.put(&t.key(), obj)?).clone())
 }
@@ -350,6 +351,7 @@ pub(crate) fn update_locked(
     }
     if t.res.plural == "customresourcedefinitions" {
         st.registry.register_crd(&out);
+        st.default_custom_objects(Some(&out));
     }
     Ok((*st.put(&t.key(), out)?).clone())
 }

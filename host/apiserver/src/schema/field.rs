@@ -11,6 +11,15 @@ pub fn required(field: &str) -> Cause {
     cause("FieldValueRequired", field, "Required value".into())
 }
 
+/// `field.Duplicate`: `Duplicate value: <value>`, the value already printed.
+pub fn duplicate(field: &str, printed: &str) -> Cause {
+    cause(
+        "FieldValueDuplicate",
+        field,
+        format!("Duplicate value: {printed}"),
+    )
+}
+
 /// `field.Invalid`: `Invalid value: <value>: <detail>`.
 pub fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
     cause(

@@ -13,12 +13,18 @@
 //! `required`, `items`, `additionalProperties`, `enum`, `minimum`/`maximum` (and the boolean
 //! exclusive forms), `multipleOf`, `minLength`/`maxLength`, `pattern`, `minItems`/`maxItems`,
 //! `minProperties`/`maxProperties`, `nullable`, `x-kubernetes-int-or-string`,
-//! `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-embedded-resource`. Not enforced:
-//! string `format`s (they only shape type-mismatch messages), `default`s, CEL
-//! `x-kubernetes-validations`, `allOf`/`anyOf`/`oneOf`/`not`.
+//! `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-embedded-resource`, string `format`s
+//! (`format`), `default`s (applied after pruning, before validating, and to stored objects when
+//! a CRD changes, as kube defaults what it reads), `x-kubernetes-list-type` `set` and `map`
+//! (each value or key once). Not enforced: CEL `x-kubernetes-validations`,
+//! `allOf`/`anyOf`/`oneOf`/`not`.
 
+mod default;
 mod field;
+mod format;
 mod validate;
+
+pub(crate) use default::apply as apply_defaults;
 
 #[cfg(test)]
 mod tests;
@@ -157,6 +163,23 @@ pub struct Schema {
     pub properties_count: (Option<i64>, Option<i64>),
     /// `pattern`.
     pub pattern: Option<Pattern>,
+    /// `default`: set where the field is absent (`default::apply`).
+    pub default: Option<Value>,
+    /// `x-kubernetes-list-type` (and a map's `x-kubernetes-list-map-keys`).
+    pub list_type: ListType,
+}
+
+/// How a list's items relate (`x-kubernetes-list-type`): a `set` holds each value once, a
+/// `map` each combination of its key fields once.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ListType {
+    /// `atomic`, or not said.
+    #[default]
+    Atomic,
+    /// `set`.
+    Set,
+    /// `map`, keyed by these fields.
+    Map(Vec<String>),
 }
 
 impl Schema {
@@ -176,6 +199,19 @@ impl Schema {
             length: (int("minLength"), int("maxLength")),
             items_count: (int("minItems"), int("maxItems")),
             properties_count: (int("minProperties"), int("maxProperties")),
+            default: v.get("default").cloned(),
+            list_type: match v.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("set") => ListType::Set,
+                Some("map") => ListType::Map(
+                    (v.get("x-kubernetes-list-map-keys")
+                        .and_then(Value::as_array))
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k.as_str().map(String::from))
+                    .collect(),
+                ),
+                _ => ListType::Atomic,
+            },
             ..Schema::default()
         };
         if let Some(t) = v
@@ -351,6 +387,7 @@ pub(crate) fn admit(
     let mut unknown = Vec::new();
     prune_at(s, obj, false, true, "", &mut unknown);
     validation.judge(&t.res.kind, &t.version, &unknown)?;
+    default::apply(s, obj);
     let causes = validate::object(s, obj, old);
     if causes.is_empty() {
         return Ok(());

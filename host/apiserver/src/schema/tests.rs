@@ -240,9 +240,16 @@ fn nullable_int_or_string_and_format() {
     assert!(
         one(
             s.clone(),
-            json!({"port": "http", "n": null, "when": "whenever", "gen": 2})
+            json!({"port": "http", "n": null, "when": "2026-01-01T00:00:00Z", "gen": 2})
         )
         .is_empty()
+    );
+    // A string not of its format is a type error of the format, as kube reports it.
+    assert_eq!(
+        one(s.clone(), json!({"when": "whenever"})),
+        [
+            r#"spec.when: Invalid value: "whenever": spec.when in body must be of type date-time: "whenever""#
+        ]
     );
     assert!(one(s.clone(), json!({"port": 8080})).is_empty());
     assert_eq!(

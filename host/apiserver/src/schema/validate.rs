@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::super::status::Cause;
 use super::field::{self, go_float, go_quote};
-use super::{Additional, Schema};
+use super::{Additional, ListType, Schema, format};
 
 /// Every violation of `obj` against the root schema `s`. The root `metadata` belongs to the
 /// server, not the schema. `old` is the stored object of an update (ratcheting).
@@ -95,8 +95,13 @@ fn type_error(s: &Schema, v: &Value, path: &str) -> Option<Cause> {
     let int_float = got == "integer" && has("number");
     let fits = has(got) || float_int || int_float;
     if !s.format.is_empty() {
-        if v.is_string() || v.is_array() {
-            // Formatted strings and lists are left to the format check, which is not enforced.
+        if let Value::String(text) = v
+            && !(has("number") || has("integer"))
+        {
+            // A string not of its format is a type error of the format.
+            return (!format::valid(&s.format, text)).then(|| mismatch(path, &s.format, text));
+        }
+        if v.is_array() {
             if !(has("number") || has("integer")) {
                 return None;
             }
@@ -210,6 +215,7 @@ fn array(s: &Schema, items: &[Value], path: &str, out: &mut Vec<Cause>) {
             check(schema, item, None, &format!("{path}[{i}]"), out);
         }
     }
+    duplicates(s, items, path, out);
     let n = items.len();
     if let Some(min) = s.items_count.0
         && (n as i64) < min
@@ -221,6 +227,45 @@ fn array(s: &Schema, items: &[Value], path: &str, out: &mut Vec<Cause>) {
         && n as i64 > max
     {
         out.push(field::too_many(path, n, max));
+    }
+}
+
+/// The items a `set` or `map` list holds twice (`ValidateListSetsAndMaps`): each reported at its
+/// second place, a set's by its value, a map's by its key fields (as Go prints a
+/// `map[string]interface {}`).
+fn duplicates(s: &Schema, items: &[Value], path: &str, out: &mut Vec<Cause>) {
+    let key = |item: &Value| -> Option<Value> {
+        match &s.list_type {
+            ListType::Atomic => None,
+            ListType::Set => Some(item.clone()),
+            ListType::Map(keys) => {
+                let fields = keys
+                    .iter()
+                    .filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone())));
+                Some(Value::Object(fields.collect()))
+            }
+        }
+    };
+    let mut seen = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(k) = key(item) else {
+            return;
+        };
+        if seen.contains(&k) {
+            let printed = match (&s.list_type, &k) {
+                (ListType::Map(_), Value::Object(m)) => {
+                    let fields: Vec<String> = m
+                        .iter()
+                        .map(|(name, v)| format!("{}:{}", go_quote(name), field::render(v)))
+                        .collect();
+                    format!("map[string]interface {{}}{{{}}}", fields.join(", "))
+                }
+                _ => field::render(&k),
+            };
+            out.push(field::duplicate(&format!("{path}[{i}]"), &printed));
+        } else {
+            seen.push(k);
+        }
     }
 }
 
