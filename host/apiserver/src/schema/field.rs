@@ -11,6 +11,20 @@ pub fn required(field: &str) -> Cause {
     cause("FieldValueRequired", field, "Required value".into())
 }
 
+/// `field.Forbidden`: `Forbidden: <detail>`.
+pub fn forbidden(field: &str, detail: &str) -> Cause {
+    cause("FieldValueForbidden", field, format!("Forbidden: {detail}"))
+}
+
+/// `field.Required` with a detail: `Required value: <detail>`.
+pub fn required_because(field: &str, detail: &str) -> Cause {
+    cause(
+        "FieldValueRequired",
+        field,
+        format!("Required value: {detail}"),
+    )
+}
+
 /// `field.Duplicate`: `Duplicate value: <value>`, the value already printed.
 pub fn duplicate(field: &str, printed: &str) -> Cause {
     cause(

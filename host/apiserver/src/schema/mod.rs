@@ -16,9 +16,10 @@
 //! `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-embedded-resource`, string `format`s
 //! (`format`), `default`s (applied after pruning, before validating, and to stored objects when
 //! a CRD changes, as kube defaults what it reads), `x-kubernetes-list-type` `set` and `map`
-//! (each value or key once). Not enforced: CEL `x-kubernetes-validations`,
-//! `allOf`/`anyOf`/`oneOf`/`not`.
+//! (each value or key once), CEL `x-kubernetes-validations` (`cel`, once the rest holds, as
+//! kube skips them on an object of the wrong types). Not enforced: `allOf`/`anyOf`/`oneOf`/`not`.
 
+mod cel;
 mod default;
 mod field;
 mod format;
@@ -167,6 +168,8 @@ pub struct Schema {
     pub default: Option<Value>,
     /// `x-kubernetes-list-type` (and a map's `x-kubernetes-list-map-keys`).
     pub list_type: ListType,
+    /// `x-kubernetes-validations`, compiled.
+    pub rules: Vec<cel::Rule>,
 }
 
 /// How a list's items relate (`x-kubernetes-list-type`): a `set` holds each value once, a
@@ -200,6 +203,7 @@ impl Schema {
             items_count: (int("minItems"), int("maxItems")),
             properties_count: (int("minProperties"), int("maxProperties")),
             default: v.get("default").cloned(),
+            rules: cel::parse(v, path, errs),
             list_type: match v.get("x-kubernetes-list-type").and_then(Value::as_str) {
                 Some("set") => ListType::Set,
                 Some("map") => ListType::Map(

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::super::status::Cause;
 use super::field::{self, go_float, go_quote};
-use super::{Additional, ListType, Schema, format};
+use super::{Additional, ListType, Schema, cel, format};
 
 /// Every violation of `obj` against the root schema `s`. The root `metadata` belongs to the
 /// server, not the schema. `old` is the stored object of an update (ratcheting).
@@ -29,7 +29,49 @@ pub fn object(s: &Schema, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
         Value::Object(m) => properties(s, m, old, "", true, &mut out),
         other => check(s, other, old, "", &mut out),
     }
+    // CEL rules only on an object of the schema's types, as kube (`hasBlockingErr`).
+    if !out.iter().any(|c| c.reason == "FieldValueTypeInvalid") {
+        rules(s, obj, old, "", true, &mut out);
+    }
     out
+}
+
+/// The CEL rules of `s` and of the schemas below it, on `v` (`old` its stored value: unchanged
+/// values are not judged again, and transition rules see it as `oldSelf`). List items have no
+/// stored value (kube correlates only the items of `map` and `set` lists).
+fn rules(s: &Schema, v: &Value, old: Option<&Value>, path: &str, root: bool, out: &mut Vec<Cause>) {
+    if old == Some(v) {
+        return;
+    }
+    if !s.rules.is_empty() {
+        let type_name = s.types.first().map_or("object", |t| t.name());
+        cel::check(&s.rules, type_name, v, old, path, out);
+    }
+    match v {
+        Value::Object(m) => {
+            for (k, value) in m {
+                if root && k == "metadata" {
+                    continue;
+                }
+                let was = old.and_then(|o| o.get(k));
+                match (s.properties.get(k), &s.additional) {
+                    (Some(p), _) => rules(p, value, was, &join(path, k), false, out),
+                    (None, Additional::Schema(a)) => {
+                        rules(a, value, was, &join(path, k), false, out)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = &s.items {
+                for (i, value) in items.iter().enumerate() {
+                    rules(item, value, None, &format!("{path}[{i}]"), false, out);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn check(s: &Schema, v: &Value, old: Option<&Value>, path: &str, out: &mut Vec<Cause>) {
