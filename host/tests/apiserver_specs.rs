@@ -1201,16 +1201,7 @@ async fn run(client: &kube::Client, ns: &str, i: usize, case: Case) -> (String, 
         }
     };
     let got: Vec<String> = if status == 422 {
-        (body
-            .pointer("/details/causes")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten())
-        .map(|c| {
-            let at = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-            format!("{} {}: {}", at("reason"), at("field"), at("message"))
-        })
-        .collect()
+        causes_of(&body)
     } else if status < 300 {
         Vec::new()
     } else {
@@ -1448,20 +1439,7 @@ async fn custom_resources_are_defaulted_and_checked_as_kube_does() {
         let got: Result<Value, Vec<String>> = if status == 201 {
             Ok(body["spec"].clone())
         } else {
-            Err((body
-                .pointer("/details/causes")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten())
-            .map(|c| {
-                format!(
-                    "{} {}: {}",
-                    c["reason"].as_str().unwrap_or_default(),
-                    c["field"].as_str().unwrap_or_default(),
-                    c["message"].as_str().unwrap_or_default()
-                )
-            })
-            .collect())
+            Err(causes_of(&body))
         };
         let same = match (&got, &expected) {
             (Ok(a), Ok(b)) => a == b,
