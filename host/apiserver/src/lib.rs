@@ -77,9 +77,8 @@
 //! client-side validation of a `List` reads; no controllers of kube's own (no default
 //! ServiceAccount per namespace, no ReplicaSets from Deployments); ComponentStatuses are served
 //! but none exist;
-//! field selectors on `metadata.name`, `metadata.namespace`, the fields kube selects core
-//! Events, Pods, Namespaces and Secrets by, and CRDs' `selectableFields` (no other kind's own
-//! fields);
+//! field selectors are those kube registers: `metadata.name`, `metadata.namespace`, each
+//! built-in kind's own (`selector`) and CRDs' `selectableFields`;
 //! HTTPS with the server's own authority only (no client certificates).
 
 mod admin;

@@ -97,15 +97,42 @@ const NAMESPACE_FIELDS: &[Field] = &[("status.phase", "/status/phase", "")];
 
 const SECRET_FIELDS: &[Field] = &[("type", "/type", "")];
 
-/// The further selectable fields of a built-in kind.
+const NODE_FIELDS: &[Field] = &[("spec.unschedulable", "/spec/unschedulable", "false")];
+
+/// ReplicaSets' and ReplicationControllers'.
+const REPLICAS_FIELDS: &[Field] = &[("status.replicas", "/status/replicas", "0")];
+
+const JOB_FIELDS: &[Field] = &[("status.successful", "/status/succeeded", "0")];
+
+const SERVICE_FIELDS: &[Field] = &[
+    ("spec.clusterIP", "/spec/clusterIP", ""),
+    ("spec.type", "/spec/type", ""),
+];
+
+const CSR_FIELDS: &[Field] = &[("spec.signerName", "/spec/signerName", "")];
+
+/// PersistentVolumes' and PersistentVolumeClaims' (a legacy spelling of `metadata.name`).
+const VOLUME_FIELDS: &[Field] = &[("name", "/metadata/name", "")];
+
+/// The further selectable fields of a built-in kind, as each kind's registry strategy in
+/// kube-apiserver 1.32 lists them (`ToSelectableFields`).
 fn builtin_fields(res: &Resource) -> &'static [Field] {
     if events::is_core_events(&res.group, &res.plural) {
         return EVENT_FIELDS;
     }
-    match (res.group.as_str(), res.kind.as_str(), res.custom) {
-        ("", "Pod", false) => POD_FIELDS,
-        ("", "Namespace", false) => NAMESPACE_FIELDS,
-        ("", "Secret", false) => SECRET_FIELDS,
+    if res.custom {
+        return &[];
+    }
+    match (res.group.as_str(), res.kind.as_str()) {
+        ("", "Pod") => POD_FIELDS,
+        ("", "Namespace") => NAMESPACE_FIELDS,
+        ("", "Secret") => SECRET_FIELDS,
+        ("", "Node") => NODE_FIELDS,
+        ("", "ReplicationController") | ("apps", "ReplicaSet") => REPLICAS_FIELDS,
+        ("", "Service") => SERVICE_FIELDS,
+        ("", "PersistentVolume" | "PersistentVolumeClaim") => VOLUME_FIELDS,
+        ("batch", "Job") => JOB_FIELDS,
+        ("certificates.k8s.io", "CertificateSigningRequest") => CSR_FIELDS,
         _ => &[],
     }
 }
@@ -254,6 +281,83 @@ mod tests {
                 .unwrap_err()
                 .code,
             400
+        );
+    }
+
+    #[test]
+    fn each_builtin_kind_selects_by_the_fields_kube_registers_for_it() {
+        let registry = Registry::default();
+        for (group, plural, object, selector, want) in [
+            (
+                "",
+                "nodes",
+                json!({"spec": {}}),
+                "spec.unschedulable=false",
+                true,
+            ),
+            (
+                "",
+                "nodes",
+                json!({"spec": {"unschedulable": true}}),
+                "spec.unschedulable=true",
+                true,
+            ),
+            (
+                "apps",
+                "replicasets",
+                json!({"status": {"replicas": 3}}),
+                "status.replicas=3",
+                true,
+            ),
+            ("apps", "replicasets", json!({}), "status.replicas=0", true),
+            (
+                "",
+                "replicationcontrollers",
+                json!({"status": {"replicas": 1}}),
+                "status.replicas!=1",
+                false,
+            ),
+            (
+                "batch",
+                "jobs",
+                json!({"status": {"succeeded": 2}}),
+                "status.successful=2",
+                true,
+            ),
+            (
+                "",
+                "services",
+                json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.9"}}),
+                "spec.type=NodePort,spec.clusterIP=10.96.0.9",
+                true,
+            ),
+            (
+                "",
+                "persistentvolumeclaims",
+                json!({"metadata": {"name": "data"}}),
+                "name=data",
+                true,
+            ),
+            (
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                json!({"spec": {"signerName": "example.com/x"}}),
+                "spec.signerName=example.com/x",
+                true,
+            ),
+        ] {
+            let res = registry
+                .get(group, "v1", plural)
+                .unwrap_or_else(|| panic!("{plural}"));
+            let parsed = FieldSelector::parse(selector, &res)
+                .unwrap_or_else(|e| panic!("{plural} {selector}: {}", e.message));
+            assert_eq!(parsed.matches(&object), want, "{plural} {selector}");
+        }
+        let deployments = registry.get("apps", "v1", "deployments").unwrap();
+        let refused = FieldSelector::parse("status.replicas=1", &deployments).unwrap_err();
+        assert_eq!(
+            (refused.code, refused.message.as_str()),
+            (400, "field label not supported: status.replicas")
         );
     }
 
