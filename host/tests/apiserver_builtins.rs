@@ -747,3 +747,113 @@ async fn workloads_and_services_read_back_with_kubes_defaults() {
         .unwrap();
     assert_eq!(patched.data["spec"]["clusterIP"], ip);
 }
+
+/// A Pod's `binding` and `eviction` subresources answer as kube-apiserver 1.32 does (read off
+/// it): an eviction deletes a Pod unless its PodDisruptionBudget, once processed, allows no
+/// disruption (429, the budget named); a pending or unready Pod goes while the budget holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_bound_and_evicted_through_their_subresources() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    // Without kube-rs's retries: a refused eviction's 429 comes with a Retry-After.
+    let mut config = cluster.client_config().await;
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).unwrap();
+    let pods = "/api/v1/namespaces/default/pods";
+    let send = |method: &'static str, path: String, body: Value| {
+        let client = client.clone();
+        async move { common::http::send(&client, method, &path, &body).await }
+    };
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "ev"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    let evict = |name: &str| {
+        let body =
+            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}});
+        send("POST", format!("{pods}/{name}/eviction"), body)
+    };
+    let success = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201});
+    let budgets = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+    let budget = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "evpdb"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "ev"}}}});
+    assert_eq!(send("POST", budgets.into(), budget).await.0, 201);
+
+    // Pending: evicted whatever the budget says.
+    assert_eq!(send("POST", pods.into(), pod("pending")).await.0, 201);
+    let (status, _, body) = evict("pending").await;
+    assert_eq!((status, body), (201, success.clone()));
+    assert_eq!(
+        send("GET", format!("{pods}/pending"), Value::Null).await.0,
+        404
+    );
+
+    // Running, the budget not yet processed (no disruption controller here, as without one).
+    assert_eq!(send("POST", pods.into(), pod("web")).await.0, 201);
+    let running = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
+    cluster.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &running.to_string(),
+    ]);
+    let (status, _, body) = evict("web").await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(
+        body["message"],
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    );
+    assert_eq!(
+        body["details"]["causes"],
+        json!([{"reason": "DisruptionBudget", "message": "The disruption budget evpdb is still being processed by the server."}])
+    );
+    assert_eq!(body["details"]["retryAfterSeconds"], 10);
+    // Processed, allowing none: refused, naming what it needs; allowing one: evicted, counted.
+    let set_budget = |allowed: i64| {
+        let status = json!({"status": {"observedGeneration": 1, "disruptionsAllowed": allowed, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}});
+        cluster.kubectl_ok(&[
+            "patch",
+            "pdb",
+            "evpdb",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &status.to_string(),
+        ]);
+    };
+    set_budget(0);
+    let (status, _, body) = evict("web").await;
+    assert_eq!(
+        (status, &body["details"]["causes"][0]["message"]),
+        (
+            429,
+            &json!("The disruption budget evpdb needs 1 healthy pods and has 1 currently")
+        )
+    );
+    set_budget(1);
+    let (status, _, body) = evict("web").await;
+    assert_eq!((status, body), (201, success));
+    let (_, _, after) = send("GET", format!("{budgets}/evpdb"), Value::Null).await;
+    assert_eq!(after["status"]["disruptionsAllowed"], 0);
+    let (status, _, body) = evict("web").await;
+    assert_eq!((status, body["reason"].as_str()), (404, Some("NotFound")));
+
+    // A scheduler's Binding through the Pod's own subresource: its name must be the Pod's.
+    assert_eq!(send("POST", pods.into(), pod("bound")).await.0, 201);
+    let binding = |name: &str| json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"kind": "Node", "name": "n1"}});
+    let (status, _, body) = send("POST", format!("{pods}/bound/binding"), binding("other")).await;
+    assert_eq!(
+        (status, body["message"].as_str()),
+        (
+            400,
+            Some("name in URL does not match name in Binding object")
+        )
+    );
+    let (status, _, _) = send("POST", format!("{pods}/bound/binding"), binding("bound")).await;
+    assert_eq!(status, 201);
+    let (_, _, bound) = send("GET", format!("{pods}/bound"), Value::Null).await;
+    assert_eq!(bound["spec"]["nodeName"], "n1");
+}

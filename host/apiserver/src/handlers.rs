@@ -170,7 +170,10 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
         let ok = (s == "status" && res.status)
             || (s == "finalize" && res.plural == "namespaces")
             || (s == "token" && res.plural == "serviceaccounts" && res.group.is_empty())
-            || (s == "scale" && res.has_scale());
+            || (s == "scale" && res.has_scale())
+            || (matches!(s, "binding" | "eviction")
+                && res.plural == "pods"
+                && res.group.is_empty());
         if !ok {
             return Err(ApiError::not_found_path());
         }

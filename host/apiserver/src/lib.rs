@@ -70,8 +70,8 @@
 //! defaults them (`defaults`); the specs of the other built-in kinds (Nodes,
 //! PersistentVolumes, StorageClasses, ...) are stored without kube's validation, and `validate`
 //! leaves out some of kube's checks of the kinds it covers (volume sources' own fields, probes,
-//! security contexts, affinity terms); subresources are `status`, `scale` and `token` (no
-//! `log`, `exec`, `eviction`, `ephemeralcontainers`, `approval`, `binding` of a Pod); OpenAPI
+//! security contexts, affinity terms); subresources are `status`, `scale`, `token`, and
+//! a Pod's `binding` and `eviction` (no `log`, `exec`, `ephemeralcontainers`, `approval`); OpenAPI
 //! v3 documents carry kube's schemas (built-in kinds' from `k8s-openapi`, CRDs' own, so `kubectl
 //! explain` works), and so does the OpenAPI v2 document (JSON or protobuf) kubectl's
 //! client-side validation of a `List` reads; no controllers of kube's own (no default
@@ -99,6 +99,7 @@ mod handlers;
 mod listener;
 mod patch;
 mod persist;
+mod pods;
 mod printers;
 mod protobuf;
 mod quantity;

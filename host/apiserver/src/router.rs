@@ -15,7 +15,9 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{self, ApiError, ApiResult};
-use super::{admin, admission, decode, delete, protobuf, reviews, scale, swagger, watch, write};
+use super::{
+    admin, admission, decode, delete, pods, protobuf, reviews, scale, swagger, watch, write,
+};
 
 /// The axum router of a server.
 pub(crate) fn router(inner: Arc<Inner>) -> axum::Router {
@@ -283,6 +285,20 @@ async fn resource(
         let ns = t.namespace.as_deref();
         let review = reviews::answer(inner, &t.res.kind, ns, user, object)?;
         return Ok(json_response(201, &review));
+    }
+    if let (Some(name), Some(sub @ ("binding" | "eviction"))) = (&t.name, t.sub.as_deref()) {
+        if req.method() != Method::POST {
+            return Err(ApiError::method_not_allowed(req.method().as_str()));
+        }
+        let ct = content_type(&req);
+        let body = body_bytes(req).await?;
+        let object = decode_object(&ct, &body)?;
+        let out = if sub == "binding" {
+            pods::bind(inner, &t, name, object)?
+        } else {
+            pods::evict(inner, &t, name, &object)?
+        };
+        return Ok(json_response(201, &out));
     }
     if let (Some(ns), Some(name), Some("token")) = (&t.namespace, &t.name, t.sub.as_deref()) {
         if req.method() != Method::POST {
