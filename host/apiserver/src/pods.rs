@@ -8,6 +8,7 @@ use super::Inner;
 use super::handlers::{Query, Target};
 use super::status::{ApiError, ApiResult};
 use super::store::str_at;
+use super::validate::selects;
 use super::{delete, write};
 
 /// `POST pods/{name}/binding`: the Binding names the Pod of the URL (or nothing).
@@ -21,34 +22,6 @@ pub fn bind(inner: &Inner, t: &Target, name: &str, mut binding: Value) -> ApiRes
         ));
     }
     write::bind(inner, t.ns(), binding)
-}
-
-/// Whether a LabelSelector selects `labels` (null selects nothing, empty everything).
-fn selects(selector: &Value, labels: &Value) -> bool {
-    if selector.is_null() {
-        return false;
-    }
-    let label = |k: &str| labels.get(k).and_then(Value::as_str);
-    let by_labels = (selector["matchLabels"].as_object().into_iter().flatten())
-        .all(|(k, v)| label(k) == v.as_str());
-    let expressions = selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten();
-    let by_expressions = expressions.into_iter().all(|req| {
-        let key = req["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = (req["values"].as_array().into_iter().flatten())
-            .filter_map(Value::as_str)
-            .collect();
-        match req["operator"].as_str().unwrap_or_default() {
-            "In" => label(key).is_some_and(|v| values.contains(&v)),
-            "NotIn" => label(key).is_none_or(|v| !values.contains(&v)),
-            "Exists" => label(key).is_some(),
-            "DoesNotExist" => label(key).is_none(),
-            _ => false,
-        }
-    });
-    by_labels && by_expressions
 }
 
 /// 429 TooManyRequests naming the budget, as kube refuses an eviction.
@@ -86,7 +59,7 @@ pub fn evict(inner: &Inner, t: &Target, name: &str, eviction: &Value) -> ApiResu
         let budgets: Vec<Value> = (st.tables.get(&budgets_key).into_iter())
             .flat_map(|table| table.objects.values())
             .filter(|b| str_at(b, "/metadata/namespace") == t.ns())
-            .filter(|b| selects(&b["spec"]["selector"], &pod["metadata"]["labels"]))
+            .filter(|b| selects(&b["spec"]["selector"], &pod["metadata"]["labels"]) == Some(true))
             .map(|b| (**b).clone())
             .collect();
         if running {

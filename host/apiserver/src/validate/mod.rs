@@ -230,7 +230,7 @@ fn label_selector(errs: &mut Errors, path: &str, selector: &Value) {
 /// Whether `selector` (a `LabelSelector`) selects `labels`: `None` when it is not a selector
 /// kube can convert (an unknown operator). A null selector selects nothing, an empty one
 /// everything (apimachinery's `LabelSelectorAsSelector`).
-fn selects(selector: &Value, labels: &Value) -> Option<bool> {
+pub(crate) fn selects(selector: &Value, labels: &Value) -> Option<bool> {
     if selector.is_null() {
         return Some(false);
     }
