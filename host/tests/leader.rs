@@ -48,7 +48,9 @@ fn wait_leading(host: &Process, secs: u64) {
 /// Waits until `host`'s caches have synced (`/readyz` 200): a standby is as ready as a leader.
 fn wait_ready(host: &Process) {
     let addr = host.address("health probes");
-    wait_for(60, "readyz", || http::get(&addr, "/readyz").0 == 200);
+    wait_for(60, "readyz", || {
+        http::try_get(&addr, "/readyz").is_ok_and(|code| code == 200)
+    });
 }
 
 /// Sets `spec.replicas` of Thing `name`.

@@ -19,7 +19,17 @@ pub fn get(addr: &str, path: &str) -> (u16, String) {
 
 /// `GET path` from `addr` over plain HTTP/1.1: the status code, the header lines and the body.
 pub fn get_with_headers(addr: &str, path: &str) -> (u16, String, String) {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    try_get_with_headers(addr, path).unwrap_or_else(|e| panic!("GET {path} from {addr}: {e}"))
+}
+
+/// `GET path` from `addr` over plain HTTP/1.1, or the error of a server not (yet) answering:
+/// for readiness probes of a process still starting, whose early connections may be reset.
+pub fn try_get(addr: &str, path: &str) -> std::io::Result<u16> {
+    try_get_with_headers(addr, path).map(|(code, _, _)| code)
+}
+
+fn try_get_with_headers(addr: &str, path: &str) -> std::io::Result<(u16, String, String)> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
     exchange(&mut stream, addr, path, "")
 }
 
@@ -33,6 +43,16 @@ pub fn get_tls(
     token: Option<&str>,
     ca: Option<&str>,
 ) -> (u16, String, String) {
+    try_get_tls(addr, path, token, ca).unwrap_or_else(|e| panic!("GET {path} from {addr}: {e}"))
+}
+
+/// [`get_tls`], or the error of a server not (yet) answering.
+pub fn try_get_tls(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+    ca: Option<&str>,
+) -> std::io::Result<(u16, String, String)> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -53,7 +73,7 @@ pub fn get_tls(
     let host = addr.rsplit_once(':').expect("host:port").0;
     let name = ServerName::try_from(host.to_string()).expect("a server name");
     let connection = rustls::ClientConnection::new(Arc::new(config), name).expect("TLS client");
-    let tcp = std::net::TcpStream::connect(addr).expect("connect");
+    let tcp = std::net::TcpStream::connect(addr)?;
     let mut stream = rustls::StreamOwned::new(connection, tcp);
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     exchange(&mut stream, addr, path, &auth)
@@ -66,18 +86,17 @@ fn exchange(
     addr: &str,
     path: &str,
     headers: &str,
-) -> (u16, String, String) {
+) -> std::io::Result<(u16, String, String)> {
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
-    )
-    .expect("send");
+    )?;
     let mut bytes = Vec::new();
     match stream.read_to_end(&mut bytes) {
         Ok(_) => {}
         // A TLS server that closes without close_notify: what came before is the response.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !bytes.is_empty() => {}
-        Err(e) => panic!("reading from {addr}: {e}"),
+        Err(e) => return Err(e),
     }
     let response = String::from_utf8(bytes).expect("a UTF-8 response");
     let code = response
@@ -85,7 +104,7 @@ fn exchange(
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
-    (code, head.to_string(), body.to_string())
+    Ok((code, head.to_string(), body.to_string()))
 }
 
 /// Takes any certificate, checking only that the handshake is signed by its key.

@@ -77,15 +77,12 @@ impl Registry {
             dir,
             child,
         };
-        super::process::wait_for(30, "the registry to answer /v2/", || {
-            if std::net::TcpStream::connect(&registry.addr).is_err() {
-                return false;
-            }
-            match &registry.ca {
-                // Without credentials: 401, and the realm to ask for them.
-                Some(ca) => super::http::get_tls(&registry.addr, "/v2/", None, Some(ca)).0 == 401,
-                None => super::http::get(&registry.addr, "/v2/").0 == 200,
-            }
+        // A registry still starting may accept a connection and reset it: not an answer yet.
+        super::process::wait_for(30, "the registry to answer /v2/", || match &registry.ca {
+            // Without credentials: 401, and the realm to ask for them.
+            Some(ca) => super::http::try_get_tls(&registry.addr, "/v2/", None, Some(ca))
+                .is_ok_and(|(code, _, _)| code == 401),
+            None => super::http::try_get(&registry.addr, "/v2/").is_ok_and(|code| code == 200),
         });
         registry
     }
