@@ -122,6 +122,7 @@ fn object(kind: &str, api_version: &str, name: &str, namespace: Option<&str>) ->
             json!({"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"containers": containers, "restartPolicy": "OnFailure"}}}}}})
         }
         "PodTemplate" => json!({"template": template}),
+        "ControllerRevision" => json!({"data": {"spec": {}}, "revision": 1}),
         "PersistentVolumeClaim" => {
             json!({"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
         }
@@ -356,6 +357,22 @@ fn verbs_kube_does_not_serve_answer_405_and_the_create_only_apis_answer() {
 
 /// `POST` of `object` to `path` with `?fieldValidation=<directive>`: status, `Warning` headers
 /// and body.
+/// Installs the `Widget` CRD (example.com/v1): a spec of a size and named parts.
+async fn install_widgets(client: &kube::Client) {
+    common::install_crd(client, json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "size": {"type": "integer"},
+                        "parts": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}}}}}}]}
+    }))
+    .await;
+}
+
 async fn post(
     client: &kube::Client,
     path: &str,
@@ -375,18 +392,7 @@ async fn unknown_and_duplicate_fields_of_custom_resources_and_builtin_kinds_are_
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::in_memory(dir.path());
     let client = cluster.client().await;
-    common::install_crd(&client, json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {"group": "example.com", "scope": "Namespaced",
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "properties": {
-                        "size": {"type": "integer"},
-                        "parts": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}}}}}}]}
-    }))
-    .await;
+    install_widgets(&client).await;
     let path = "/apis/example.com/v1/namespaces/default/widgets";
     let widget = |name: &str| {
         json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name},
@@ -856,4 +862,110 @@ async fn pods_are_bound_and_evicted_through_their_subresources() {
     assert_eq!(status, 201);
     let (_, _, bound) = send("GET", format!("{pods}/bound"), Value::Null).await;
     assert_eq!(bound["spec"]["nodeName"], "n1");
+}
+
+/// One request with `headers`: the status, the Content-Type and the body as bytes.
+async fn exchange(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (u16, String, Vec<u8>) {
+    let (status, headers, body) = common::http::request(client, method, path, headers, body).await;
+    let content_type = (headers.get("content-type"))
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, content_type, body)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Clients that prefer protobuf (client-go's for built-in kinds, as kube's controllers use)
+/// get it for objects, lists, metadata-only lists, errors and watch streams (length-prefixed
+/// `WatchEvent`s, each object in its own envelope), laid out as kube-apiserver 1.32 writes them;
+/// custom resources, which have no protobuf form, answer JSON to a client that takes it, 406 to
+/// one that does not, and 415 to a protobuf body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_clients_get_objects_lists_errors_and_watches_in_protobuf() {
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let client = cluster.client().await;
+    let configmaps: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap")),
+    );
+    let cm: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings"}, "data": {"mode": "fast"}}))
+    .unwrap();
+    configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let path = "/api/v1/namespaces/default/configmaps";
+    let prefer = [(
+        "accept",
+        "application/vnd.kubernetes.protobuf, application/json",
+    )];
+
+    let (status, ct, body) = exchange(&client, "GET", path, &prefer, vec![]).await;
+    assert_eq!((status, ct.as_str()), (200, PROTOBUF));
+    assert!(body.starts_with(b"k8s\0"), "{body:?}");
+    for part in [&b"ConfigMapList"[..], b"settings", b"mode", b"fast"] {
+        assert!(contains(&body, part), "{}", String::from_utf8_lossy(&body));
+    }
+
+    let meta = [(
+        "accept",
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json",
+    )];
+    let (status, ct, body) = exchange(&client, "GET", path, &meta, vec![]).await;
+    assert_eq!((status, ct.as_str()), (200, PROTOBUF));
+    assert!(contains(&body, b"PartialObjectMetadataList") && !contains(&body, b"fast"));
+
+    let (status, ct, body) =
+        exchange(&client, "GET", &format!("{path}/nope"), &prefer, vec![]).await;
+    assert_eq!((status, ct.as_str()), (404, PROTOBUF));
+    assert!(contains(&body, b"Status") && contains(&body, b"NotFound"));
+
+    let watch = format!("{path}?watch=1&resourceVersion=0&timeoutSeconds=1");
+    let (status, ct, body) = exchange(&client, "GET", &watch, &prefer, vec![]).await;
+    assert_eq!(
+        (status, ct.as_str()),
+        (200, "application/vnd.kubernetes.protobuf;stream=watch")
+    );
+    let mut frames = Vec::new();
+    let mut rest = &body[..];
+    while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+        let len = u32::from_be_bytes(*len) as usize;
+        assert!(tail.len() >= len, "a frame cut short: {body:?}");
+        frames.push(&tail[..len]);
+        rest = &tail[len..];
+    }
+    assert!(rest.is_empty() && !frames.is_empty(), "{body:?}");
+    // `type = 1` "ADDED", `object = 2` a RawExtension holding the ConfigMap in its envelope.
+    assert!(
+        frames[0].starts_with(b"\x0a\x05ADDED\x12"),
+        "{:?}",
+        frames[0]
+    );
+    assert!(contains(frames[0], b"k8s\0") && contains(frames[0], b"settings"));
+
+    install_widgets(&client).await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let (status, ct, _) = exchange(&client, "GET", widgets, &prefer, vec![]).await;
+    assert_eq!((status, ct.as_str()), (200, "application/json"));
+    let only = [("accept", PROTOBUF)];
+    let (status, ct, body) = exchange(&client, "GET", widgets, &only, vec![]).await;
+    assert_eq!((status, ct.as_str()), (406, PROTOBUF));
+    assert!(contains(&body, b"only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"));
+    let mut envelope = b"k8s\0\x0a\x18\x0a\x0eexample.com/v1\x12\x06Widget".to_vec();
+    envelope.extend(b"\x12\x00");
+    let send = [("content-type", PROTOBUF)];
+    let (status, _, body) = exchange(&client, "POST", widgets, &send, envelope).await;
+    assert_eq!(status, 415, "{}", String::from_utf8_lossy(&body));
 }

@@ -780,3 +780,116 @@ regarding: {apiVersion: v1, kind: Pod, namespace: default, name: p1}
     let wide = table(&["get", "events", "-o", "wide"]);
     assert_eq!(wide[1][4], "default-scheduler, default-scheduler-0");
 }
+
+/// kubectl's typed commands speak protobuf both ways (client-go's protobuf content type for
+/// built-in kinds): each object kubectl decodes from the server's protobuf answer (`-o json`
+/// prints it) is the one a JSON read returns, and a refusal arrives as a protobuf Status whose
+/// message kubectl prints.
+#[test]
+fn kubectl_reads_protobuf_answers_of_every_kind_it_creates() {
+    let cluster = start();
+    let env = &cluster.env;
+    let commands: &[(&str, &[&str])] = &[
+        (
+            "deployment/web",
+            &[
+                "deployment",
+                "web",
+                "--image=nginx",
+                "--replicas=2",
+                "--port=80",
+            ],
+        ),
+        (
+            "job/once",
+            &["job", "once", "--image=busybox", "--", "true"],
+        ),
+        (
+            "cronjob/tick",
+            &[
+                "cronjob",
+                "tick",
+                "--image=busybox",
+                "--schedule=*/5 * * * *",
+            ],
+        ),
+        ("configmap/c1", &["configmap", "c1", "--from-literal=a=1"]),
+        (
+            "secret/s1",
+            &["secret", "generic", "s1", "--from-literal=k=v"],
+        ),
+        (
+            "service/web",
+            &["service", "nodeport", "web", "--tcp=80:8080"],
+        ),
+        (
+            "priorityclass/high",
+            &["priorityclass", "high", "--value=1000"],
+        ),
+        (
+            "resourcequota/q",
+            &["quota", "q", "--hard=pods=3,requests.cpu=0.5"],
+        ),
+        (
+            "poddisruptionbudget/pdb",
+            &["pdb", "pdb", "--selector=app=web", "--min-available=50%"],
+        ),
+        (
+            "ingress/ing",
+            &["ingress", "ing", "--rule=foo.com/bar*=web:80"],
+        ),
+        (
+            "role/reader",
+            &["role", "reader", "--verb=get,list", "--resource=pods"],
+        ),
+        (
+            "rolebinding/readers",
+            &["rolebinding", "readers", "--role=reader", "--user=u"],
+        ),
+        ("serviceaccount/bot", &["serviceaccount", "bot"]),
+        ("namespace/team", &["namespace", "team"]),
+    ];
+    for (object, args) in commands {
+        // Flags first: what follows `--` is the container's command.
+        let mut create = vec!["create", "-o", "json", "-v=8"];
+        create.extend_from_slice(args);
+        let out = env.run(&create);
+        // -v=8 logs the request's headers, then the response's.
+        let log = String::from_utf8_lossy(&out.stderr);
+        let response = log.split("Response Headers").nth(1).unwrap_or_default();
+        assert!(
+            response.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+            "{object}: not answered in protobuf:\n{log}"
+        );
+        let created: Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+        let read = env.json(&["get", object, "-o", "json"]);
+        assert_eq!(
+            created, read,
+            "{object}: decoded from protobuf ≠ read as JSON"
+        );
+    }
+    let out = env
+        .cmd(&[
+            "create",
+            "deployment",
+            "bad",
+            "--image=nginx",
+            "--replicas=-1",
+            "-v=8",
+        ])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        log.split("Response Headers")
+            .nth(1)
+            .unwrap_or_default()
+            .contains("Content-Type: application/vnd.kubernetes.protobuf"),
+        "{log}"
+    );
+    assert!(
+        log.contains("spec.replicas: Invalid value: -1: must be greater than or equal to 0"),
+        "{log}"
+    );
+}

@@ -84,6 +84,9 @@ const ROLEBINDINGS: &str = "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/r
 const CLUSTERROLES: &str = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
 const CLUSTERROLEBINDINGS: &str = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases";
+const RESOURCEQUOTAS: &str = "/api/v1/namespaces/{ns}/resourcequotas";
+const PDBS: &str = "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets";
+const CONTROLLERREVISIONS: &str = "/apis/apps/v1/namespaces/{ns}/controllerrevisions";
 
 fn container() -> Value {
     json!({"name": "app", "image": "busybox"})
@@ -347,7 +350,30 @@ fn pods() -> Vec<Case> {
 }
 
 fn workloads() -> Vec<Case> {
+    let revision = |extra: Value| {
+        let mut r = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {}});
+        json_patch::merge(&mut r, &extra);
+        r
+    };
     vec![
+        create(
+            "a ControllerRevision",
+            CONTROLLERREVISIONS,
+            revision(json!({"data": {"spec": {}}, "revision": 2})),
+            &[],
+        ),
+        create(
+            "a ControllerRevision without data",
+            CONTROLLERREVISIONS,
+            revision(json!({"revision": 1})),
+            &["FieldValueRequired data: Required value: data is mandatory"],
+        ),
+        create(
+            "a negative revision",
+            CONTROLLERREVISIONS,
+            revision(json!({"data": {}, "revision": -1})),
+            &["FieldValueInvalid revision: Invalid value: -1: must be greater than or equal to 0"],
+        ),
         create(
             "a valid Deployment",
             DEPLOYMENTS,
@@ -1308,6 +1334,321 @@ async fn what_kube_refuses_is_refused_with_kubes_causes() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Built-in objects read back as kube-apiserver 1.32 returns them (each value read off it):
+/// quantities in canonical form (numbers as strings, resource lists rounded up to a
+/// thousandth), the fields Go's JSON always writes (`status: {}`, a template's
+/// `creationTimestamp: null`, `rules: null`), and what kube's strategies and default admission
+/// plugins set on create (a Pod's QoS class, priority, default tolerations and resize policy;
+/// claims and volumes Pending; a Job's labels from its Pods').
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builtin_objects_read_back_as_kube_returns_them() {
+    let (_server, client, _) = server().await;
+    let ns = format!("readback-{}", std::process::id());
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    let (status, body) = send(&client, "POST", "/api/v1/namespaces", &namespace).await;
+    assert_eq!(status, 201, "{body}");
+    let account =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    let path = SERVICEACCOUNTS.replace("{ns}", &ns);
+    assert_eq!(send(&client, "POST", &path, &account).await.0, 201);
+    let mut limited = container();
+    limited["resources"] = json!({"limits": {"cpu": 1, "memory": "1Gi"}});
+    // Where to create, what, and the values kube reads back at JSON pointers.
+    type ReadBack = (&'static str, Value, Vec<(&'static str, Value)>);
+    let cases: Vec<ReadBack> = vec![
+        (
+            RESOURCEQUOTAS,
+            json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                "spec": {"hard": {"requests.cpu": "1.0000000001", "limits.cpu": 2.5,
+                    "requests.memory": "1.5Gi", "limits.memory": "1000",
+                    "requests.storage": "2048Ki", "pods": "10"}}}),
+            vec![(
+                "/spec/hard",
+                json!({"requests.cpu": "1001m", "limits.cpu": "2500m",
+                    "requests.memory": "1536Mi", "limits.memory": "1k",
+                    "requests.storage": "2Mi", "pods": "10"}),
+            )],
+        ),
+        (
+            PODS,
+            pod(pod_spec(json!([limited]), json!({}))),
+            vec![
+                (
+                    "/spec/containers/0/resources",
+                    json!({"limits": {"cpu": "1", "memory": "1Gi"},
+                        "requests": {"cpu": "1", "memory": "1Gi"}}),
+                ),
+                (
+                    "/spec/containers/0/resizePolicy",
+                    json!([{"resourceName": "cpu", "restartPolicy": "NotRequired"},
+                        {"resourceName": "memory", "restartPolicy": "NotRequired"}]),
+                ),
+                ("/status/qosClass", json!("Guaranteed")),
+                ("/status/phase", json!("Pending")),
+                ("/spec/priority", json!(0)),
+                ("/spec/preemptionPolicy", json!("PreemptLowerPriority")),
+                (
+                    "/spec/tolerations",
+                    json!([
+                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                            "effect": "NoExecute", "tolerationSeconds": 300},
+                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                            "effect": "NoExecute", "tolerationSeconds": 300}]),
+                ),
+            ],
+        ),
+        (
+            PODS,
+            pod(pod_spec(
+                json!([container()]),
+                json!({"priorityClassName": "system-cluster-critical",
+                    "tolerations": [{"operator": "Exists"}]}),
+            )),
+            vec![
+                ("/status/qosClass", json!("BestEffort")),
+                ("/spec/priority", json!(2_000_000_000)),
+                ("/spec/tolerations", json!([{"operator": "Exists"}])),
+            ],
+        ),
+        (
+            DEPLOYMENTS,
+            workload("Deployment", json!({})),
+            vec![
+                ("/status", json!({})),
+                ("/spec/template/metadata/creationTimestamp", Value::Null),
+            ],
+        ),
+        (
+            SERVICES,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+            vec![("/status", json!({"loadBalancer": {}}))],
+        ),
+        (
+            ROLES,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {}}),
+            vec![("/rules", Value::Null)],
+        ),
+        (
+            PVCS,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}),
+            vec![("/status", json!({"phase": "Pending"}))],
+        ),
+        (
+            JOBS,
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {},
+                "spec": {"template": {"spec": {"restartPolicy": "Never",
+                    "containers": [container()]}}}}),
+            vec![("/spec/manualSelector", json!(false))],
+        ),
+        (
+            PDBS,
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
+            vec![(
+                "/status",
+                json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0,
+                    "expectedPods": 0}),
+            )],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (i, (path, mut object, expected)) in cases.into_iter().enumerate() {
+        let path = path.replace("{ns}", &ns);
+        let name = format!("r{i}");
+        object["metadata"]["name"] = json!(name);
+        let (status, body) = send(&client, "POST", &path, &object).await;
+        assert_eq!(status, 201, "{path}: {body}");
+        let (status, read) = send(&client, "GET", &format!("{path}/{name}"), &json!(null)).await;
+        assert_eq!(status, 200, "{path}/{name}: {read}");
+        for (pointer, want) in expected {
+            let got = read.pointer(pointer).cloned();
+            if got.as_ref() != Some(&want) {
+                failures.push(format!("{path}/{name} {pointer}: {got:?}, kube: {want}"));
+            }
+        }
+        if path.ends_with("/jobs") {
+            let labels = &read["metadata"]["labels"];
+            if labels["job-name"] != json!(name) {
+                failures.push(format!("a Job's labels are its Pods': {labels}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A certificate request for `CN=alice` (P-256), as `openssl req -new` writes one.
+const CSR_PEM: &str = "-----BEGIN CERTIFICATE REQUEST-----
+MIHKMHICAQAwEDEOMAwGA1UEAwwFYWxpY2UwWTATBgcqhkjOPQIBBggqhkjOPQMB
+BwNCAASAWQ4NbFulhHyCR3Z2YA3m1FWU7R8sBWN0+NqMoyHwBc5ETr0xfZssYhNg
+TevZ3nyVEa/mOlipA3DDCX4b2O5ZoAAwCgYIKoZIzj0EAwIDSAAwRQIhANI01Z7b
+rARIkkUNM5wIXnnkCdvpj3w3wW+cutWmOhJlAiAgeapnkMpDCP+VJW4f7W7kpa53
+PhHUIZX6YP/Ri6fw0A==
+-----END CERTIFICATE REQUEST-----
+";
+
+/// Writes `object` (read, then changed by `change`) back through `path`: the status, the
+/// answer and the causes of a refusal.
+async fn put_changed(
+    client: &kube::Client,
+    path: &str,
+    object: &Value,
+    change: impl FnOnce(&mut Value),
+) -> (u16, Value, Vec<String>) {
+    let mut object = object.clone();
+    change(&mut object);
+    let (status, body) = send(client, "PUT", path, &object).await;
+    (status, body.clone(), causes_of(&body))
+}
+
+/// The subresources that write one part of an object do as kube-apiserver 1.32 does (each
+/// answer read off it): `pods/{name}/ephemeralcontainers` adds ephemeral containers (defaulted;
+/// only their own fields; never changing or removing one) and nothing else of the Pod;
+/// `certificatesigningrequests/{name}/approval` sets the conditions only (kube's rules for
+/// Approved and Denied), stamping their times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ephemeral_containers_and_approvals_write_only_their_part() {
+    let (_server, client, _) = server().await;
+    let ns = format!("parts-{}", std::process::id());
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+    assert_eq!(
+        send(&client, "POST", "/api/v1/namespaces", &namespace)
+            .await
+            .0,
+        201
+    );
+    let account =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    let accounts = SERVICEACCOUNTS.replace("{ns}", &ns);
+    assert_eq!(send(&client, "POST", &accounts, &account).await.0, 201);
+    let pods = PODS.replace("{ns}", &ns);
+    let mut p = pod(pod_spec(json!([container()]), json!({})));
+    p["metadata"]["name"] = json!("p");
+    assert_eq!(send(&client, "POST", &pods, &p).await.0, 201);
+    let sub = format!("{pods}/p/ephemeralcontainers");
+    let (_, stored) = send(&client, "GET", &sub, &json!(null)).await;
+
+    let debugger = json!({"name": "dbg", "image": "busybox", "stdin": true});
+    let (status, pod, _) = put_changed(&client, &sub, &stored, |p| {
+        p["spec"]["ephemeralContainers"] = json!([debugger]);
+        p["metadata"]["labels"] = json!({"changed": "yes"});
+        p["spec"]["containers"][0]["image"] = json!("nginx");
+    })
+    .await;
+    assert_eq!(status, 200, "{pod}");
+    assert_eq!(
+        pod["spec"]["ephemeralContainers"],
+        json!([{"name": "dbg", "image": "busybox", "stdin": true, "resources": {},
+            "imagePullPolicy": "Always", "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File"}])
+    );
+    assert!(pod["metadata"]["labels"].is_null(), "{}", pod["metadata"]);
+    assert_eq!(pod["spec"]["containers"][0]["image"], "busybox");
+
+    let refusals: Vec<(Value, Vec<&str>)> = vec![
+        (
+            json!([pod["spec"]["ephemeralContainers"][0], {"name": "x", "image": "busybox",
+                "ports": [{"containerPort": 80}], "resources": {"limits": {"cpu": "1"}},
+                "readinessProbe": {"exec": {"command": ["true"]}}}]),
+            vec![
+                "FieldValueForbidden spec.ephemeralContainers[1].ports: Forbidden: cannot be set for an Ephemeral Container",
+                "FieldValueForbidden spec.ephemeralContainers[1].resources: Forbidden: cannot be set for an Ephemeral Container",
+                "FieldValueForbidden spec.ephemeralContainers[1].readinessProbe: Forbidden: cannot be set for an Ephemeral Container",
+            ],
+        ),
+        (
+            json!([pod["spec"]["ephemeralContainers"][0], {"name": "app", "image": "busybox"}]),
+            vec!["FieldValueDuplicate spec.ephemeralContainers[1].name: Duplicate value: \"app\""],
+        ),
+        (
+            json!([pod["spec"]["ephemeralContainers"][0], {"name": "noimage"}]),
+            vec!["FieldValueRequired spec.ephemeralContainers[1].image: Required value"],
+        ),
+        (
+            json!([]),
+            vec![
+                "FieldValueForbidden spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be removed\n",
+            ],
+        ),
+    ];
+    for (containers, want) in refusals {
+        let (status, body, causes) = put_changed(&client, &sub, &pod, |p| {
+            p["spec"]["ephemeralContainers"] = containers
+        })
+        .await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(causes, want);
+    }
+    let (status, body, causes) = put_changed(&client, &sub, &pod, |p| {
+        p["spec"]["ephemeralContainers"][0]["image"] = json!("alpine");
+    })
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let changed = "FieldValueForbidden spec.ephemeralContainers: Forbidden: existing ephemeral containers \"dbg\" may not be changed\n";
+    assert!(
+        causes.len() == 1 && causes[0].starts_with(changed),
+        "{causes:?}"
+    );
+
+    let request = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, CSR_PEM);
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let name = format!("alice-{}", std::process::id());
+    let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": name}, "spec": {"request": request,
+            "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]}});
+    let (status, csr) = send(&client, "POST", csrs, &csr).await;
+    assert_eq!(status, 201, "{csr}");
+    let approval = format!("{csrs}/{name}/approval");
+    let condition =
+        |kind: &str, status: &str| json!({"type": kind, "status": status, "reason": "Test"});
+    let (status, approved, _) = put_changed(&client, &approval, &csr, |c| {
+        c["status"] = json!({"conditions": [condition("Approved", "True")]});
+        c["spec"]["usages"] = json!(["server auth"]);
+    })
+    .await;
+    assert_eq!(status, 200, "{approved}");
+    assert_eq!(approved["spec"]["usages"], json!(["client auth"]));
+    let stamped = &approved["status"]["conditions"][0];
+    assert!(stamped["lastTransitionTime"].is_string() && stamped["lastUpdateTime"].is_string());
+    let refusals: Vec<(Value, Vec<&str>)> = vec![
+        (
+            json!([condition("Approved", "False"), condition("Denied", "True")]),
+            vec![
+                "FieldValueNotSupported status.conditions[0].status: Unsupported value: \"False\": supported values: \"True\"",
+                "FieldValueInvalid status.conditions[1].type: Invalid value: \"Denied\": Approved and Denied conditions are mutually exclusive",
+            ],
+        ),
+        (
+            json!([]),
+            vec![
+                "FieldValueForbidden status.conditions: Forbidden: updates may not remove a condition of type \"Approved\"",
+            ],
+        ),
+        (
+            json!([
+                condition("Approved", "True"),
+                condition("Approved", "True"),
+                condition("", "True")
+            ]),
+            vec![
+                "FieldValueDuplicate status.conditions[1].type: Duplicate value: \"Approved\"",
+                "FieldValueRequired status.conditions[2].type: Required value",
+            ],
+        ),
+    ];
+    for (conditions, want) in refusals {
+        let (status, body, causes) = put_changed(&client, &approval, &approved, |c| {
+            c["status"]["conditions"] = conditions;
+        })
+        .await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(causes, want);
+    }
+    let _ = send(&client, "DELETE", &format!("{csrs}/{name}"), &json!({})).await;
 }
 
 /// A CRD exercising what kube enforces of custom resources beyond types and bounds: `default`s

@@ -130,6 +130,14 @@ pub(crate) fn check_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()
     refuse(t, str_at(new, "/metadata/name"), errors)
 }
 
+/// An update through a subresource that writes one part of the object (a Pod's
+/// `ephemeralcontainers`, a CSR's `approval`): what kube refuses of that part.
+pub(crate) fn check_subresource_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()> {
+    let sub = t.sub.as_deref().unwrap_or_default();
+    let errors = validate::subresource_update(&t.res.group, &t.res.kind, sub, new, old);
+    refuse(t, str_at(new, "/metadata/name"), errors)
+}
+
 /// Checks `apiVersion`/`kind` of a body against the target and fills them in.
 pub(crate) fn check_type(t: &Target, obj: &mut Value) -> ApiResult<()> {
     if !obj.is_object() {

@@ -206,7 +206,7 @@ fn merge_config(out: &mut Value, config: &Value, req: ApplyRequest<'_>) {
             ("status", Scope::Status) => {
                 merge_value(&mut out["status"], v, Some("status"), req.custom)
             }
-            (_, Scope::Status) => {}
+            (_, Scope::Status | Scope::Part(..)) => {}
             ("status", Scope::Main { status_sub: true }) => {}
             ("metadata", _) => {
                 if let Some(mm) = v.as_object() {

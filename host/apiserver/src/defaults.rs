@@ -6,9 +6,13 @@
 //! Applied to every object a client writes, before validation, as kube defaults every decoded
 //! request; a field the client set is never changed.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use super::handlers::Target;
+use super::quantity::Quantity;
+use super::status::{ApiError, ApiResult};
 use super::store::{State, str_at};
 
 /// Sets `v[key]` to `value` when absent (or null).
@@ -64,6 +68,29 @@ fn container(c: &mut Value) {
     }
 }
 
+/// `SetDefaults_HostPathVolumeSource`: a hostPath of no type is of type `""` (unchecked).
+fn host_path(source: &mut Value) {
+    if let Some(h) = source.get_mut("hostPath").filter(|h| h.is_object()) {
+        or(h, "type", json!(""));
+    }
+}
+
+/// `setDefaultResizePolicy` (in-place resize, beta and on in kube 1.32): a Pod's container
+/// that requests or limits CPU or memory may have it resized without a restart.
+fn resize_policy(c: &mut Value) {
+    for resource in ["cpu", "memory"] {
+        let set = ["requests", "limits"]
+            .iter()
+            .any(|k| !c["resources"][k][resource].is_null());
+        let policies = c["resizePolicy"].as_array().cloned().unwrap_or_default();
+        if set && !policies.iter().any(|p| p["resourceName"] == resource) {
+            let mut policies = policies;
+            policies.push(json!({"resourceName": resource, "restartPolicy": "NotRequired"}));
+            c["resizePolicy"] = json!(policies);
+        }
+    }
+}
+
 /// A Pod spec's defaults (`SetDefaults_PodSpec`, containers, volumes).
 fn pod_spec(spec: &mut Value) {
     or(spec, "restartPolicy", json!("Always"));
@@ -93,6 +120,7 @@ fn pod_spec(spec: &mut Value) {
         if let Some(api) = v.get_mut("downwardAPI").filter(|s| s.is_object()) {
             or(api, "defaultMode", json!(420));
         }
+        host_path(v);
     });
 }
 
@@ -255,6 +283,7 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
             let spec = spec(obj);
             pod_spec(spec);
             or(spec, "enableServiceLinks", json!(true));
+            each(spec, "containers", resize_policy);
             // `SetDefaults_Pod`: a container's limits stand for the requests it does not make.
             for key in ["containers", "initContainers"] {
                 each(spec, key, |c| {
@@ -336,6 +365,12 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
         }
         ("", "Service") => service(st, obj, old),
         ("", "PersistentVolumeClaim") => or(spec(obj), "volumeMode", json!("Filesystem")),
+        ("", "PersistentVolume") => {
+            let spec = spec(obj);
+            or(spec, "volumeMode", json!("Filesystem"));
+            or(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+            host_path(spec);
+        }
         ("apps", "Deployment") => {
             let spec = spec(obj);
             or(spec, "replicas", json!(1));
@@ -365,6 +400,8 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
                 or(claim, "apiVersion", json!("v1"));
                 or(claim, "kind", json!("PersistentVolumeClaim"));
                 or(self::spec(claim), "volumeMode", json!("Filesystem"));
+                or(claim, "status", json!({}));
+                or(&mut claim["status"], "phase", json!("Pending"));
             });
             spec_template(spec);
         }
@@ -375,7 +412,20 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
             rolling_update(spec, "updateStrategy", &rolling);
             spec_template(spec);
         }
-        ("batch", "Job") => job_spec(spec(obj), &name, uid.as_deref()),
+        ("batch", "Job") => {
+            job_spec(spec(obj), &name, uid.as_deref());
+            if uid.is_some() && obj["spec"]["manualSelector"].is_null() {
+                obj["spec"]["manualSelector"] = json!(false);
+            }
+            // `SetDefaults_Job`: a Job without labels wears its Pods'.
+            if obj["metadata"]["labels"]
+                .as_object()
+                .is_none_or(|m| m.is_empty())
+                && let Some(labels) = obj.pointer("/spec/template/metadata/labels").cloned()
+            {
+                obj["metadata"]["labels"] = labels;
+            }
+        }
         ("batch", "CronJob") => {
             let spec = spec(obj);
             or(spec, "concurrencyPolicy", json!("Allow"));
@@ -388,6 +438,144 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
             }
         }
         _ => {}
+    }
+}
+
+/// What kube does to a Pod being created beyond its defaults: the strategy's status (Pending,
+/// its QoS class) and the admission plugins every cluster enables that change it: `Priority`
+/// (its priority from its PriorityClass, or from the global default one, or 0) and
+/// `DefaultTolerationSeconds` (five minutes on not-ready and unreachable nodes).
+/// `ServiceAccount` is not among them: it refuses Pods whose namespace has no `default`
+/// ServiceAccount, which nothing here creates.
+pub(crate) fn admit_pod(st: &State, pod: &mut Value) -> ApiResult<()> {
+    pod["status"] = json!({"phase": "Pending", "qosClass": qos_class(&pod["spec"])});
+    let pod_name = str_at(pod, "/metadata/name").to_string();
+    let spec = spec(pod);
+    let classes = (
+        String::from("scheduling.k8s.io"),
+        String::from("priorityclasses"),
+    );
+    let class = match spec["priorityClassName"].as_str().filter(|n| !n.is_empty()) {
+        Some(name) => {
+            let found = st.get(&classes, "", name).map(|c| (*c).clone());
+            let system = match name {
+                "system-node-critical" => Some(2_000_001_000),
+                "system-cluster-critical" => Some(2_000_000_000),
+                _ => None,
+            };
+            let class = found.or_else(|| system.map(|v| json!({"value": v})));
+            Some(class.ok_or_else(|| {
+                let message = format!(
+                    "pods \"{pod_name}\" is forbidden: no PriorityClass with name {name} was found"
+                );
+                ApiError::new(403, "Forbidden", message)
+            })?)
+        }
+        None => {
+            let global = (st.tables.get(&classes).into_iter())
+                .flat_map(|t| t.objects.values())
+                .filter(|c| c["globalDefault"] == true)
+                .min_by_key(|c| c["value"].as_i64());
+            global.map(|c| {
+                spec["priorityClassName"] = c["metadata"]["name"].clone();
+                (**c).clone()
+            })
+        }
+    };
+    let (value, policy) = class.map_or((json!(0), json!("PreemptLowerPriority")), |c| {
+        let policy = c.get("preemptionPolicy").cloned();
+        (
+            c["value"].clone(),
+            policy.unwrap_or(json!("PreemptLowerPriority")),
+        )
+    });
+    or(spec, "priority", value);
+    or(spec, "preemptionPolicy", policy);
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerations = spec["tolerations"].as_array().cloned().unwrap_or_default();
+        let tolerated = tolerations.iter().any(|t| {
+            let effect = t["effect"].as_str().unwrap_or("");
+            let any_key = t["key"].as_str().unwrap_or("").is_empty() && t["operator"] == "Exists";
+            (effect.is_empty() || effect == "NoExecute") && (t["key"] == key || any_key)
+        });
+        if !tolerated {
+            let mut tolerations = tolerations;
+            tolerations.push(
+                json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300}),
+            );
+            spec["tolerations"] = json!(tolerations);
+        }
+    }
+    Ok(())
+}
+
+/// The defaults of ephemeral containers added through `pods/{name}/ephemeralcontainers`
+/// (kube defaults the whole Pod the request carries).
+pub(crate) fn ephemeral_containers(pod: &mut Value) {
+    each(spec(pod), "ephemeralContainers", container);
+}
+
+/// A CSR's conditions as kube's approval strategy stamps them (`populateConditionTimestamps`):
+/// a condition without an update time updated now, one without a transition time moved when
+/// its status did (now, unless it had the same status before).
+pub(crate) fn condition_times(csr: &mut Value, old: &Value, now: &str) {
+    let before = old["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let Some(conditions) = csr["status"]["conditions"].as_array_mut() else {
+        return;
+    };
+    for c in conditions {
+        or(c, "lastUpdateTime", json!(now));
+        if c["lastTransitionTime"].is_null() {
+            let same = before
+                .iter()
+                .find(|b| b["type"] == c["type"] && b["status"] == c["status"]);
+            let at = same.map_or(json!(now), |b| b["lastTransitionTime"].clone());
+            c["lastTransitionTime"] = if at.is_null() { json!(now) } else { at };
+        }
+    }
+}
+
+/// A Pod's QoS class as kube computes it from its containers' CPU and memory: BestEffort with
+/// no requests or limits, Guaranteed when every container limits both and the requests equal
+/// the limits, Burstable otherwise.
+fn qos_class(spec: &Value) -> &'static str {
+    let (mut requests, mut limits) = (BTreeMap::new(), BTreeMap::new());
+    let mut guaranteed = true;
+    let containers = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|k| spec[k].as_array())
+        .flatten();
+    for c in containers {
+        for (field, sums) in [("requests", &mut requests), ("limits", &mut limits)] {
+            let mut seen = 0;
+            for name in ["cpu", "memory"] {
+                let q = c["resources"][field][name]
+                    .as_str()
+                    .and_then(Quantity::parse);
+                if let Some(q) = q.filter(|q| !q.is_zero()) {
+                    seen += 1;
+                    let sum = sums.entry(name).or_insert(Quantity::ZERO);
+                    *sum = *sum + q;
+                }
+            }
+            if field == "limits" && seen < 2 {
+                guaranteed = false;
+            }
+        }
+    }
+    if requests.is_empty() && limits.is_empty() {
+        "BestEffort"
+    } else if guaranteed && requests == limits {
+        "Guaranteed"
+    } else {
+        "Burstable"
     }
 }
 

@@ -21,6 +21,10 @@ pub enum Scope {
     },
     /// The `status` subresource.
     Status,
+    /// Another subresource that writes one field of the object (a Pod's `ephemeralcontainers`
+    /// its `spec.ephemeralContainers`, a CSR's `approval` its `status.conditions`): its name
+    /// and the field's path.
+    Part(&'static str, &'static [&'static str]),
 }
 
 impl Scope {
@@ -28,6 +32,7 @@ impl Scope {
     pub(crate) fn subresource(self) -> Option<&'static str> {
         match self {
             Scope::Status => Some("status"),
+            Scope::Part(name, _) => Some(name),
             Scope::Main { .. } => None,
         }
     }
@@ -40,11 +45,17 @@ pub(crate) const META_FIELDS: &[&str] = &["labels", "annotations", "finalizers",
 pub(crate) fn field_set(obj: &Value, custom: bool, scope: Scope) -> BTreeMap<Path, Value> {
     let mut out = BTreeMap::new();
     let Some(m) = obj.as_object() else { return out };
+    if let Scope::Part(_, part) = scope {
+        let prefix: Path = part.iter().map(|k| format!("f:{k}")).collect();
+        let mut whole = field_set(obj, custom, Scope::Main { status_sub: false });
+        whole.retain(|path, _| path.starts_with(&prefix));
+        return whole;
+    }
     for (k, v) in m {
         let take = match (k.as_str(), scope) {
             ("apiVersion" | "kind", _) => false,
             ("status", Scope::Status) => true,
-            (_, Scope::Status) => false,
+            (_, Scope::Status | Scope::Part(..)) => false,
             ("status", Scope::Main { status_sub }) => !status_sub,
             _ => true,
         };

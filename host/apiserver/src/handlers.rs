@@ -89,7 +89,9 @@ pub enum Shape {
     Table,
 }
 
-/// Reads the Accept header: metadata-only, full, or 406 for protobuf-only clients.
+/// Reads the Accept header: metadata-only, full or a Table (JSON or protobuf alike: the
+/// encoding is negotiated as the response leaves), or 406 for media types this server does
+/// not write.
 pub fn shape(req: &Request<Body>) -> ApiResult<Shape> {
     let accept = req
         .headers()
@@ -107,6 +109,7 @@ pub fn shape(req: &Request<Body>) -> ApiResult<Shape> {
             || mime == "*/*"
             || mime == "application/*"
             || mime == "application/yaml"
+            || mime == super::protobuf::MEDIA_TYPE
         {
             if part.contains("as=PartialObjectMetadata") {
                 return Ok(Shape::Meta);
@@ -171,9 +174,10 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
             || (s == "finalize" && res.plural == "namespaces")
             || (s == "token" && res.plural == "serviceaccounts" && res.group.is_empty())
             || (s == "scale" && res.has_scale())
-            || (matches!(s, "binding" | "eviction")
+            || (matches!(s, "binding" | "eviction" | "ephemeralcontainers")
                 && res.plural == "pods"
-                && res.group.is_empty());
+                && res.group.is_empty())
+            || (s == "approval" && res.plural == "certificatesigningrequests");
         if !ok {
             return Err(ApiError::not_found_path());
         }
@@ -196,7 +200,8 @@ pub fn json_response(code: u16, v: &Value) -> Response<Body> {
         .unwrap_or_default()
 }
 
-/// The object as the client asked for it (version rewrite, metadata-only).
+/// The object as the client asked for it (version rewrite, metadata-only), a built-in one
+/// with every field Go's JSON writes (`protobuf::complete`).
 pub fn render(t: &Target, obj: &Value, shape: Shape) -> Value {
     // A Table is printed from the stored (core) form, as kube has one Event printer.
     if t.res.is_events_v1() && shape != Shape::Table {
@@ -219,6 +224,7 @@ fn render_stored(t: &Target, obj: &Value, shape: Shape) -> Value {
             if o.get("apiVersion").and_then(Value::as_str) != Some(&t.api_version()) {
                 o["apiVersion"] = json!(t.api_version());
             }
+            super::protobuf::complete(&mut o);
             o
         }
     }

@@ -57,28 +57,29 @@
 //! NetworkPolicies, RBAC, Leases), immutable fields included, with kube's fields, reasons and
 //! words (`host/tests/apiserver_specs.rs`, a table read off kube-apiserver 1.32).
 //!
+//! Objects of every built-in kind travel as JSON, YAML or protobuf (`protobuf`: request and
+//! response bodies, lists, errors and watch streams, from a field table generated from
+//! k8s.io/api's Go types), and leave this server as kube's Go types write them (`status: {}`,
+//! quantities in canonical form). Pods are created as kube's default admission plugins leave
+//! them (QoS class, priority, default tolerations; not `ServiceAccount`, which needs a
+//! namespace's `default` ServiceAccount that nothing creates here).
+//!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
-//! authentication, no admission webhooks, no ClusterRole aggregation; custom resources are pruned and validated against their CRD's structural schema
-//! (`schema`), but without `default`s, CEL rules, `format` checks or
-//! `allOf`/`anyOf`/`oneOf`/`not` (their unknown fields are refused, warned about or dropped as
-//! `fieldValidation` says, as kube's strict decoding names them; built-in kinds' are kept); CRD versions share storage and are converted by rewriting
-//! `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current resourceVersion;
-//! protobuf request bodies (kubectl's typed commands) are decoded for Namespace, ConfigMap,
-//! Secret, Service, Deployment and the access-control kinds (ServiceAccount, TokenRequest,
-//! TokenReview, access reviews, RBAC, Binding) only (others 415); Pods, the workload kinds, Services,
-//! PersistentVolumeClaims, Secrets, NetworkPolicies and RBAC bindings are defaulted as kube
-//! defaults them (`defaults`); the specs of the other built-in kinds (Nodes,
-//! PersistentVolumes, StorageClasses, ...) are stored without kube's validation, and `validate`
-//! leaves out some of kube's checks of the kinds it covers (volume sources' own fields, probes,
-//! security contexts, affinity terms); subresources are `status`, `scale`, `token`, and
-//! a Pod's `binding` and `eviction` (no `log`, `exec`, `ephemeralcontainers`, `approval`); OpenAPI
-//! v3 documents carry kube's schemas (built-in kinds' from `k8s-openapi`, CRDs' own, so `kubectl
-//! explain` works), and so does the OpenAPI v2 document (JSON or protobuf) kubectl's
-//! client-side validation of a `List` reads; no controllers of kube's own (no default
-//! ServiceAccount per namespace, no ReplicaSets from Deployments); ComponentStatuses are served
-//! but none exist;
-//! field selectors are those kube registers: `metadata.name`, `metadata.namespace`, each
-//! built-in kind's own (`selector`) and CRDs' `selectableFields`;
+//! authentication, no admission webhooks, no ClusterRole aggregation; custom resources get
+//! their structural schema's pruning, types, `default`s, `format`s, list types and CEL rules
+//! (`schema`), but not `allOf`/`anyOf`/`oneOf`/`not`, CEL's Kubernetes libraries
+//! (`isURL`, `quantity`, ...) or CEL cost limits; CRD versions share storage and are converted
+//! by rewriting `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current
+//! resourceVersion; the specs of some built-in kinds (Nodes, PersistentVolumes,
+//! StorageClasses, ...) are stored without kube's validation, and `validate` leaves out some of
+//! kube's checks of the kinds it covers (volume sources' own fields, probes, security
+//! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,
+//! `eviction` and `ephemeralcontainers`, a CSR's `approval` (no `log`, `exec`, `attach`,
+//! `portforward`, `proxy`, `resize`); no controllers of kube's own (no default ServiceAccount
+//! per namespace, no ReplicaSets from Deployments, no protection finalizers on claims and
+//! volumes); ComponentStatuses are served but none exist; field selectors are those kube
+//! registers: `metadata.name`, `metadata.namespace`, each built-in kind's own (`selector`) and
+//! CRDs' `selectableFields`;
 //! HTTPS with the server's own authority only (no client certificates).
 
 mod admin;

@@ -9,6 +9,9 @@
 pub struct Quantity(i128);
 
 impl Quantity {
+    /// Zero.
+    pub const ZERO: Quantity = Quantity(0);
+
     /// Parses `text` by kube's grammar (`^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$`);
     /// `None` when it is not a quantity or does not fit.
     pub fn parse(text: &str) -> Option<Self> {
@@ -74,6 +77,93 @@ impl Quantity {
     pub fn is_negative(self) -> bool {
         self.0 < 0
     }
+
+    /// Whether it is zero.
+    pub fn is_zero(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::ops::Add for Quantity {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Quantity(self.0.saturating_add(other.0))
+    }
+}
+
+/// How a quantity was written, which is how kube writes it back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// `1Gi`
+    BinarySi,
+    /// `1e3`
+    DecimalExponent,
+    /// `1k`, `500m`, `12`
+    DecimalSi,
+}
+
+/// The form kube stores and returns a quantity in (`Quantity.String()`), in the format it was
+/// written in: the smallest whole mantissa with an SI suffix (`1000` → `1k`, `0.5` → `500m`),
+/// a power of 1024 (`2048Ki` → `2Mi`; below 1Ki or not whole, as SI) or an exponent (`1e3`);
+/// `None` when `text` is not a quantity.
+pub fn canonical(text: &str) -> Option<String> {
+    let (q, format) = parse_with_format(text)?;
+    Some(write(q, format))
+}
+
+/// [`canonical`] of a value of a `ResourceList` (requests, limits, capacities, quotas), which
+/// kube's `SetDefaults_ResourceList` first rounds up to a thousandth (`1.0000001` → `1001m`).
+pub fn canonical_in_resource_list(text: &str) -> Option<String> {
+    const MILLI: i128 = 1_000_000;
+    let (Quantity(nanos), format) = parse_with_format(text)?;
+    let rounded = nanos.signum() * ((nanos.abs() + MILLI - 1) / MILLI * MILLI);
+    Some(write(Quantity(rounded), format))
+}
+
+fn parse_with_format(text: &str) -> Option<(Quantity, Format)> {
+    let q = Quantity::parse(text)?;
+    let suffix = text
+        .trim_start_matches(['+', '-'])
+        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let format = if suffix.ends_with('i') {
+        Format::BinarySi
+    } else if suffix.len() > 1 && suffix.starts_with(['e', 'E']) {
+        Format::DecimalExponent
+    } else {
+        Format::DecimalSi
+    };
+    Some((q, format))
+}
+
+fn write(Quantity(nanos): Quantity, mut format: Format) -> String {
+    const ONE: i128 = 1_000_000_000;
+    if nanos == 0 {
+        return "0".to_string();
+    }
+    if format == Format::BinarySi && (nanos.abs() < 1024 * ONE || nanos % ONE != 0) {
+        format = Format::DecimalSi;
+    }
+    if format == Format::BinarySi {
+        let (mut units, mut power) = (nanos / ONE, 0);
+        while power < 6 && units % 1024 == 0 {
+            units /= 1024;
+            power += 1;
+        }
+        let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][power];
+        return format!("{units}{suffix}");
+    }
+    let (mut mantissa, mut exponent) = (nanos, -9);
+    while exponent < 18 && mantissa % 1000 == 0 {
+        mantissa /= 1000;
+        exponent += 3;
+    }
+    let suffix = match (format, exponent) {
+        (_, 0) => String::new(),
+        (Format::DecimalExponent, e) => format!("e{e}"),
+        (_, e) => ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"][((e + 9) / 3) as usize].into(),
+    };
+    format!("{mantissa}{suffix}")
 }
 
 #[cfg(test)]
@@ -82,6 +172,39 @@ mod tests {
 
     fn q(s: &str) -> Quantity {
         Quantity::parse(s).unwrap_or_else(|| panic!("{s} should parse"))
+    }
+
+    /// As kube 1.32 returns them in a ResourceQuota's `hard` (read off a real one).
+    #[test]
+    fn quantities_are_written_back_as_kube_writes_them() {
+        for (text, kube) in [
+            ("1", "1"),
+            ("1000", "1k"),
+            ("1500", "1500"),
+            ("0.5", "500m"),
+            ("1000m", "1"),
+            ("2048Ki", "2Mi"),
+            ("1536Mi", "1536Mi"),
+            ("1.5Gi", "1536Mi"),
+            ("512", "512"),
+            ("0.5Gi", "512Mi"),
+            ("100Ki", "100Ki"),
+            ("1e3", "1e3"),
+            ("10000e0", "10e3"),
+            ("1E", "1E"),
+            ("0Gi", "0"),
+            ("-1000", "-1k"),
+            ("2.5", "2500m"),
+            ("1.0000000001", "1001m"),
+        ] {
+            let got = super::canonical_in_resource_list(text);
+            assert_eq!(got.as_deref(), Some(kube), "{text}");
+        }
+        assert_eq!(
+            super::canonical("1.0000000001").as_deref(),
+            Some("1000000001n")
+        );
+        assert_eq!(super::canonical("1.2.3"), None);
     }
 
     #[test]

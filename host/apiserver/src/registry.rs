@@ -65,7 +65,7 @@ pub struct Resource {
     pub create_only: bool,
     /// The verbs it serves, as discovery lists them.
     pub verbs: Vec<String>,
-    /// The subresources this server implements for it (`status`, `scale`, `token`), of those
+    /// The subresources this server implements for it ([`SERVED_SUBRESOURCES`]), of those
     /// kube has.
     pub subresources: Vec<String>,
     /// A custom resource's `openAPIV3Schema` per served version, as its CRD gives it (for the
@@ -74,7 +74,15 @@ pub struct Resource {
 }
 
 /// The subresources this server implements, of those kube's discovery lists.
-pub const SERVED_SUBRESOURCES: &[&str] = &["status", "scale", "token"];
+pub const SERVED_SUBRESOURCES: &[&str] = &[
+    "status",
+    "scale",
+    "token",
+    "binding",
+    "eviction",
+    "ephemeralcontainers",
+    "approval",
+];
 
 /// One entry of `data/builtin-resources.json`.
 #[derive(Debug, serde::Deserialize)]

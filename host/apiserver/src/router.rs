@@ -28,17 +28,27 @@ async fn handle(State(inner): State<Arc<Inner>>, req: Request<Body>) -> Response
     use futures::FutureExt;
     // A bug must cost one request a 500, never the server: state changes are applied in one
     // step after every check, so a panic before that leaves the store as it was.
+    let accept = accept(&req);
     let routed = std::panic::AssertUnwindSafe(route(&inner, req))
         .catch_unwind()
         .await;
-    match routed {
+    let response = match routed {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => e.into_response(),
         Err(_) => {
             tracing::error!("apiserver handler panicked");
             ApiError::internal("the request handler panicked").into_response()
         }
-    }
+    };
+    protobuf::negotiate(&accept, response).await
+}
+
+/// The request's `Accept` header, empty when it has none.
+fn accept(req: &Request<Body>) -> String {
+    (req.headers().get(header::ACCEPT))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
 }
 
 fn text(s: &str) -> Response<Body> {
@@ -91,12 +101,7 @@ fn decode_object(ct: &str, body: &[u8]) -> ApiResult<Value> {
 async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Body>> {
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let accept = accept(&req);
     let get = req.method() == Method::GET;
     let user = inner
         .auth
@@ -338,7 +343,12 @@ async fn resource(
         }
         (Method::GET, Some(n)) => handlers::get(inner, &t, &n, shape),
         (Method::GET, None) if handlers::flag(&q, "watch") => {
-            watch::watch(inner, t.clone(), &q, shape)
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            let protobuf = protobuf::preferred(accept.unwrap_or(""));
+            watch::watch(inner, t.clone(), &q, shape, protobuf)
         }
         (Method::GET, None) => handlers::list(inner, &t, &q, shape),
         (Method::POST, None) if t.sub.is_none() => {

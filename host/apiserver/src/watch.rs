@@ -1,4 +1,5 @@
-//! Watch streams: chunked JSON lines of ADDED/MODIFIED/DELETED/BOOKMARK/ERROR events.
+//! Watch streams: chunked JSON lines of ADDED/MODIFIED/DELETED/BOOKMARK/ERROR events, or
+//! length-prefixed protobuf `WatchEvent`s to a client that prefers protobuf.
 //!
 //! A watch starts from a resourceVersion (resuming from the per-resource history, or 410 Expired
 //! when that history no longer reaches back), or with the current state as synthetic ADDED
@@ -18,6 +19,7 @@ use tokio::sync::mpsc;
 
 use super::Inner;
 use super::handlers::{Query, Shape, Target, flag, render, selectors, visible};
+use super::protobuf;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::store::{Event, EventKind};
@@ -27,18 +29,31 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
 /// Default and maximum watch duration (kube-apiserver's `--min-request-timeout` neighbourhood).
 const MAX_TIMEOUT: u64 = 1800;
 
-fn line(kind: &str, obj: &Value) -> Bytes {
+/// How a stream's events are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Json,
+    Protobuf,
+}
+
+/// One event of the stream.
+fn line(encoding: Encoding, kind: &str, obj: &Value) -> Bytes {
+    if encoding == Encoding::Protobuf
+        && let Some(frame) = protobuf::watch_frame(kind, obj)
+    {
+        return Bytes::from(frame);
+    }
     let mut v = serde_json::to_vec(&json!({ "type": kind, "object": obj })).unwrap_or_default();
     v.push(b'\n');
     Bytes::from(v)
 }
 
-fn expired_line(rv: u64, cur: u64) -> Bytes {
+fn expired_line(encoding: Encoding, rv: u64, cur: u64) -> Bytes {
     let e = ApiError::expired(format!("too old resource version: {rv} ({cur})"));
-    line("ERROR", &e.to_status())
+    line(encoding, "ERROR", &e.to_status())
 }
 
-fn bookmark(t: &Target, shape: Shape, rv: u64, initial_end: bool) -> Bytes {
+fn bookmark(encoding: Encoding, t: &Target, shape: Shape, rv: u64, initial_end: bool) -> Bytes {
     let (kind, av) = match shape {
         Shape::Meta | Shape::Table => (
             "PartialObjectMetadata".to_string(),
@@ -51,6 +66,7 @@ fn bookmark(t: &Target, shape: Shape, rv: u64, initial_end: bool) -> Bytes {
         meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
     line(
+        encoding,
         "BOOKMARK",
         &json!({ "kind": kind, "apiVersion": av, "metadata": meta }),
     )
@@ -61,6 +77,7 @@ struct Filter {
     ls: LabelSelector,
     fs: FieldSelector,
     shape: Shape,
+    encoding: Encoding,
 }
 
 impl Filter {
@@ -82,12 +99,33 @@ impl Filter {
                 }
             }
         };
-        Some(line(kind, &render(&self.t, &ev.object, self.shape)))
+        Some(line(
+            self.encoding,
+            kind,
+            &render(&self.t, &ev.object, self.shape),
+        ))
     }
 }
 
-/// Starts a watch and returns the streaming response.
-pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
+/// Starts a watch and returns the streaming response, in protobuf when the client prefers it
+/// and the kind has a protobuf form.
+pub fn watch(
+    inner: &Arc<Inner>,
+    t: Target,
+    q: &Query,
+    shape: Shape,
+    prefers_protobuf: bool,
+) -> ApiResult<Response<Body>> {
+    let (api_version, kind) = match shape {
+        Shape::Full => (t.api_version(), t.res.kind.clone()),
+        Shape::Meta | Shape::Table => ("meta.k8s.io/v1".into(), "PartialObjectMetadata".into()),
+    };
+    let encoding =
+        if prefers_protobuf && shape != Shape::Table && protobuf::has_form(&api_version, &kind) {
+            Encoding::Protobuf
+        } else {
+            Encoding::Json
+        };
     let (ls, fs) = selectors(&t, q)?;
     let bookmarks = flag(q, "allowWatchBookmarks");
     let send_initial = flag(q, "sendInitialEvents");
@@ -130,7 +168,13 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
         ),
         _ => None,
     };
-    let filter = Filter { t, ls, fs, shape };
+    let filter = Filter {
+        t,
+        ls,
+        fs,
+        shape,
+        encoding,
+    };
     let key = filter.t.key();
     let force_expire = inner.faults.take_expire();
     // Take the starting point and the initial state in one critical section so no event is
@@ -167,12 +211,12 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
             return;
         }
         if let Some((rv, cur)) = expired {
-            let _ = tx.send(expired_line(rv, cur)).await;
+            let _ = tx.send(expired_line(encoding, rv, cur)).await;
             return;
         }
         for o in &initial {
             if tx
-                .send(line("ADDED", &render(&filter.t, o, filter.shape)))
+                .send(line(encoding, "ADDED", &render(&filter.t, o, filter.shape)))
                 .await
                 .is_err()
             {
@@ -181,7 +225,7 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
         }
         if send_initial
             && tx
-                .send(bookmark(&filter.t, filter.shape, start, true))
+                .send(bookmark(encoding, &filter.t, filter.shape, start, true))
                 .await
                 .is_err()
         {
@@ -201,7 +245,7 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
                 // watch is the next bookmark tick, and stop holding the server meanwhile.
                 () = tx.closed() => return,
                 _ = tick.tick(), if bookmarks => {
-                    if tx.send(bookmark(&filter.t, filter.shape, last, false)).await.is_err() {
+                    if tx.send(bookmark(encoding, &filter.t, filter.shape, last, false)).await.is_err() {
                         return;
                     }
                 }
@@ -214,7 +258,7 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
                         (st.events_since(&key, last), st.rv)
                     };
                     let Ok(events) = events else {
-                        let _ = tx.send(expired_line(last, cur)).await;
+                        let _ = tx.send(expired_line(encoding, last, cur)).await;
                         return;
                     };
                     for ev in events {
@@ -231,10 +275,17 @@ pub fn watch(inner: &Arc<Inner>, t: Target, q: &Query, shape: Shape) -> ApiResul
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     });
-    Ok(Response::builder()
+    let content_type = match encoding {
+        Encoding::Json => "application/json",
+        Encoding::Protobuf => protobuf::WATCH_MEDIA_TYPE,
+    };
+    let mut response = Response::builder()
         .status(200)
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_TYPE, content_type)
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(Body::from_stream(stream))
-        .unwrap_or_default())
+        .unwrap_or_default();
+    // Already in the negotiated encoding, and endless: not for the router to re-encode.
+    response.extensions_mut().insert(protobuf::Encoded);
+    Ok(response)
 }

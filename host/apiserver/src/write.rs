@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::{
-    check_crd, check_create, check_namespace, check_shape, check_type, check_update, convert_in,
-    decode_yaml, dry_run, invalid, manager, meta_errors, now, random_suffix,
+    check_crd, check_create, check_namespace, check_shape, check_subresource_update, check_type,
+    check_update, convert_in, decode_yaml, dry_run, invalid, manager, meta_errors, now,
+    random_suffix,
 };
 use super::apply::{self, ApplyRequest, Scope};
 use super::defaults;
@@ -18,6 +19,7 @@ use super::delete::{finalize_delete, has_spec_finalizers};
 use super::events;
 use super::handlers::{Query, Target, flag};
 use super::patch::{self, PatchType};
+use super::protobuf;
 use super::registry::crd_status;
 use super::schema;
 use super::status::{ApiError, ApiResult};
@@ -108,6 +110,7 @@ pub fn create_locked(
     } else if let Some(mm) = m.as_object_mut() {
         mm.remove("generation");
     }
+    protobuf::canonical_quantities(&mut obj);
     defaults::apply(st, t, &mut obj, None);
     let m = &mut obj["metadata"];
     if let Some(mm) = m.as_object_mut() {
@@ -127,7 +130,12 @@ pub fn create_locked(
     }
     match (t.res.group.as_str(), t.res.plural.as_str()) {
         // kube-apiserver starts every Pod as Pending (no kubelet here moves it on).
-        ("", "pods") => obj["status"] = json!({"phase": "Pending"}),
+        ("", "pods") => defaults::admit_pod(st, &mut obj)?,
+        // Read back with the phase kube's defaults give them.
+        ("", "persistentvolumeclaims") => obj["status"] = json!({"phase": "Pending"}),
+        ("", "persistentvolumes") => {
+            obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now});
+        }
         ("", "namespaces") => {
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
             obj["spec"]["finalizers"] = json!(["kubernetes"]);
@@ -200,6 +208,20 @@ pub(crate) enum Kind {
     Apply,
 }
 
+/// What an update through `t`'s subresource writes, as the managed-fields scope it is
+/// recorded under: `status`, or one field (kube's strategy for the subresource takes the rest
+/// from the stored object); `None` for the main resource.
+fn subresource_scope(t: &Target) -> Option<Scope> {
+    Some(match t.sub.as_deref()? {
+        "status" => Scope::Status,
+        "ephemeralcontainers" => {
+            Scope::Part("ephemeralcontainers", &["spec", "ephemeralContainers"])
+        }
+        "approval" => Scope::Part("approval", &["status", "conditions"]),
+        _ => return None,
+    })
+}
+
 /// Finishes any update: `new` is the requested full object (body or patched result).
 pub(crate) fn update_locked(
     st: &mut State,
@@ -211,7 +233,9 @@ pub(crate) fn update_locked(
     ua: &str,
 ) -> ApiResult<Value> {
     let name = str_at(cur, "/metadata/name").to_string();
-    let status = t.sub.as_deref() == Some("status");
+    let sub_scope = subresource_scope(t);
+    // Through a subresource, only its part of the object is written.
+    let status = sub_scope.is_some();
     // Optimistic concurrency: a resourceVersion in the request must match.
     let want = str_at(&new, "/metadata/resourceVersion");
     let have = str_at(cur, "/metadata/resourceVersion");
@@ -223,7 +247,23 @@ pub(crate) fn update_locked(
             "the object has been modified; please apply your changes to the latest version and try again",
         ));
     }
-    let mut out = if status {
+    let mut out = if let Some(Scope::Part(_, path)) = sub_scope {
+        let mut o = cur.clone();
+        let pointer: String = path.iter().map(|k| format!("/{k}")).collect();
+        let value = new.pointer(&pointer).cloned().unwrap_or(Value::Null);
+        let (parent, key) = pointer.rsplit_once('/').unwrap_or_default();
+        match o.pointer_mut(parent).and_then(Value::as_object_mut) {
+            Some(m) if value.is_null() => {
+                m.remove(key);
+            }
+            Some(m) => {
+                m.insert(key.to_string(), value);
+            }
+            None if value.is_null() => {}
+            None => o[path[0]][path[1]] = value,
+        }
+        o
+    } else if status {
         let mut o = cur.clone();
         let st_val = new.get("status").cloned().unwrap_or(Value::Null);
         if !st_val.is_object() && !st_val.is_null() {
@@ -271,12 +311,21 @@ pub(crate) fn update_locked(
     // Before the generation and no-op checks: a write that only adds unknown fields changes
     // nothing.
     convert_in(t, &mut out)?;
+    protobuf::canonical_quantities(&mut out);
     if !status {
         defaults::apply(st, t, &mut out, Some(cur));
     }
+    let now = now();
+    match t.sub.as_deref() {
+        Some("ephemeralcontainers") => defaults::ephemeral_containers(&mut out),
+        Some("approval") => defaults::condition_times(&mut out, cur, &now),
+        _ => {}
+    }
     schema::admit(t, &mut out, Some(cur), validation(q)?)?;
-    if !status {
-        check_update(t, &out, cur)?;
+    match sub_scope {
+        None => check_update(t, &out, cur)?,
+        Some(Scope::Part(..)) => check_subresource_update(t, &out, cur)?,
+        Some(_) => {}
     }
     let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
     let fins = |o: &Value| -> Vec<String> {
@@ -309,7 +358,6 @@ pub(crate) fn update_locked(
             .unwrap_or(0);
         out["metadata"]["generation"] = json!(g + 1);
     }
-    let now = now();
     if t.res.plural == "customresourcedefinitions" && !status {
         check_crd(st, &out, Some(cur))?;
         let mut s = crd_status(&out, &now);
@@ -321,13 +369,9 @@ pub(crate) fn update_locked(
     }
     if kind != Kind::Apply {
         let mgr = manager(q, ua);
-        let scope = if status {
-            Scope::Status
-        } else {
-            Scope::Main {
-                status_sub: t.res.status,
-            }
-        };
+        let scope = sub_scope.unwrap_or(Scope::Main {
+            status_sub: t.res.status,
+        });
         apply::record_update(
             Some(cur),
             &mut out,
@@ -514,13 +558,9 @@ pub fn patch(
                 force: flag(q, "force"),
                 api_version: &t.api_version(),
                 custom: t.res.custom,
-                scope: if t.sub.as_deref() == Some("status") {
-                    Scope::Status
-                } else {
-                    Scope::Main {
-                        status_sub: t.res.status,
-                    }
-                },
+                scope: subresource_scope(t).unwrap_or(Scope::Main {
+                    status_sub: t.res.status,
+                }),
                 now: &now(),
             };
             match cur {

@@ -30,7 +30,7 @@ pub fn try_get(addr: &str, path: &str) -> std::io::Result<u16> {
 
 fn try_get_with_headers(addr: &str, path: &str) -> std::io::Result<(u16, String, String)> {
     let mut stream = std::net::TcpStream::connect(addr)?;
-    exchange(&mut stream, addr, path, "")
+    get_over(&mut stream, addr, path, "")
 }
 
 /// `GET path` from `addr` over HTTPS, with `Authorization: Bearer <token>` when given: the
@@ -76,12 +76,12 @@ pub fn try_get_tls(
     let tcp = std::net::TcpStream::connect(addr)?;
     let mut stream = rustls::StreamOwned::new(connection, tcp);
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    exchange(&mut stream, addr, path, &auth)
+    get_over(&mut stream, addr, path, &auth)
 }
 
 /// Sends the request (with `headers`, each line ending in CRLF) and reads the response until
 /// the server closes.
-fn exchange(
+fn get_over(
     stream: &mut (impl Read + Write),
     addr: &str,
     path: &str,
@@ -172,27 +172,41 @@ pub async fn send_raw(
     path: &str,
     body: Vec<u8>,
 ) -> (u16, Vec<String>, serde_json::Value) {
-    let request = ::http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(body)
-        .expect("a request");
-    let response = client
-        .send(request.map(kube::client::Body::from))
-        .await
-        .expect("an answer");
-    let status = response.status().as_u16();
-    let warnings = (response.headers().get_all("warning").iter())
+    let json = [("content-type", "application/json")];
+    let (status, headers, body) = request(client, method, path, &json, body).await;
+    let warnings = (headers.get_all("warning").iter())
         .map(|v| v.to_str().unwrap_or_default().to_string())
         .collect();
-    let body = http_body_util::BodyExt::collect(response.into_body())
-        .await
-        .expect("the body")
-        .to_bytes();
     (
         status,
         warnings,
         serde_json::from_slice(&body).unwrap_or_default(),
     )
+}
+
+/// One request with `headers` and a body of any media type: the status, the response's
+/// headers and its body as bytes.
+pub async fn request(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (u16, ::http::HeaderMap, Vec<u8>) {
+    let mut request = ::http::Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(body).expect("a request");
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("an answer");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("the body")
+        .to_bytes();
+    (status, headers, body.to_vec())
 }

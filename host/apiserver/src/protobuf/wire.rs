@@ -1,6 +1,6 @@
-//! The protobuf wire format: varints, field keys and length-delimited payloads, split into
-//! `(field number, value)` pairs. Fixed-width fields are skipped (no kind decoded here has
-//! one), never an error.
+//! The protobuf wire format: reading a message into `(field number, value)` pairs, and
+//! writing fields. Hand-written, as the format is four rules and the codec above it is driven by
+//! the field table rather than by generated types (the protobuf crates expect the latter).
 
 use crate::status::{ApiError, ApiResult};
 
@@ -12,6 +12,8 @@ pub(super) fn bad(what: &str) -> ApiError {
 /// One field's value on the wire.
 pub(super) enum Wire<'a> {
     Varint(u64),
+    Fixed64(u64),
+    Fixed32(u32),
     Bytes(&'a [u8]),
 }
 
@@ -36,6 +38,15 @@ impl<'a> Reader<'a> {
         Err(bad("varint too long"))
     }
 
+    fn fixed<const N: usize>(&mut self) -> ApiResult<[u8; N]> {
+        let (head, rest) = self
+            .buf
+            .split_first_chunk::<N>()
+            .ok_or_else(|| bad("truncated fixed field"))?;
+        self.buf = rest;
+        Ok(*head)
+    }
+
     fn next(&mut self) -> ApiResult<Option<(u64, Wire<'a>)>> {
         if self.buf.is_empty() {
             return Ok(None);
@@ -44,14 +55,8 @@ impl<'a> Reader<'a> {
         let (num, ty) = (key >> 3, key & 7);
         let wire = match ty {
             0 => Wire::Varint(self.varint()?),
-            1 | 5 => {
-                let n = if ty == 1 { 8 } else { 4 };
-                if self.buf.len() < n {
-                    return Err(bad("truncated fixed field"));
-                }
-                self.buf = &self.buf[n..];
-                Wire::Varint(0)
-            }
+            1 => Wire::Fixed64(u64::from_le_bytes(self.fixed()?)),
+            5 => Wire::Fixed32(u32::from_le_bytes(self.fixed()?)),
             2 => {
                 let len = usize::try_from(self.varint()?).map_err(|_| bad("length"))?;
                 if self.buf.len() < len {
@@ -81,21 +86,47 @@ pub(super) fn string(b: &[u8]) -> ApiResult<String> {
     String::from_utf8(b.to_vec()).map_err(|_| bad("invalid UTF-8"))
 }
 
-/// Standard base64 (JSON's encoding of `bytes` fields).
-pub(super) fn base64(b: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::with_capacity(b.len().div_ceil(3) * 4);
-    for c in b.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                s.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                s.push('=');
-            }
-        }
+/// The varints of a packed repeated field.
+pub(super) fn packed(buf: &[u8]) -> ApiResult<Vec<u64>> {
+    let mut r = Reader { buf };
+    let mut out = Vec::new();
+    while !r.buf.is_empty() {
+        out.push(r.varint()?);
     }
-    s
+    Ok(out)
+}
+
+/// Appends a varint.
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends a varint field (negative integers as their 64-bit two's complement, as Go writes
+/// `int32` and `int64`).
+pub(super) fn put_int(out: &mut Vec<u8>, number: u64, v: u64) {
+    put_varint(out, number << 3);
+    put_varint(out, v);
+}
+
+/// Appends a length-delimited field.
+pub(super) fn put_bytes(out: &mut Vec<u8>, number: u64, payload: &[u8]) {
+    put_varint(out, (number << 3) | 2);
+    put_varint(out, payload.len() as u64);
+    out.extend_from_slice(payload);
+}
+
+/// Appends a fixed 64-bit field.
+pub(super) fn put_fixed64(out: &mut Vec<u8>, number: u64, v: u64) {
+    put_varint(out, (number << 3) | 1);
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Appends a fixed 32-bit field.
+pub(super) fn put_fixed32(out: &mut Vec<u8>, number: u64, v: u32) {
+    put_varint(out, (number << 3) | 5);
+    out.extend_from_slice(&v.to_le_bytes());
 }

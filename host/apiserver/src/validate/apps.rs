@@ -403,3 +403,11 @@ pub(super) fn replication_controller(obj: &Value, errs: &mut Errors) {
     pod::template(template, "spec.template", errs);
     always_restarts(template, "ReplicationController", errs);
 }
+
+/// A ControllerRevision (`ValidateControllerRevisionCreate`): data, a revision not below zero.
+pub(super) fn controller_revision(obj: &Value, errs: &mut Errors) {
+    if obj["data"].is_null() {
+        errs.push(FieldError::required("data", "data is mandatory"));
+    }
+    nonnegative(errs, "revision", obj["revision"].as_i64());
+}

@@ -1,5 +1,7 @@
 //! Services, PersistentVolumeClaims, ConfigMaps and Secrets (`pkg/apis/core/validation`).
 
+use std::collections::BTreeSet;
+
 use base64::Engine as _;
 use serde_json::Value;
 use wasmctrl_scope::validation::{self as rules, FieldError};
@@ -485,4 +487,75 @@ pub(super) fn secret_update(new: &Value, old: &Value, errs: &mut Errors) {
     }
     immutable_data(new, old, &["data"], errs);
     secret(new, errs);
+}
+
+/// An update through `certificatesigningrequests/{name}/approval`
+/// (`ValidateCertificateSigningRequestApprovalUpdate`): each condition typed, Approved, Denied
+/// and Failed only `True`, never both Approved and Denied, no type twice; and none of those
+/// three taken away once there.
+pub(super) fn approval_update(new: &Value, old: &Value, errs: &mut Errors) {
+    const DECISIONS: &[&str] = &["Approved", "Denied", "Failed"];
+    let mut seen = BTreeSet::new();
+    let (mut approved, mut denied) = (false, false);
+    for (i, c) in items(&new["status"], "conditions").iter().enumerate() {
+        let path = format!("status.conditions[{i}]");
+        let kind = text(c, "type");
+        if kind.is_empty() {
+            errs.push(FieldError::required(format!("{path}.type"), ""));
+        }
+        let allowed: &[&str] = if DECISIONS.contains(&kind) {
+            &["True"]
+        } else {
+            &["False", "True", "Unknown"]
+        };
+        match text(c, "status") {
+            "" => errs.push(FieldError::required(format!("{path}.status"), "")),
+            s if !allowed.contains(&s) => {
+                errs.push(FieldError::not_supported(
+                    format!("{path}.status"),
+                    s,
+                    allowed,
+                ));
+            }
+            _ => {}
+        }
+        let exclusive = match kind {
+            "Approved" => {
+                approved = true;
+                denied
+            }
+            "Denied" => {
+                denied = true;
+                approved
+            }
+            _ => false,
+        };
+        if exclusive {
+            errs.push(FieldError::invalid(
+                format!("{path}.type"),
+                kind,
+                "Approved and Denied conditions are mutually exclusive",
+            ));
+        }
+        if !seen.insert(kind) {
+            errs.push(FieldError::duplicate(
+                format!("{path}.type"),
+                rules::quote(kind),
+            ));
+        }
+    }
+    for kind in DECISIONS {
+        let had = items(&old["status"], "conditions")
+            .iter()
+            .any(|c| text(c, "type") == *kind);
+        if had && !seen.contains(kind) {
+            errs.push(FieldError::forbidden(
+                "status.conditions",
+                format!(
+                    "updates may not remove a condition of type {}",
+                    rules::quote(kind)
+                ),
+            ));
+        }
+    }
 }

@@ -42,6 +42,7 @@ pub(crate) fn create(group: &str, kind: &str, obj: &Value) -> Errors {
         ("apps", "ReplicaSet") => apps::replica_set(obj, &mut errs),
         ("apps", "StatefulSet") => apps::stateful_set(obj, &mut errs),
         ("apps", "DaemonSet") => apps::daemon_set(obj, &mut errs),
+        ("apps", "ControllerRevision") => apps::controller_revision(obj, &mut errs),
         ("batch", "Job") => batch::job(obj, &mut errs),
         ("batch", "CronJob") => batch::cron_job(obj, None, &mut errs),
         ("networking.k8s.io", "Ingress") => networking::ingress(obj, &mut errs),
@@ -90,6 +91,26 @@ pub(crate) fn update(group: &str, kind: &str, new: &Value, old: &Value) -> Error
             }
         }
         _ => errs.extend(create(group, kind, new)),
+    }
+    errs
+}
+
+/// What kube refuses of an update through subresource `sub` that writes one part of the
+/// object: a Pod's ephemeral containers, a CSR's approval conditions.
+pub(crate) fn subresource_update(
+    group: &str,
+    kind: &str,
+    sub: &str,
+    new: &Value,
+    old: &Value,
+) -> Errors {
+    let mut errs = Errors::new();
+    match (group, kind, sub) {
+        ("", "Pod", "ephemeralcontainers") => pod::ephemeral_containers_update(new, old, &mut errs),
+        ("certificates.k8s.io", "CertificateSigningRequest", "approval") => {
+            core::approval_update(new, old, &mut errs);
+        }
+        _ => {}
     }
     errs
 }

@@ -516,3 +516,92 @@ pub(super) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
         ));
     }
 }
+
+/// What an ephemeral container may not set, in the order of kube's Container type (kube's
+/// `allowedEphemeralContainerFields` lists the rest): an ephemeral container may not be relied
+/// on for the Pod's own service.
+const NOT_EPHEMERAL: &[&str] = &[
+    "ports",
+    "resources",
+    "resizePolicy",
+    "restartPolicy",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+];
+
+/// An update through `pods/{name}/ephemeralcontainers`
+/// (`ValidatePodEphemeralContainersUpdate`): every ephemeral container a valid container of
+/// only the fields it may set, named unlike the Pod's other containers, aimed at one of them;
+/// those already there neither removed nor changed.
+pub(super) fn ephemeral_containers_update(new: &Value, old: &Value, errs: &mut Errors) {
+    let spec = &new["spec"];
+    let volumes = volumes(items(spec, "volumes"), "spec.volumes", &mut Errors::new());
+    let others: BTreeSet<&str> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|k| items(spec, k))
+        .map(|c| text(c, "name"))
+        .collect();
+    let mut names = others.clone();
+    let ephemeral = items(spec, "ephemeralContainers");
+    for (i, c) in ephemeral.iter().enumerate() {
+        let path = format!("spec.ephemeralContainers[{i}]");
+        container(c, &volumes, &path, errs);
+        let name = text(c, "name");
+        if !names.insert(name) {
+            errs.push(FieldError::duplicate(
+                format!("{path}.name"),
+                rules::quote(name),
+            ));
+        }
+        let target = text(c, "targetContainerName");
+        if !target.is_empty() && !others.contains(target) {
+            errs.push(FieldError::not_found(
+                format!("{path}.targetContainerName"),
+                target,
+            ));
+        }
+        for field in NOT_EPHEMERAL {
+            let zero = match &c[field] {
+                Value::Null => true,
+                Value::Object(m) => m.is_empty(),
+                Value::Array(a) => a.is_empty(),
+                Value::String(s) => s.is_empty(),
+                Value::Bool(b) => !b,
+                Value::Number(n) => n.as_f64() == Some(0.0),
+            };
+            if !zero {
+                errs.push(FieldError::forbidden(
+                    format!("{path}.{field}"),
+                    "cannot be set for an Ephemeral Container",
+                ));
+            }
+        }
+        for (j, m) in items(c, "volumeMounts").iter().enumerate() {
+            for key in ["subPath", "subPathExpr"] {
+                if !text(m, key).is_empty() {
+                    errs.push(FieldError::forbidden(
+                        format!("{path}.volumeMounts[{j}].{key}"),
+                        "cannot be set for an Ephemeral Container",
+                    ));
+                }
+            }
+        }
+    }
+    for before in items(&old["spec"], "ephemeralContainers") {
+        let name = text(before, "name");
+        let message = match ephemeral.iter().find(|c| text(c, "name") == name) {
+            None => format!(
+                "existing ephemeral containers {} may not be removed\n",
+                rules::quote(name)
+            ),
+            Some(now) if now != before => format!(
+                "existing ephemeral containers {} may not be changed\n-{before}\n+{now}",
+                rules::quote(name)
+            ),
+            Some(_) => continue,
+        };
+        errs.push(FieldError::forbidden("spec.ephemeralContainers", message));
+    }
+}
