@@ -8,14 +8,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Manager, Tuning};
-use wasmctrl::runtime::{Config, Runtime};
+use wasmctrl::controller::Manager;
 
 /// An in-process server with the `Thing` CRD and the hostile plugin in `warn` mode (a status
 /// write and the same Warning `NotReady` on every reconcile, requeued after 10 ms), named
@@ -24,11 +22,8 @@ async fn warning_plugin(name: &str) -> (ApiServer, Manager, Api<DynamicObject>) 
     let server = ApiServer::new().unwrap();
     let client = server.client();
     common::things::install(&client).await;
-    let runtime = Runtime::new(Config::default()).unwrap();
     let settings = json!({"mode": "warn", "afterMs": 10, "name": name});
-    let plugin = common::load_plugin(&runtime, "hostile", &settings);
-    let host = Manager::new(common::rbac_client(&server, &[&plugin]).await);
-    host.upsert(Arc::new(plugin), Tuning::default()).await;
+    let host = common::host_of(&server, "hostile", &settings).await;
     (server, host, common::things::api(&client))
 }
 

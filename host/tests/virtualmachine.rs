@@ -7,15 +7,12 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Manager, Tuning};
-use wasmctrl::runtime::{Config, Runtime};
 
 fn vm_api(client: &kube::Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
@@ -52,17 +49,8 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
         .await
         .unwrap();
 
-    let runtime = Runtime::new(Config::default()).unwrap();
-    let plugin = runtime
-        .load(
-            "virtualmachine.wasm",
-            &common::plugin_bytes("virtualmachine"),
-            "{}",
-        )
-        .unwrap();
     // The host holds only the RBAC generated from what the plugin declares.
-    let host = Manager::new(common::rbac_client(&server, &[&plugin]).await);
-    host.upsert(Arc::new(plugin), Tuning::default()).await;
+    let host = common::host_of(&server, "virtualmachine", &json!({})).await;
 
     let status = common::eventually(20, "status.phase Active", || async {
         status_of(&vms, "test-vm")

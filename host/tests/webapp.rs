@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -19,8 +18,6 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Manager, Tuning};
-use wasmctrl::runtime::{Config, Runtime};
 
 fn crd() -> Value {
     let spec = json!({"type": "object", "required": ["image"], "properties": {
@@ -65,13 +62,8 @@ async fn a_plugin_owning_a_statefulset_service_and_claim_reconciles_in_dev_mode(
     .await
     .unwrap();
 
-    let runtime = Runtime::new(Config::default()).unwrap();
-    let plugin = runtime
-        .load("webapp.wasm", &common::plugin_bytes("webapp"), "{}")
-        .unwrap();
     // The host holds only the RBAC generated from what the plugin declares.
-    let host = Manager::new(common::rbac_client(&server, &[&plugin]).await);
-    host.upsert(Arc::new(plugin), Tuning::default()).await;
+    let host = common::host_of(&server, "webapp", &json!({})).await;
 
     // The status is what the plugin read back of its children: the Service's cluster IP, the
     // claim's phase and the StatefulSet's defaults and quantities, as the server stores them.

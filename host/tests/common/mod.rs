@@ -169,6 +169,22 @@ pub mod things {
     }
 }
 
+/// A host running the built plugin `name` (with `settings`) against the in-process `server`,
+/// holding only the RBAC its manifest implies, as a deployment's host does.
+pub async fn host_of(
+    server: &wasmctrl::apiserver::ApiServer,
+    name: &str,
+    settings: &serde_json::Value,
+) -> wasmctrl::controller::Manager {
+    let runtime =
+        wasmctrl::runtime::Runtime::new(wasmctrl::runtime::Config::default()).expect("a runtime");
+    let plugin = load_plugin(&runtime, name, settings);
+    let host = wasmctrl::controller::Manager::new(rbac_client(server, &[&plugin]).await);
+    host.upsert(Arc::new(plugin), wasmctrl::controller::Tuning::default())
+        .await;
+    host
+}
+
 /// A client of the in-process `server` as ServiceAccount `wasmctrl/wasmctrl`, holding only the
 /// RBAC `wasmctrl rbac` generates for `plugins` (CRDs from `examples/`), applied first.
 pub async fn rbac_client(
