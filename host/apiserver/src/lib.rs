@@ -67,8 +67,9 @@
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources get
 //! their structural schema's pruning, types, `default`s, `format`s, list types and CEL rules
-//! (`schema`), but not `allOf`/`anyOf`/`oneOf`/`not`, CEL's Kubernetes libraries
-//! (`isURL`, `quantity`, ...) or CEL cost limits; CRD versions share storage and are converted
+//! (`schema`, with `messageExpression`s and the most used of kube's CEL libraries), but not
+//! `allOf`/`anyOf`/`oneOf`/`not`, kube's typed CEL values (`quantity()`, `url()`, `ip()`) or
+//! CEL cost limits; CRD versions share storage and are converted
 //! by rewriting `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current
 //! resourceVersion; the specs of some built-in kinds (Nodes, PersistentVolumes,
 //! StorageClasses, ...) are stored without kube's validation, and `validate` leaves out some of

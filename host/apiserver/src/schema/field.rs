@@ -43,6 +43,15 @@ pub fn invalid(field: &str, value: &Value, detail: &str) -> Cause {
     )
 }
 
+/// `field.Invalid` of a value kube prints as a Go structure (`printed`).
+pub fn invalid_printed(field: &str, printed: &str, detail: &str) -> Cause {
+    cause(
+        "FieldValueInvalid",
+        field,
+        format!("Invalid value: {printed}: {detail}"),
+    )
+}
+
 /// `field.TypeInvalid` (worded like `Invalid`, with its own reason).
 pub fn type_invalid(field: &str, value: &Value, detail: &str) -> Cause {
     cause(

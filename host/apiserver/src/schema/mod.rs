@@ -304,21 +304,38 @@ impl Schema {
     }
 }
 
-/// The schemas of a CRD's versions (`spec.versions[i].schema.openAPIV3Schema`), or the causes
-/// that make them unusable, with the field paths kube-apiserver reports for the CRD.
+/// The schemas of a CRD's versions, or the causes that make them unusable, with the field
+/// paths kube-apiserver reports for the CRD: `spec.validation.openAPIV3Schema` when every
+/// version has the same schema (kube's internal form holds it once then), else
+/// `spec.versions[i].schema.openAPIV3Schema`.
 pub fn crd_schemas(crd: &Value) -> Result<BTreeMap<String, Schema>, Vec<Cause>> {
     let mut out = BTreeMap::new();
     let mut errs = Vec::new();
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
-    for (i, v) in versions.into_iter().flatten().enumerate() {
-        let (Some(name), Some(raw)) = (
-            v.get("name").and_then(Value::as_str),
-            v.pointer("/schema/openAPIV3Schema"),
-        ) else {
-            continue;
+    let versions: Vec<(&str, Option<&Value>)> = (crd.pointer("/spec/versions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let name = v.get("name").and_then(Value::as_str)?;
+            Some((name, v.pointer("/schema/openAPIV3Schema")))
+        })
+        .collect();
+    let shared = match versions.first() {
+        Some((_, Some(first))) if versions.iter().all(|(_, s)| *s == Some(*first)) => Some(
+            Schema::parse(first, "spec.validation.openAPIV3Schema", &mut errs),
+        ),
+        _ => None,
+    };
+    for (i, (name, raw)) in versions.iter().enumerate() {
+        let schema = match (&shared, raw) {
+            (Some(shared), _) => shared.clone(),
+            (None, Some(raw)) => {
+                let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+                Schema::parse(raw, &path, &mut errs)
+            }
+            (None, None) => continue,
         };
-        let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-        out.insert(name.to_string(), Schema::parse(raw, &path, &mut errs));
+        out.insert((*name).to_string(), schema);
     }
     if errs.is_empty() { Ok(out) } else { Err(errs) }
 }

@@ -370,7 +370,7 @@ fn crd_schema_errors_name_the_schema_field() {
     assert_eq!(errs.len(), 2, "{errs:?}");
     assert_eq!(
         errs[0].field,
-        "spec.versions[0].schema.openAPIV3Schema.properties[a].type"
+        "spec.validation.openAPIV3Schema.properties[a].type"
     );
     assert_eq!(
         errs[0].message,
@@ -378,7 +378,7 @@ fn crd_schema_errors_name_the_schema_field() {
     );
     assert_eq!(
         errs[1].field,
-        "spec.versions[0].schema.openAPIV3Schema.properties[b].pattern"
+        "spec.validation.openAPIV3Schema.properties[b].pattern"
     );
     assert!(
         errs[1]
@@ -386,6 +386,22 @@ fn crd_schema_errors_name_the_schema_field() {
             .starts_with(r#"Invalid value: "(": must be a valid regular expression, but isn't: error parsing regexp: "#),
         "{}",
         errs[1].message
+    );
+    // Versions of different schemas are named each by its own path, as kube names them.
+    let two = json!({"spec": {"versions": [
+        {"name": "v1", "schema": {"openAPIV3Schema": {"type": "strin"}}},
+        {"name": "v2", "schema": {"openAPIV3Schema": {"type": "objec"}}}]}});
+    let fields: Vec<String> = crd_schemas(&two)
+        .unwrap_err()
+        .into_iter()
+        .map(|c| c.field)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.versions[0].schema.openAPIV3Schema.type",
+            "spec.versions[1].schema.openAPIV3Schema.type"
+        ]
     );
     let ok = json!({"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
     assert_eq!(crd_schemas(&ok).unwrap().len(), 1);
