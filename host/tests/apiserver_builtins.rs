@@ -932,7 +932,9 @@ async fn protobuf_clients_get_objects_lists_errors_and_watches_in_protobuf() {
     assert_eq!((status, ct.as_str()), (404, PROTOBUF));
     assert!(contains(&body, b"Status") && contains(&body, b"NotFound"));
 
-    let watch = format!("{path}?watch=1&resourceVersion=0&timeoutSeconds=1");
+    let watch = format!(
+        "{path}?watch=1&resourceVersion=0&timeoutSeconds=1&fieldSelector=metadata.name%3Dsettings"
+    );
     let (status, ct, body) = exchange(&client, "GET", &watch, &prefer, vec![]).await;
     assert_eq!(
         (status, ct.as_str()),

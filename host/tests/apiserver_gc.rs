@@ -151,3 +151,133 @@ async fn namespace_deletion_cleans_up() {
     .unwrap();
     assert!(gone(&nss, "tmp").await);
 }
+
+/// Polls until `api` has `name`, for up to five seconds.
+async fn appears<K>(api: &Api<K>, name: &str) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for _ in 0..100 {
+        if let Ok(Some(o)) = api.get_opt(name).await {
+            return o;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{name} did not appear");
+}
+
+/// As kube-controller-manager's ServiceAccounts controller and root CA publisher: every
+/// namespace, present or new, has a `default` ServiceAccount (made again when deleted) and
+/// `kube-root-ca.crt`; and Pods are admitted as kube's ServiceAccount plugin admits them (read
+/// off kube 1.32): run by `default` unless they name an account, which must exist, with the
+/// projected `kube-api-access-*` volume mounted in each container unless automounting is off.
+#[tokio::test]
+async fn namespaces_get_their_service_account_and_pods_run_as_it() {
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    let server = ApiServer::builder().service_accounts(true).build().unwrap();
+    let client = server.client();
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "kube-system");
+    appears(&accounts, "default").await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let team: Namespace = serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &team)
+        .await
+        .unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "team");
+    let first = appears(&accounts, "default").await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
+    let root = appears(&maps, "kube-root-ca.crt").await;
+    let ca = &root.data.unwrap()["ca.crt"];
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
+    accounts
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut again = appears(&accounts, "default").await;
+    for _ in 0..100 {
+        if again.uid() != first.uid() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        again = appears(&accounts, "default").await;
+    }
+    assert_ne!(
+        again.uid(),
+        first.uid(),
+        "the deleted account is made again"
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
+    let pod = |name: &str, extra: serde_json::Value| -> Pod {
+        let mut p = json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": "app", "image": "busybox"}],
+                "initContainers": [{"name": "init", "image": "busybox"}]}});
+        json_patch::merge(&mut p["spec"], &extra);
+        serde_json::from_value(p).unwrap()
+    };
+    let made = pods
+        .create(&PostParams::default(), &pod("p1", json!({})))
+        .await
+        .unwrap();
+    let spec = made.spec.unwrap();
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    assert_eq!(spec.service_account.as_deref(), Some("default"));
+    let volume = &spec.volumes.unwrap()[0];
+    assert!(
+        volume.name.starts_with("kube-api-access-"),
+        "{}",
+        volume.name
+    );
+    let sources = volume.projected.as_ref().unwrap().sources.as_ref().unwrap();
+    assert_eq!(
+        sources[0]
+            .service_account_token
+            .as_ref()
+            .unwrap()
+            .expiration_seconds,
+        Some(3607)
+    );
+    assert_eq!(
+        sources[1].config_map.as_ref().unwrap().name,
+        "kube-root-ca.crt"
+    );
+    for c in spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+    {
+        let mount = &c.volume_mounts.as_ref().unwrap()[0];
+        assert_eq!(mount.name, volume.name);
+        assert_eq!(
+            mount.mount_path,
+            "/var/run/secrets/kubernetes.io/serviceaccount"
+        );
+        assert_eq!(mount.read_only, Some(true));
+    }
+    let quiet = pods
+        .create(
+            &PostParams::default(),
+            &pod("p2", json!({"automountServiceAccountToken": false})),
+        )
+        .await
+        .unwrap();
+    assert!(quiet.spec.unwrap().volumes.is_none());
+    let e = pods
+        .create(
+            &PostParams::default(),
+            &pod("p3", json!({"serviceAccountName": "bot"})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = e else {
+        panic!("{e}")
+    };
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (
+            403,
+            "pods \"p3\" is forbidden: error looking up service account team/bot: serviceaccount \"bot\" not found"
+        )
+    );
+}

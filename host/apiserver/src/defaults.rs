@@ -445,11 +445,16 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
 /// its QoS class) and the admission plugins every cluster enables that change it: `Priority`
 /// (its priority from its PriorityClass, or from the global default one, or 0) and
 /// `DefaultTolerationSeconds` (five minutes on not-ready and unreachable nodes).
-/// `ServiceAccount` is not among them: it refuses Pods whose namespace has no `default`
-/// ServiceAccount, which nothing here creates.
+/// Where a controller keeps namespaces' ServiceAccounts (`State::service_accounts`), also
+/// `ServiceAccount`: the Pod runs as its account (`default` unless it names one), which must
+/// exist, with the account's token, the server's authority and its namespace mounted unless
+/// the Pod or the account turns automounting off.
 pub(crate) fn admit_pod(st: &State, pod: &mut Value) -> ApiResult<()> {
     pod["status"] = json!({"phase": "Pending", "qosClass": qos_class(&pod["spec"])});
     let pod_name = str_at(pod, "/metadata/name").to_string();
+    if st.service_accounts {
+        service_account(st, pod, &pod_name)?;
+    }
     let spec = spec(pod);
     let classes = (
         String::from("scheduling.k8s.io"),
@@ -540,6 +545,60 @@ pub(crate) fn condition_times(csr: &mut Value, old: &Value, now: &str) {
             c["lastTransitionTime"] = if at.is_null() { json!(now) } else { at };
         }
     }
+}
+
+/// Where kube mounts a Pod's service-account credentials.
+const ACCOUNT_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// kube's `ServiceAccount` admission of a new Pod.
+fn service_account(st: &State, pod: &mut Value, pod_name: &str) -> ApiResult<()> {
+    let namespace = str_at(pod, "/metadata/namespace").to_string();
+    let spec = spec(pod);
+    let name = [&spec["serviceAccountName"], &spec["serviceAccount"]]
+        .into_iter()
+        .find_map(|n| n.as_str().filter(|n| !n.is_empty()))
+        .unwrap_or("default")
+        .to_string();
+    spec["serviceAccountName"] = json!(name);
+    spec["serviceAccount"] = json!(name);
+    let accounts = (String::new(), "serviceaccounts".to_string());
+    let Some(account) = st.get(&accounts, &namespace, &name) else {
+        let message = format!(
+            "pods \"{pod_name}\" is forbidden: error looking up service account \
+             {namespace}/{name}: serviceaccount \"{name}\" not found"
+        );
+        return Err(ApiError::new(403, "Forbidden", message));
+    };
+    let automount = spec["automountServiceAccountToken"]
+        .as_bool()
+        .or_else(|| account["automountServiceAccountToken"].as_bool())
+        .unwrap_or(true);
+    let mounted = ["containers", "initContainers"].iter().any(|k| {
+        (spec[*k].as_array().into_iter().flatten())
+            .flat_map(|c| c["volumeMounts"].as_array().into_iter().flatten())
+            .any(|m| m["mountPath"] == ACCOUNT_MOUNT)
+    });
+    if !automount || mounted {
+        return Ok(());
+    }
+    let volume = format!("kube-api-access-{}", super::admission::random_suffix());
+    let mut volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
+    volumes.push(
+        json!({"name": volume, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}),
+    );
+    spec["volumes"] = json!(volumes);
+    for key in ["initContainers", "containers"] {
+        each(spec, key, |c| {
+            let mut mounts = c["volumeMounts"].as_array().cloned().unwrap_or_default();
+            mounts.push(json!({"name": volume, "readOnly": true, "mountPath": ACCOUNT_MOUNT}));
+            c["volumeMounts"] = json!(mounts);
+        });
+    }
+    Ok(())
 }
 
 /// A Pod's QoS class as kube computes it from its containers' CPU and memory: BestEffort with

@@ -1,8 +1,9 @@
 //! Optional background controllers: owner-reference garbage collection (background
-//! propagation: an object whose owners are all gone is deleted) and namespace cleanup (a
-//! terminating namespace has its objects deleted, then disappears).
+//! propagation: an object whose owners are all gone is deleted), namespace cleanup (a
+//! terminating namespace has its objects deleted, then disappears) and each namespace's
+//! ServiceAccount and root CA (`accounts`).
 //!
-//! Both run as one task that wakes on every write (debounced) and on a slow timer, and act
+//! They run as one task that wakes on every write (debounced) and on a slow timer, and act
 //! through the same delete path as API requests, so finalizers are respected.
 
 use std::collections::HashSet;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Inner;
+use super::accounts;
 use super::delete;
 use super::handlers::Target;
 use super::registry::ResKey;
@@ -28,26 +30,42 @@ fn target_for(st: &State, key: &ResKey) -> Option<Target> {
     })
 }
 
+/// Which controllers run.
+#[derive(Clone, Copy)]
+pub(crate) struct Controllers {
+    pub gc: bool,
+    pub namespaces: bool,
+    pub accounts: bool,
+}
+
 /// The controller loop; ends when the server is dropped.
-pub(crate) async fn run(inner: Weak<Inner>, gc: bool, namespaces: bool) {
+pub(crate) async fn run(inner: Weak<Inner>, on: Controllers) {
     let mut rx = match inner.upgrade() {
         Some(i) => i.store.subscribe(),
         None => return,
     };
+    let mut first = true;
     loop {
-        let _ = tokio::time::timeout(Duration::from_secs(1), rx.changed()).await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The first pass at once: the namespaces there at start-up get their accounts.
+        if !std::mem::take(&mut first) {
+            let _ = tokio::time::timeout(Duration::from_secs(1), rx.changed()).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let Some(inner) = inner.upgrade() else { return };
-        if gc {
+        if on.gc {
             pass(&inner, collect_garbage);
         }
-        if namespaces {
+        if on.namespaces {
             pass(&inner, clean_namespaces);
+        }
+        if on.accounts {
+            let ca = inner.tls.ca_pem.clone();
+            pass(&inner, |st| accounts::ensure(st, &ca));
         }
     }
 }
 
-fn pass(inner: &Arc<Inner>, f: fn(&mut State) -> bool) {
+fn pass(inner: &Arc<Inner>, f: impl FnOnce(&mut State) -> bool) {
     let mut st = inner.store.lock();
     let changed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut st)));
     if changed.unwrap_or_else(|_| {

@@ -33,7 +33,7 @@
 //!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
 //!    (discovery, OpenAPI v3), `swagger` (OpenAPI v2), `reviews` (access and token reviews), `gc` (owner-reference GC
-//!    and namespace cleanup).
+//!    and namespace cleanup), `accounts` (namespaces' ServiceAccounts and root CA).
 //! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
 //!    kubeconfig).
 //!
@@ -61,8 +61,10 @@
 //! response bodies, lists, errors and watch streams, from a field table generated from
 //! k8s.io/api's Go types), and leave this server as kube's Go types write them (`status: {}`,
 //! quantities in canonical form). Pods are created as kube's default admission plugins leave
-//! them (QoS class, priority, default tolerations; not `ServiceAccount`, which needs a
-//! namespace's `default` ServiceAccount that nothing creates here).
+//! them (QoS class, priority, default tolerations) and, where `Builder::service_accounts` keeps
+//! each namespace's `default` ServiceAccount and `kube-root-ca.crt` (`accounts`, as `wasmctrl
+//! dev` and `wasmctrl apiserver` do), as the `ServiceAccount` plugin does (the account's token
+//! mounted).
 //!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources get
@@ -76,13 +78,14 @@
 //! kube's checks of the kinds it covers (volume sources' own fields, probes, security
 //! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,
 //! `eviction` and `ephemeralcontainers`, a CSR's `approval` (no `log`, `exec`, `attach`,
-//! `portforward`, `proxy`, `resize`); no controllers of kube's own (no default ServiceAccount
-//! per namespace, no ReplicaSets from Deployments, no protection finalizers on claims and
-//! volumes); ComponentStatuses are served but none exist; field selectors are those kube
+//! `portforward`, `proxy`, `resize`); of kube's controllers only garbage collection, namespace
+//! deletion and the namespaces' accounts (no ReplicaSets from Deployments, no protection
+//! finalizers on claims and volumes); ComponentStatuses are served but none exist; field selectors are those kube
 //! registers: `metadata.name`, `metadata.namespace`, each built-in kind's own (`selector`) and
 //! CRDs' `selectableFields`;
 //! HTTPS with the server's own authority only (no client certificates).
 
+mod accounts;
 mod admin;
 mod admission;
 mod apply;
@@ -183,6 +186,7 @@ pub struct Builder {
     data_dir: Option<PathBuf>,
     gc: bool,
     namespace_cleanup: bool,
+    service_accounts: bool,
     admin: bool,
 }
 
@@ -193,6 +197,7 @@ impl Default for Builder {
             data_dir: None,
             gc: false,
             namespace_cleanup: false,
+            service_accounts: false,
             admin: false,
         }
     }
@@ -220,6 +225,15 @@ impl Builder {
     /// Run the namespace controller (deleting a namespace deletes its objects, then it).
     pub fn namespace_cleanup(mut self, on: bool) -> Self {
         self.namespace_cleanup = on;
+        self
+    }
+
+    /// Keep a `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace
+    /// (kube-controller-manager's ServiceAccounts controller and root CA publisher), and admit
+    /// Pods as kube's `ServiceAccount` admission plugin does: run by that account, which must
+    /// exist, its token mounted unless automounting is off.
+    pub fn service_accounts(mut self, on: bool) -> Self {
+        self.service_accounts = on;
         self
     }
 
@@ -257,6 +271,7 @@ impl Builder {
             })?;
         }
         seed_policy(&store);
+        store.lock().service_accounts = self.service_accounts;
         let inner = Arc::new(Inner {
             store,
             faults: Arc::new(Faults::default()),
@@ -268,13 +283,14 @@ impl Builder {
             tls,
             released: tokio::sync::watch::Sender::new(()),
         });
-        if self.gc || self.namespace_cleanup {
+        if self.gc || self.namespace_cleanup || self.service_accounts {
             let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-            rt.spawn(gc::run(
-                Arc::downgrade(&inner),
-                self.gc,
-                self.namespace_cleanup,
-            ));
+            let controllers = gc::Controllers {
+                gc: self.gc,
+                namespaces: self.namespace_cleanup,
+                accounts: self.service_accounts,
+            };
+            rt.spawn(gc::run(Arc::downgrade(&inner), controllers));
         }
         Ok(ApiServer { inner })
     }

@@ -90,6 +90,9 @@ pub struct State {
     /// anything else (status updates, Events) cannot orphan or unblock an object, so the
     /// collector skips its whole-store scan after them.
     pub gc_pending: bool,
+    /// Whether Pods are admitted as kube's `ServiceAccount` admission plugin admits them (their
+    /// account must exist: on only where a controller keeps namespaces' accounts).
+    pub service_accounts: bool,
 }
 
 const SNAPSHOTS_KEPT: usize = 256;
@@ -315,6 +318,7 @@ impl Store {
             next_snapshot: 0,
             log: None,
             gc_pending: true,
+            service_accounts: false,
         };
         let mut log_handle = None;
         if let Some((log, records)) = log {

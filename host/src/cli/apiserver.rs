@@ -43,6 +43,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         .data_dir(args.data_dir.clone())
         .gc(true)
         .namespace_cleanup(true)
+        .service_accounts(true)
         .admin(args.admin)
         .build()?;
     let http = server.serve(args.listen).await?;

@@ -56,6 +56,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         let server = ApiServer::builder()
             .gc(true)
             .namespace_cleanup(true)
+            .service_accounts(true)
             .build()?;
         let http = server.serve(args.listen).await?;
         let tmp = args.kubeconfig_out.with_extension("tmp");

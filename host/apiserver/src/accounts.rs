@@ -1,0 +1,105 @@
+//! Two of kube-controller-manager's controllers every namespace relies on, for dev mode: the
+//! ServiceAccounts controller (a `default` ServiceAccount in each active namespace, made again
+//! when deleted) and the root CA publisher (`kube-root-ca.crt`, the server's authority, which
+//! Pods' service-account volumes mount), each writing as kube's does, through the same create
+//! and update paths as clients.
+
+use serde_json::{Value, json};
+
+use super::handlers::{Query, Target};
+use super::store::{State, str_at};
+use super::write;
+
+/// kube's description of the root CA ConfigMap.
+const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver \
+     when using internal endpoints such as the internal service IP or kubernetes.default.svc. \
+     No other usage is guaranteed across distributions of Kubernetes clusters.";
+
+/// The manager kube's controllers write as.
+const MANAGER: &str = "kube-controller-manager";
+
+fn target(st: &State, plural: &str, namespace: &str) -> Option<Target> {
+    let res = st.registry.get("", "v1", plural)?;
+    Some(Target {
+        version: "v1".into(),
+        res,
+        namespace: Some(namespace.to_string()),
+        name: None,
+        sub: None,
+    })
+}
+
+/// Gives every active namespace its `default` ServiceAccount and a current
+/// `kube-root-ca.crt`; whether anything was written.
+pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
+    let key = (String::new(), "namespaces".to_string());
+    let active: Vec<String> = (st.tables.get(&key).into_iter())
+        .flat_map(|t| t.objects.values())
+        .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|ns| ns.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating"))
+        .map(|ns| str_at(ns, "/metadata/name").to_string())
+        .collect();
+    let mut changed = false;
+    for ns in active {
+        let accounts = (String::new(), "serviceaccounts".to_string());
+        if st.get(&accounts, &ns, "default").is_none()
+            && let Some(t) = target(st, "serviceaccounts", &ns)
+        {
+            let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": ns}});
+            changed |= written(write::create_locked(
+                st,
+                &t,
+                &Query::new(),
+                account,
+                Some(MANAGER),
+            ));
+        }
+        let maps = (String::new(), "configmaps".to_string());
+        let Some(t) = target(st, "configmaps", &ns) else {
+            continue;
+        };
+        let wanted = json!({"ca.crt": ca_pem});
+        match st.get(&maps, &ns, "kube-root-ca.crt") {
+            None => {
+                let map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "kube-root-ca.crt", "namespace": ns,
+                        "annotations": {"kubernetes.io/description": DESCRIPTION}},
+                    "data": wanted});
+                changed |= written(write::create_locked(
+                    st,
+                    &t,
+                    &Query::new(),
+                    map,
+                    Some(MANAGER),
+                ));
+            }
+            Some(map) if map["data"] != wanted => {
+                let mut fixed = (*map).clone();
+                fixed["data"] = wanted;
+                let update = write::update_locked(
+                    st,
+                    &t,
+                    &Query::new(),
+                    &map,
+                    fixed,
+                    write::Kind::Put,
+                    MANAGER,
+                );
+                changed |= written(update);
+            }
+            Some(_) => {}
+        }
+    }
+    changed
+}
+
+fn written<T>(result: Result<T, super::status::ApiError>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "keeping a namespace's ServiceAccount and root CA");
+            false
+        }
+    }
+}
