@@ -281,3 +281,141 @@ async fn namespaces_get_their_service_account_and_pods_run_as_it() {
         )
     );
 }
+
+/// Polls `check` every 50 ms until it holds, for up to ten seconds.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// As kube-controller-manager's ReplicaSet controller: a ReplicaSet keeps its replicas of
+/// Pods it controls (`<name>-<suffix>`), scales down deleting the surplus, adopts a matching
+/// orphan, counts ready Pods, says why it cannot create Pods (`ReplicaFailure`), and its Pods
+/// go with it.
+#[tokio::test]
+async fn replica_sets_keep_their_replicas_of_pods() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    let server = ApiServer::builder()
+        .gc(true)
+        .service_accounts(true)
+        .replica_sets(true)
+        .build()
+        .unwrap();
+    let client = server.client();
+    let sets: Api<ReplicaSet> = Api::default_namespaced(client.clone());
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    appears(
+        &Api::<k8s_openapi::api::core::v1::ServiceAccount>::default_namespaced(client.clone()),
+        "default",
+    )
+    .await;
+    let set = |name: &str, replicas: i32, account: &str| -> ReplicaSet {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"serviceAccountName": account, "containers": [{"name": "c", "image": "busybox"}]}}}}))
+        .unwrap()
+    };
+    let web = sets
+        .create(&PostParams::default(), &set("web", 3, "default"))
+        .await
+        .unwrap();
+    let owned = |uid: String| {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&Default::default()).await.unwrap();
+            (list.items.into_iter())
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| {
+                    (p.owner_references().iter())
+                        .any(|r| r.uid == uid && r.controller == Some(true))
+                })
+                .collect::<Vec<Pod>>()
+        }
+    };
+    let uid = web.uid().unwrap();
+    until("three Pods and their count", || async {
+        let status = sets.get("web").await.unwrap().status;
+        owned(uid.clone()).await.len() == 3 && status.is_some_and(|s| s.replicas == 3)
+    })
+    .await;
+    let status = sets.get("web").await.unwrap().status.unwrap();
+    assert_eq!(
+        (
+            status.fully_labeled_replicas,
+            status.ready_replicas,
+            status.observed_generation
+        ),
+        (Some(3), None, Some(1))
+    );
+    assert!(
+        owned(uid.clone())
+            .await
+            .iter()
+            .all(|p| p.name_any().starts_with("web-"))
+    );
+
+    let scale = json!({"spec": {"replicas": 1}});
+    sets.patch("web", &PatchParams::default(), &Patch::Merge(&scale))
+        .await
+        .unwrap();
+    until("one Pod", || async { owned(uid.clone()).await.len() == 1 }).await;
+    let orphan: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "stray", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+    )
+    .unwrap();
+    pods.create(&PostParams::default(), &orphan).await.unwrap();
+    until("the orphan adopted and the surplus gone", || async {
+        let list = pods.list(&Default::default()).await.unwrap().items;
+        let live: Vec<&Pod> = list
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        live.len() == 1 && owned(uid.clone()).await.len() == 1
+    })
+    .await;
+
+    let survivor = owned(uid.clone()).await.remove(0).name_any();
+    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    pods.patch_status(&survivor, &PatchParams::default(), &Patch::Merge(&ready))
+        .await
+        .unwrap();
+    until("a ready, available replica", || async {
+        let s = sets.get("web").await.unwrap().status.unwrap();
+        s.ready_replicas == Some(1) && s.available_replicas == Some(1)
+    })
+    .await;
+
+    sets.create(&PostParams::default(), &set("lost", 1, "missing"))
+        .await
+        .unwrap();
+    until("a ReplicaFailure", || async {
+        let s = sets.get("lost").await.unwrap().status;
+        let conditions = s.and_then(|s| s.conditions).unwrap_or_default();
+        conditions.iter().any(|c| {
+            c.type_.as_deref() == Some("ReplicaFailure")
+                && c.reason.as_deref() == Some("FailedCreate")
+                && c.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("serviceaccount \"missing\" not found"))
+        })
+    })
+    .await;
+
+    sets.delete("web", &DeleteParams::default()).await.unwrap();
+    until("its Pods collected", || async {
+        owned(uid.clone()).await.is_empty()
+    })
+    .await;
+}

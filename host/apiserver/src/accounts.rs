@@ -6,7 +6,8 @@
 
 use serde_json::{Value, json};
 
-use super::handlers::{Query, Target};
+use super::handlers::Query;
+use super::replicasets::target;
 use super::store::{State, str_at};
 use super::write;
 
@@ -17,17 +18,6 @@ const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the k
 
 /// The manager kube's controllers write as.
 const MANAGER: &str = "kube-controller-manager";
-
-fn target(st: &State, plural: &str, namespace: &str) -> Option<Target> {
-    let res = st.registry.get("", "v1", plural)?;
-    Some(Target {
-        version: "v1".into(),
-        res,
-        namespace: Some(namespace.to_string()),
-        name: None,
-        sub: None,
-    })
-}
 
 /// Gives every active namespace its `default` ServiceAccount and a current
 /// `kube-root-ca.crt`; whether anything was written.
@@ -43,7 +33,7 @@ pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
     for ns in active {
         let accounts = (String::new(), "serviceaccounts".to_string());
         if st.get(&accounts, &ns, "default").is_none()
-            && let Some(t) = target(st, "serviceaccounts", &ns)
+            && let Some(t) = target(st, "", "serviceaccounts", &ns, None)
         {
             let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
                 "metadata": {"name": "default", "namespace": ns}});
@@ -56,7 +46,7 @@ pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
             ));
         }
         let maps = (String::new(), "configmaps".to_string());
-        let Some(t) = target(st, "configmaps", &ns) else {
+        let Some(t) = target(st, "", "configmaps", &ns, None) else {
             continue;
         };
         let wanted = json!({"ca.crt": ca_pem});

@@ -1,7 +1,7 @@
 //! Optional background controllers: owner-reference garbage collection (background
 //! propagation: an object whose owners are all gone is deleted), namespace cleanup (a
-//! terminating namespace has its objects deleted, then disappears) and each namespace's
-//! ServiceAccount and root CA (`accounts`).
+//! terminating namespace has its objects deleted, then disappears), each namespace's
+//! ServiceAccount and root CA (`accounts`) and ReplicaSets' Pods (`replicasets`).
 //!
 //! They run as one task that wakes on every write (debounced) and on a slow timer, and act
 //! through the same delete path as API requests, so finalizers are respected.
@@ -13,11 +13,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Inner;
-use super::accounts;
 use super::delete;
 use super::handlers::Target;
 use super::registry::ResKey;
 use super::store::{State, str_at};
+use super::{accounts, replicasets};
 
 fn target_for(st: &State, key: &ResKey) -> Option<Target> {
     let res = st.registry.by_key(key)?;
@@ -36,6 +36,7 @@ pub(crate) struct Controllers {
     pub gc: bool,
     pub namespaces: bool,
     pub accounts: bool,
+    pub replica_sets: bool,
 }
 
 /// The controller loop; ends when the server is dropped.
@@ -61,6 +62,9 @@ pub(crate) async fn run(inner: Weak<Inner>, on: Controllers) {
         if on.accounts {
             let ca = inner.tls.ca_pem.clone();
             pass(&inner, |st| accounts::ensure(st, &ca));
+        }
+        if on.replica_sets {
+            pass(&inner, replicasets::sync);
         }
     }
 }

@@ -33,7 +33,8 @@
 //!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
 //!    (discovery, OpenAPI v3), `swagger` (OpenAPI v2), `reviews` (access and token reviews), `gc` (owner-reference GC
-//!    and namespace cleanup), `accounts` (namespaces' ServiceAccounts and root CA).
+//!    and namespace cleanup), `accounts` (namespaces' ServiceAccounts and root CA),
+//!    `replicasets` (kube's ReplicaSet controller).
 //! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
 //!    kubeconfig).
 //!
@@ -79,8 +80,8 @@
 //! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,
 //! `eviction` and `ephemeralcontainers`, a CSR's `approval` (no `log`, `exec`, `attach`,
 //! `portforward`, `proxy`, `resize`); of kube's controllers only garbage collection, namespace
-//! deletion and the namespaces' accounts (no ReplicaSets from Deployments, no protection
-//! finalizers on claims and volumes); ComponentStatuses are served but none exist; field selectors are those kube
+//! deletion, the namespaces' accounts and ReplicaSets (`replicasets`; no ReplicaSets from
+//! Deployments yet, no scheduler or kubelet, no protection finalizers on claims and volumes); ComponentStatuses are served but none exist; field selectors are those kube
 //! registers: `metadata.name`, `metadata.namespace`, each built-in kind's own (`selector`) and
 //! CRDs' `selectableFields`;
 //! HTTPS with the server's own authority only (no client certificates).
@@ -109,6 +110,7 @@ mod printers;
 mod protobuf;
 mod quantity;
 mod registry;
+mod replicasets;
 mod reviews;
 mod router;
 mod scale;
@@ -187,6 +189,7 @@ pub struct Builder {
     gc: bool,
     namespace_cleanup: bool,
     service_accounts: bool,
+    replica_sets: bool,
     admin: bool,
 }
 
@@ -198,6 +201,7 @@ impl Default for Builder {
             gc: false,
             namespace_cleanup: false,
             service_accounts: false,
+            replica_sets: false,
             admin: false,
         }
     }
@@ -234,6 +238,13 @@ impl Builder {
     /// exist, its token mounted unless automounting is off.
     pub fn service_accounts(mut self, on: bool) -> Self {
         self.service_accounts = on;
+        self
+    }
+
+    /// Run kube-controller-manager's ReplicaSet controller: each ReplicaSet keeps its replicas
+    /// of Pods and reports them in its status.
+    pub fn replica_sets(mut self, on: bool) -> Self {
+        self.replica_sets = on;
         self
     }
 
@@ -283,12 +294,13 @@ impl Builder {
             tls,
             released: tokio::sync::watch::Sender::new(()),
         });
-        if self.gc || self.namespace_cleanup || self.service_accounts {
+        if self.gc || self.namespace_cleanup || self.service_accounts || self.replica_sets {
             let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
             let controllers = gc::Controllers {
                 gc: self.gc,
                 namespaces: self.namespace_cleanup,
                 accounts: self.service_accounts,
+                replica_sets: self.replica_sets,
             };
             rt.spawn(gc::run(Arc::downgrade(&inner), controllers));
         }

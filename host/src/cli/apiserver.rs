@@ -44,6 +44,7 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
         .gc(true)
         .namespace_cleanup(true)
         .service_accounts(true)
+        .replica_sets(true)
         .admin(args.admin)
         .build()?;
     let http = server.serve(args.listen).await?;

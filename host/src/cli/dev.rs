@@ -57,6 +57,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             .gc(true)
             .namespace_cleanup(true)
             .service_accounts(true)
+            .replica_sets(true)
             .build()?;
         let http = server.serve(args.listen).await?;
         let tmp = args.kubeconfig_out.with_extension("tmp");
