@@ -15,11 +15,6 @@ use wasmctrl::apiserver::ApiServer;
 use wasmctrl::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
-async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::Value> {
-    let obj = api.get_opt(name).await.ok()??;
-    obj.data.get("status").cloned()
-}
-
 mod things {
     //! The hostile plugin over `Thing`s in an in-process server.
 
@@ -100,7 +95,7 @@ async fn a_burst_of_updates_to_a_slow_key_runs_few_reconciles_never_concurrently
     let generation = api.get("busy").await.unwrap().metadata.generation.unwrap();
     assert_eq!(generation, 1001);
     common::eventually(60, "the last generation to be reconciled", || async {
-        let status = status_of(&api, "busy").await?;
+        let status = common::status_of(&api, "busy").await?;
         (status["observedGeneration"] == generation).then_some(())
     })
     .await;
@@ -195,7 +190,7 @@ async fn a_failing_key_backs_off_while_others_proceed_and_terminal_errors_stop()
     tokio::time::sleep(Duration::from_millis(300)).await;
     things::create(&api, "good", json!({})).await;
     common::eventually(20, "the good key to be reconciled", || async {
-        status_of(&api, "good")
+        common::status_of(&api, "good")
             .await
             .filter(|s| s["phase"] == "Ready")
     })
@@ -207,7 +202,7 @@ async fn a_failing_key_backs_off_while_others_proceed_and_terminal_errors_stop()
         (3..=14).contains(&errors),
         "{errors} attempts on the failing key"
     );
-    assert!(status_of(&api, "bad").await.is_none());
+    assert!(common::status_of(&api, "bad").await.is_none());
     host.shutdown(Duration::from_secs(5)).await;
 
     let (server, host, api) = things::setup(json!({"mode": "terminal"}), Tuning::default()).await;
@@ -252,7 +247,7 @@ async fn graceful_shutdown_finishes_in_flight_reconciles() {
     })
     .await;
     host.shutdown(Duration::from_secs(30)).await;
-    let status = status_of(&api, "slow").await;
+    let status = common::status_of(&api, "slow").await;
     assert_eq!(
         status.map(|s| s["observedGeneration"].clone()),
         Some(json!(1)),
@@ -551,7 +546,9 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
     host.apply_change(replaced, 4, Duration::from_millis(100))
         .await;
     let status = common::eventually(20, "version 2's status", || async {
-        status_of(&api, "t").await.filter(|s| s["version"] == 2)
+        common::status_of(&api, "t")
+            .await
+            .filter(|s| s["version"] == 2)
     })
     .await;
     assert_eq!(status, json!({"version": 2}));
@@ -561,7 +558,10 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
         (runtime.instances() == 0).then_some(())
     })
     .await;
-    assert_eq!(status_of(&api, "t").await.unwrap(), json!({"version": 2}));
+    assert_eq!(
+        common::status_of(&api, "t").await.unwrap(),
+        json!({"version": 2})
+    );
     host.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -582,7 +582,7 @@ async fn a_children_set_prunes_the_children_it_leaves_out_and_nothing_else() {
     let observed = |generation: i64| {
         let api = api.clone();
         async move {
-            let status = status_of(&api, "t1").await?;
+            let status = common::status_of(&api, "t1").await?;
             (status["observedGeneration"] == generation).then_some(())
         }
     };
@@ -700,7 +700,7 @@ async fn a_key_is_not_reconciled_again_until_the_caches_show_its_own_writes() {
     let configmaps: Api<ConfigMap> = Api::namespaced(driver.clone(), "default");
     assert!(configmaps.get_opt("t-child").await.unwrap().is_some());
     assert!(
-        status_of(&api, "t").await.is_some(),
+        common::status_of(&api, "t").await.is_some(),
         "the status was written"
     );
 

@@ -31,11 +31,6 @@ async fn install_vm_crd(client: &kube::Client) {
     .await;
 }
 
-async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<serde_json::Value> {
-    let obj = api.get_opt(name).await.ok()??;
-    obj.data.get("status").cloned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
     let complaints = common::Captured::global(tracing::Level::WARN);
@@ -53,7 +48,7 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
     let host = common::host_of(&server, "virtualmachine", &json!({})).await;
 
     let status = common::eventually(20, "status.phase Active", || async {
-        status_of(&vms, "test-vm")
+        common::status_of(&vms, "test-vm")
             .await
             .filter(|s| s["phase"] == "Active")
     })
@@ -66,7 +61,7 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
         .await
         .unwrap();
     let status = common::eventually(20, "status.server.cpu 4", || async {
-        status_of(&vms, "test-vm")
+        common::status_of(&vms, "test-vm")
             .await
             .filter(|s| s["server"]["cpu"] == 4)
     })

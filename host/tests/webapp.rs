@@ -35,11 +35,6 @@ fn crd() -> Value {
                     "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}})
 }
 
-async fn status_of(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
-    let obj = api.get_opt(name).await.ok()??;
-    obj.data.get("status").cloned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_owning_a_statefulset_service_and_claim_reconciles_in_dev_mode() {
     let complaints = common::Captured::global(tracing::Level::WARN);
@@ -68,7 +63,7 @@ async fn a_plugin_owning_a_statefulset_service_and_claim_reconciles_in_dev_mode(
     // The status is what the plugin read back of its children: the Service's cluster IP, the
     // claim's phase and the StatefulSet's defaults and quantities, as the server stores them.
     let status = common::eventually(30, "the children read back", || async {
-        status_of(&apps, "shop")
+        common::status_of(&apps, "shop")
             .await
             .filter(|s| s["claimPhase"] == "Pending" && s["replicas"] == 2)
     })
@@ -100,7 +95,7 @@ async fn a_plugin_owning_a_statefulset_service_and_claim_reconciles_in_dev_mode(
         .await
         .unwrap();
     let status = common::eventually(30, "three replicas", || async {
-        status_of(&apps, "shop")
+        common::status_of(&apps, "shop")
             .await
             .filter(|s| s["replicas"] == 3 && s["observedGeneration"] == 2)
     })

@@ -169,6 +169,15 @@ pub mod things {
     }
 }
 
+/// The `status` of object `name`, `None` while it or its status is missing.
+pub async fn status_of(
+    api: &kube::Api<kube::api::DynamicObject>,
+    name: &str,
+) -> Option<serde_json::Value> {
+    let obj = api.get_opt(name).await.ok()??;
+    obj.data.get("status").cloned()
+}
+
 /// A host running the built plugin `name` (with `settings`) against the in-process `server`,
 /// holding only the RBAC its manifest implies, as a deployment's host does.
 pub async fn host_of(
