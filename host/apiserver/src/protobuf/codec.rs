@@ -15,8 +15,39 @@ use super::table::{Field, MsgId, TABLES, Ty};
 use super::wire::{self, Wire, bad, fields, string};
 use crate::status::ApiResult;
 
+/// How deep messages may nest in a body: deeper than the objects kube serves (a CRD's schema
+/// nests one level per property level), shallow enough that a hostile body cannot exhaust a
+/// worker thread's 2 MiB stack (128 levels did, in a debug build).
+const MAX_DEPTH: usize = 64;
+
+thread_local! {
+    static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of message nesting, given back when dropped.
+struct Nested;
+
+impl Nested {
+    fn enter() -> ApiResult<Self> {
+        let depth = DEPTH.get() + 1;
+        if depth > MAX_DEPTH {
+            return Err(bad("messages nested too deeply"));
+        }
+        DEPTH.set(depth);
+        Ok(Nested)
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        DEPTH.set(DEPTH.get().saturating_sub(1));
+    }
+}
+
 /// The JSON object of message `id` on the wire.
 pub(super) fn decode(buf: &[u8], id: MsgId) -> ApiResult<Map<String, Value>> {
+    // Every nested message and embedded envelope is decoded through here.
+    let _level = Nested::enter()?;
     let message = &TABLES.messages[id];
     let mut wires: Vec<Vec<Wire<'_>>> = message.fields.iter().map(|_| Vec::new()).collect();
     for (number, w) in fields(buf)? {

@@ -411,6 +411,31 @@ mod tests {
         );
     }
 
+    /// A body of JSONSchemaProps nested far deeper than any CRD is refused, not a stack overflow.
+    #[test]
+    fn refuses_bodies_nested_too_deeply() {
+        // JSONSchemaProps.not (field 28) holds another JSONSchemaProps.
+        let mut props = Vec::new();
+        for _ in 0..1_000 {
+            props = field(28, &props);
+        }
+        let validation = field(1, &props);
+        let version = [field(1, b"v1"), field(4, &validation)].concat();
+        let spec = field(7, &version);
+        let e = decode(&body(
+            b"apiextensions.k8s.io/v1",
+            b"CustomResourceDefinition",
+            &field(2, &spec),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            (e.code, e.message.contains("nested too deeply")),
+            (400, true),
+            "{}",
+            e.message
+        );
+    }
+
     #[test]
     fn keeps_negative_ints_and_set_zeroes() {
         let spec = [int(1, 0), int(9, -1)].concat();
