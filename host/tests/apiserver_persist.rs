@@ -15,7 +15,24 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config, ResourceExt};
 use serde_json::json;
 
-fn start(data: &std::path::Path, kubeconfig: &std::path::Path) -> Child {
+/// The server process, killed when dropped: a failed assertion must not leave it running.
+struct Server(Child);
+
+impl Server {
+    /// SIGKILL, as a crash.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn start(data: &std::path::Path, kubeconfig: &std::path::Path) -> Server {
     let _ = std::fs::remove_file(kubeconfig);
     let mut child = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
         .args(["apiserver", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
@@ -31,7 +48,7 @@ fn start(data: &std::path::Path, kubeconfig: &std::path::Path) -> Child {
         .read_line(&mut line)
         .unwrap();
     assert!(line.contains("listening on"), "{line}");
-    child
+    Server(child)
 }
 
 async fn client(kubeconfig: &std::path::Path) -> Client {
@@ -87,8 +104,7 @@ async fn sigkill_keeps_acknowledged_writes() {
     // The namespace's root CA ConfigMap is the server's own, not one of the writes.
     let written = ListParams::default().fields("metadata.name!=kube-root-ca.crt");
     let before = api.list(&written).await.unwrap();
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.kill();
 
     let mut child = start(&data, &kc);
     let api: Api<ConfigMap> = Api::default_namespaced(client(&kc).await);
@@ -109,6 +125,5 @@ async fn sigkill_keeps_acknowledged_writes() {
     let rv: u64 = created.resource_version().unwrap().parse().unwrap();
     let old: u64 = before.metadata.resource_version.unwrap().parse().unwrap();
     assert!(rv > old);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
 }
