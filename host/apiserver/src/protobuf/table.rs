@@ -78,7 +78,8 @@ impl Message {
 /// Every message and the kinds encoded as them.
 pub(super) struct Tables {
     pub messages: Vec<Message>,
-    kinds: HashMap<(String, String), MsgId>,
+    /// apiVersion → kind → message: looked up by `&str` on every object read or written.
+    kinds: HashMap<String, HashMap<String, MsgId>>,
     /// apiextensions JSONSchemaProps, which the `Props*` types hold.
     pub schema_props: MsgId,
 }
@@ -86,9 +87,7 @@ pub(super) struct Tables {
 impl Tables {
     /// The message of a kind (`apps/v1`, `Deployment`).
     pub fn kind(&self, api_version: &str, kind: &str) -> Option<MsgId> {
-        self.kinds
-            .get(&(api_version.to_string(), kind.to_string()))
-            .copied()
+        self.kinds.get(api_version)?.get(kind).copied()
     }
 }
 
@@ -111,14 +110,14 @@ fn parse(data: &str) -> Tables {
             .unwrap_or_else(|| panic!("protobuf.txt: no message {name}"))
     };
     let mut messages: Vec<Message> = Vec::with_capacity(ids.len());
-    let mut kinds = HashMap::new();
+    let mut kinds: HashMap<String, HashMap<String, MsgId>> = HashMap::new();
     for line in lines {
         if let Some(rest) = line.strip_prefix("kind ") {
             let mut w = rest.split(' ');
             let (Some(v), Some(k), Some(m)) = (w.next(), w.next(), w.next()) else {
                 panic!("protobuf.txt: bad kind line {line:?}");
             };
-            kinds.insert((v.to_string(), k.to_string()), id(m));
+            (kinds.entry(v.to_string()).or_default()).insert(k.to_string(), id(m));
         } else if line.starts_with("message ") {
             messages.push(Message { fields: Vec::new() });
         } else {
