@@ -308,7 +308,7 @@ async fn replica_sets_keep_their_replicas_of_pods() {
     let server = ApiServer::builder()
         .gc(true)
         .service_accounts(true)
-        .replica_sets(true)
+        .workloads(true)
         .build()
         .unwrap();
     let client = server.client();

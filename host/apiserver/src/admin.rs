@@ -1,5 +1,6 @@
 //! The fault-injection admin endpoints: `POST /_admin/{drop-watches,expire-next-watch,fail,
-//! latency,reset}`, and `/_admin/requests` (the request log).
+//! latency,reset}`, `/_admin/requests` (the request log) and `POST
+//! /_admin/advance-cronjob-clock` (`{"seconds": n}`: the CronJob controller's test clock).
 
 use std::time::Duration;
 
@@ -34,6 +35,15 @@ pub(crate) fn admin(inner: &Inner, action: &str, body: &[u8]) -> ApiResult<Respo
             f.latency(Duration::from_millis(ms));
         }
         "reset" => f.reset(),
+        "advance-cronjob-clock" => {
+            let seconds = parse(body)?
+                .get("seconds")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let mut st = inner.store.lock();
+            st.cronjob_clock += chrono::TimeDelta::seconds(seconds as i64);
+            st.wake_within(Duration::ZERO);
+        }
         "requests" => return Ok(json_response(200, &json!(inner.audit.requests()))),
         _ => return Err(ApiError::not_found_path()),
     }

@@ -1,10 +1,14 @@
 //! CronJob schedules as kube reads them: `robfig/cron/v3`'s standard parser (five fields,
 //! names of months and weekdays, `*`, `?`, ranges, steps, lists, `@hourly`-style descriptors,
 //! `@every <duration>`, an optional `TZ=`/`CRON_TZ=` prefix), with its error messages, which
-//! kube returns as the cause of a refused `spec.schedule`.
+//! kube returns as the cause of a refused `spec.schedule`; and the times a schedule fires
+//! ([`Schedule::next`], robfig's `Next`), which the CronJob controller counts from.
 //!
 //! Hand-written: the crates that parse cron expressions (`cron`, `croner`) take other
 //! dialects (a seconds field, `L`, `#`) and word their errors otherwise.
+
+use chrono::{DateTime, Datelike, LocalResult, NaiveDate, TimeDelta, TimeZone, Timelike, Utc};
+use chrono_tz::Tz;
 
 /// One field's bounds and names.
 struct Bounds {
@@ -77,6 +81,11 @@ pub struct Schedule {
     pub zone: Option<String>,
     /// The interval of `@every <duration>`, which runs at fixed intervals instead.
     pub every: Option<std::time::Duration>,
+    /// Whether the day-of-month field was `*` or `?` (robfig's star bit): a day then has to
+    /// match both day fields, otherwise either.
+    pub days_star: bool,
+    /// Whether the day-of-week field was `*` or `?`.
+    pub weekdays_star: bool,
 }
 
 /// Parses `spec` as kube's CronJob controller does; `Err` carries robfig's message.
@@ -89,7 +98,13 @@ pub fn parse(spec: &str) -> Result<Schedule, String> {
     if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
         let eq = spec.find('=').unwrap_or(0);
         let end = spec.find(' ').unwrap_or(spec.len());
-        zone = Some(spec[eq + 1..end].to_string());
+        let name = &spec[eq + 1..end];
+        if location(name).is_none() {
+            return Err(format!(
+                "provided bad location {name}: unknown time zone {name}"
+            ));
+        }
+        zone = Some(name.to_string());
         spec = spec[end..].trim();
     }
     if spec.starts_with('@') {
@@ -103,15 +118,95 @@ pub fn parse(spec: &str) -> Result<Schedule, String> {
             fields.join(" ")
         ));
     }
+    // In robfig's order, which decides the error of a spec with several bad fields.
+    let (minutes, _) = field(fields[0], &MINUTES)?;
+    let (hours, _) = field(fields[1], &HOURS)?;
+    let (days, days_star) = field(fields[2], &DAYS)?;
+    let (months, _) = field(fields[3], &MONTHS)?;
+    let (weekdays, weekdays_star) = field(fields[4], &WEEKDAYS)?;
     Ok(Schedule {
-        minutes: field(fields[0], &MINUTES)?,
-        hours: field(fields[1], &HOURS)?,
-        days: field(fields[2], &DAYS)?,
-        months: field(fields[3], &MONTHS)?,
-        weekdays: field(fields[4], &WEEKDAYS)?,
+        minutes,
+        hours,
+        days,
+        months,
+        weekdays,
         zone,
         every: None,
+        days_star,
+        weekdays_star,
     })
+}
+
+/// The zone a `TZ=` prefix (or a CronJob's `timeZone`) names, as Go's `time.LoadLocation`
+/// finds it (`Local` is the controller's own zone, UTC in kube-controller-manager's image).
+pub(crate) fn location(name: &str) -> Option<Tz> {
+    match name {
+        "" | "UTC" | "Local" => Some(Tz::UTC),
+        _ => name.parse().ok(),
+    }
+}
+
+impl Schedule {
+    /// The first time after `after` the schedule fires (robfig's `Schedule.Next`), read in its
+    /// zone (UTC without one); `None` when no time in the next five years matches (a schedule
+    /// such as `0 0 30 2 *`).
+    pub fn next(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if let Some(every) = self.every {
+            // robfig rounds the interval down to whole seconds (one at least) and counts from
+            // the whole second.
+            let step = TimeDelta::seconds(every.as_secs().max(1) as i64);
+            return Some(after.with_nanosecond(0)? + step);
+        }
+        let zone = self.zone.as_deref().and_then(location).unwrap_or(Tz::UTC);
+        let start = after.with_timezone(&zone).naive_local();
+        // The standard parser fires at second 0: the first candidate is the next whole minute.
+        let mut t = start.with_second(0)?.with_nanosecond(0)? + TimeDelta::minutes(1);
+        while t.year() <= start.year() + 5 {
+            if !has(self.months, t.month()) {
+                let (y, m) = if t.month() == 12 {
+                    (t.year() + 1, 1)
+                } else {
+                    (t.year(), t.month() + 1)
+                };
+                t = NaiveDate::from_ymd_opt(y, m, 1)?.and_hms_opt(0, 0, 0)?;
+            } else if !self.day_matches(t.date()) {
+                t = t.date().succ_opt()?.and_hms_opt(0, 0, 0)?;
+            } else if !has(self.hours, t.hour()) {
+                t = t.with_minute(0)? + TimeDelta::hours(1);
+            } else if !has(self.minutes, t.minute()) {
+                t += TimeDelta::minutes(1);
+            } else {
+                // A wall time the zone skips (clocks going forward) never comes; one it repeats
+                // comes at its first instant after `after`.
+                let instants = match zone.from_local_datetime(&t) {
+                    LocalResult::Single(a) => vec![a],
+                    LocalResult::Ambiguous(a, b) => vec![a, b],
+                    LocalResult::None => vec![],
+                };
+                let mut found = instants.into_iter().map(|a| a.with_timezone(&Utc));
+                if let Some(at) = found.find(|at| *at > after) {
+                    return Some(at);
+                }
+                t += TimeDelta::minutes(1);
+            }
+        }
+        None
+    }
+
+    /// robfig's `dayMatches`: both day fields must match when either is `*`, else one.
+    fn day_matches(&self, d: NaiveDate) -> bool {
+        let dom = has(self.days, d.day());
+        let dow = has(self.weekdays, d.weekday().num_days_from_sunday());
+        if self.days_star || self.weekdays_star {
+            dom && dow
+        } else {
+            dom || dow
+        }
+    }
+}
+
+fn has(bits: u64, v: u32) -> bool {
+    bits >> v & 1 == 1
 }
 
 /// All values from `lo` to `hi` every `step`, as bits.
@@ -132,22 +227,28 @@ fn descriptor(spec: &str, zone: Option<String>) -> Result<Schedule, String> {
         weekdays: all(&WEEKDAYS),
         zone,
         every: None,
+        days_star: false,
+        weekdays_star: true,
     };
     match spec {
         "@yearly" | "@annually" => {}
         "@monthly" => s.months = all(&MONTHS),
         "@weekly" => {
             s.days = all(&DAYS);
+            s.days_star = true;
             s.months = all(&MONTHS);
             s.weekdays = 1;
+            s.weekdays_star = false;
         }
         "@daily" | "@midnight" => {
             s.days = all(&DAYS);
+            s.days_star = true;
             s.months = all(&MONTHS);
         }
         "@hourly" => {
             s.hours = all(&HOURS);
             s.days = all(&DAYS);
+            s.days_star = true;
             s.months = all(&MONTHS);
         }
         every if every.starts_with("@every ") => {
@@ -162,14 +263,17 @@ fn descriptor(spec: &str, zone: Option<String>) -> Result<Schedule, String> {
     Ok(s)
 }
 
-/// A comma-separated list of ranges (`getField`).
-fn field(text: &str, b: &Bounds) -> Result<u64, String> {
-    text.split(',')
-        .try_fold(0, |acc, part| Ok(acc | range(part, b)?))
+/// A comma-separated list of ranges (`getField`), and whether one was a star.
+fn field(text: &str, b: &Bounds) -> Result<(u64, bool), String> {
+    text.split(',').try_fold((0, false), |(acc, star), part| {
+        let (bits, s) = range(part, b)?;
+        Ok((acc | bits, star || s))
+    })
 }
 
-/// One range: `*`, `?`, `N`, `N-M`, each optionally `/step` (`getRange`).
-fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
+/// One range: `*`, `?`, `N`, `N-M`, each optionally `/step` (`getRange`), and whether it is a
+/// star (`*` or `?` not stepped over).
+fn range(expr: &str, b: &Bounds) -> Result<(u64, bool), String> {
     let mut range_and_step = expr.split('/');
     let range = range_and_step.next().unwrap_or_default();
     let step = range_and_step.next();
@@ -177,7 +281,8 @@ fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
         return Err(format!("too many slashes: {expr}"));
     }
     let low_high: Vec<&str> = range.split('-').collect();
-    let (start, mut end) = if matches!(low_high[0], "*" | "?") {
+    let star = matches!(low_high[0], "*" | "?");
+    let (start, mut end) = if star {
         (b.min, b.max)
     } else {
         let start = int_or_name(low_high[0], b)?;
@@ -218,7 +323,7 @@ fn range(expr: &str, b: &Bounds) -> Result<u64, String> {
     if step == 0 {
         return Err(format!("step of range should be a positive number: {expr}"));
     }
-    Ok(bits(start, end, step))
+    Ok((bits(start, end, step), star && step <= 1))
 }
 
 fn int_or_name(expr: &str, b: &Bounds) -> Result<u32, String> {
@@ -252,6 +357,100 @@ fn non_negative(expr: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::parse;
+    use chrono::{DateTime, Utc};
+
+    fn at(t: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(t).unwrap().to_utc()
+    }
+
+    /// `spec`'s next time after `after`, as RFC 3339.
+    fn next(spec: &str, after: &str) -> Option<String> {
+        let s = parse(spec).unwrap();
+        s.next(at(after)).map(|t| t.to_rfc3339())
+    }
+
+    #[test]
+    fn the_next_time_is_robfig_cron_s() {
+        let cases = [
+            (
+                "*/15 * * * *",
+                "2024-05-10T10:07:30Z",
+                "2024-05-10T10:15:00+00:00",
+            ),
+            // A time the schedule fires at is not its own next time.
+            (
+                "*/1 * * * *",
+                "2024-05-10T10:07:00Z",
+                "2024-05-10T10:08:00+00:00",
+            ),
+            (
+                "0 0 * * *",
+                "2024-12-31T23:59:59Z",
+                "2025-01-01T00:00:00+00:00",
+            ),
+            (
+                "30 4 29 2 *",
+                "2024-03-01T00:00:00Z",
+                "2028-02-29T04:30:00+00:00",
+            ),
+            // Both day fields given: either matches (the 1st, or a Monday: 2024-05-06).
+            (
+                "0 0 1 * mon",
+                "2024-05-02T00:00:00Z",
+                "2024-05-06T00:00:00+00:00",
+            ),
+            // One of them a star: both must (a Monday, any day of the month).
+            (
+                "0 0 * * mon",
+                "2024-05-02T00:00:00Z",
+                "2024-05-06T00:00:00+00:00",
+            ),
+            (
+                "0 0 */2 * mon",
+                "2024-05-02T00:00:00Z",
+                "2024-05-03T00:00:00+00:00",
+            ),
+            (
+                "@weekly",
+                "2024-05-02T00:00:00Z",
+                "2024-05-05T00:00:00+00:00",
+            ),
+            (
+                "@monthly",
+                "2024-05-02T00:00:00Z",
+                "2024-06-01T00:00:00+00:00",
+            ),
+            (
+                "@every 90s",
+                "2024-05-02T00:00:00.500Z",
+                "2024-05-02T00:01:30+00:00",
+            ),
+            // In the schedule's zone: 09:00 in Paris is 07:00 UTC in summer.
+            (
+                "TZ=Europe/Paris 0 9 * * *",
+                "2024-07-01T08:00:00Z",
+                "2024-07-02T07:00:00+00:00",
+            ),
+            // 02:30 does not happen in New York on 2024-03-10 (clocks go from 2:00 to 3:00).
+            (
+                "CRON_TZ=America/New_York 30 2 * * *",
+                "2024-03-10T00:00:00Z",
+                "2024-03-11T06:30:00+00:00",
+            ),
+        ];
+        for (spec, after, want) in cases {
+            assert_eq!(
+                next(spec, after).as_deref(),
+                Some(want),
+                "{spec} after {after}"
+            );
+        }
+        assert_eq!(next("0 0 30 2 *", "2024-01-01T00:00:00Z"), None);
+        assert_eq!(
+            parse("TZ=Mars/Olympus 0 0 * * *"),
+            Err("provided bad location Mars/Olympus: unknown time zone Mars/Olympus".into())
+        );
+    }
 
     #[test]
     fn schedules_parse_as_robfig_cron_parses_them() {

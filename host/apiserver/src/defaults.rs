@@ -7,6 +7,7 @@
 //! request; a field the client set is never changed.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -438,6 +439,43 @@ pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>
             }
         }
         _ => {}
+    }
+}
+
+/// The annotation marking the default StorageClass (and its beta form).
+pub(crate) const IS_DEFAULT: &str = "storageclass.kubernetes.io/is-default-class";
+const IS_DEFAULT_BETA: &str = "storageclass.beta.kubernetes.io/is-default-class";
+
+/// The default StorageClass (kube's `GetDefaultClass`): of those annotated as default, the
+/// newest, then the first by name.
+pub(crate) fn default_class(st: &State) -> Option<Arc<Value>> {
+    let is_default = |c: &Value| {
+        let a = &c["metadata"]["annotations"];
+        a[IS_DEFAULT] == "true" || a[IS_DEFAULT_BETA] == "true"
+    };
+    (st.tables
+        .get(&("storage.k8s.io".to_string(), "storageclasses".to_string()))
+        .into_iter())
+    .flat_map(|t| t.objects.values().cloned())
+    .filter(|c| is_default(c))
+    .max_by(|a, b| {
+        let at = |c: &Value| str_at(c, "/metadata/creationTimestamp").to_string();
+        (at(a).cmp(&at(b)))
+            .then_with(|| str_at(b, "/metadata/name").cmp(str_at(a, "/metadata/name")))
+    })
+}
+
+/// kube's `DefaultStorageClass` admission: a claim created without a class (and without the
+/// beta class annotation) gets the default StorageClass, when there is one.
+pub(crate) fn default_storage_class(st: &State, pvc: &mut Value) {
+    let annotated = pvc
+        .pointer("/metadata/annotations/volume.beta.kubernetes.io~1storage-class")
+        .is_some();
+    if pvc.pointer("/spec/storageClassName").is_some() || annotated {
+        return;
+    }
+    if let Some(class) = default_class(st) {
+        pvc["spec"]["storageClassName"] = json!(str_at(&class, "/metadata/name"));
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Inner;
-use super::admission::{dry_run, now};
+use super::admission::dry_run;
 use super::handlers::{Query, Target};
 use super::registry::crd_resource;
 use super::status::{ApiError, ApiResult};
@@ -60,7 +60,10 @@ pub(crate) fn drop_finalizer(st: &mut State, t: &Target, obj: &Value, fin: &str)
     let empty = out["metadata"]["finalizers"]
         .as_array()
         .is_none_or(Vec::is_empty);
-    if empty && !has_spec_finalizers(&out) {
+    let graceful = (out.pointer("/metadata/deletionGracePeriodSeconds"))
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    if empty && !graceful && !has_spec_finalizers(&out) {
         finalize_delete(st, t, &out)?;
     } else {
         st.put(&t.key(), out)?;
@@ -151,7 +154,11 @@ pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> 
         }
         _ => cur,
     };
-    let out = delete_locked(&mut st, t, &cur, dry)?;
+    let grace = match opts.get("gracePeriodSeconds") {
+        Some(g) => g.as_i64(),
+        None => q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
+    };
+    let out = delete_within(&mut st, t, &cur, dry, grace)?;
     let rv = st.rv;
     drop(st);
     inner.store.notify(rv);
@@ -160,23 +167,79 @@ pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> 
 
 /// Deletes (or starts deleting) `cur` under the lock; shared with the background controllers.
 pub fn delete_locked(st: &mut State, t: &Target, cur: &Arc<Value>, dry: bool) -> ApiResult<Value> {
+    delete_within(st, t, cur, dry, None)
+}
+
+/// The grace period a Pod's deletion gets, as kube's Pod strategy decides it
+/// (`CheckGracefulDelete`): the request's, else the Pod's `terminationGracePeriodSeconds`;
+/// none for a Pod no node runs or one that has finished. Only where a kubelet finishes
+/// deletions (`State::kubelet`); other objects have none.
+fn grace_period(st: &State, t: &Target, cur: &Value, asked: Option<i64>) -> i64 {
+    if !st.kubelet || !t.res.group.is_empty() || t.res.plural != "pods" {
+        return 0;
+    }
+    let finished = matches!(str_at(cur, "/status/phase"), "Succeeded" | "Failed");
+    if str_at(cur, "/spec/nodeName").is_empty() || finished {
+        return 0;
+    }
+    let period = asked.unwrap_or_else(|| {
+        (cur.pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64))
+        .unwrap_or(30)
+    });
+    // kube turns a negative period into the shortest graceful one.
+    if period < 0 { 1 } else { period }
+}
+
+/// Deletes (or starts deleting) `cur` under the lock with grace period `grace` (the request's
+/// `gracePeriodSeconds`). A Pod deleted gracefully stays, its `deletionTimestamp` the end of
+/// its grace period, until the kubelet deletes it again with none; a second deletion may only
+/// shorten the period.
+pub fn delete_within(
+    st: &mut State,
+    t: &Target,
+    cur: &Arc<Value>,
+    dry: bool,
+    grace: Option<i64>,
+) -> ApiResult<Value> {
     let has_fins = cur
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|a| !a.is_empty())
         || has_spec_finalizers(cur);
+    let period = grace_period(st, t, cur, grace);
     if cur.pointer("/metadata/deletionTimestamp").is_some() {
-        return Ok((**cur).clone());
+        let current = (cur.pointer("/metadata/deletionGracePeriodSeconds"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if grace.is_none() || period >= current {
+            return Ok((**cur).clone());
+        }
+        if period == 0 && !has_fins {
+            return if dry {
+                Ok((**cur).clone())
+            } else {
+                finalize_delete(st, t, cur)
+            };
+        }
+        let mut out = (**cur).clone();
+        out["metadata"]["deletionTimestamp"] = json!(after_seconds(period));
+        out["metadata"]["deletionGracePeriodSeconds"] = json!(period);
+        return if dry {
+            Ok(out)
+        } else {
+            Ok((*st.put(&t.key(), out)?).clone())
+        };
     }
-    if !has_fins {
+    if !has_fins && period == 0 {
         if dry {
             return Ok((**cur).clone());
         }
         return finalize_delete(st, t, cur);
     }
     let mut out = (**cur).clone();
-    out["metadata"]["deletionTimestamp"] = json!(now());
-    out["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    out["metadata"]["deletionTimestamp"] = json!(after_seconds(period));
+    out["metadata"]["deletionGracePeriodSeconds"] = json!(period);
     // kube bumps a generation the object has; it gives none to kinds without one.
     if let Some(g) = cur.pointer("/metadata/generation").and_then(Value::as_i64) {
         out["metadata"]["generation"] = json!(g + 1);
@@ -188,6 +251,13 @@ pub fn delete_locked(st: &mut State, t: &Target, cur: &Arc<Value>, dry: bool) ->
         return Ok(out);
     }
     Ok((*st.put(&t.key(), out)?).clone())
+}
+
+/// The time `seconds` from now, as metadata times are written.
+fn after_seconds(seconds: i64) -> String {
+    (chrono::Utc::now() + chrono::Duration::seconds(seconds))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// Finishes deleting a namespace once it is empty (the namespace controller's last step).

@@ -13,11 +13,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Inner;
+use super::cluster::{self, accounts};
 use super::delete;
 use super::handlers::Target;
 use super::registry::ResKey;
 use super::store::{State, str_at};
-use super::{accounts, replicasets};
 
 fn target_for(st: &State, key: &ResKey) -> Option<Target> {
     let res = st.registry.by_key(key)?;
@@ -31,13 +31,19 @@ fn target_for(st: &State, key: &ResKey) -> Option<Target> {
 }
 
 /// Which controllers run.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct Controllers {
     pub gc: bool,
     pub namespaces: bool,
     pub accounts: bool,
-    pub replica_sets: bool,
+    /// The kube-controller-manager workload controllers that run (`cluster`), in order.
+    pub workloads: Vec<cluster::Pass>,
+    /// The kubelet stand-in, with its settings.
+    pub kubelet: Option<cluster::kubelet::Kubelet>,
 }
+
+/// The longest the loop sleeps without a write or a deadline.
+const IDLE: Duration = Duration::from_secs(1);
 
 /// The controller loop; ends when the server is dropped.
 pub(crate) async fn run(inner: Weak<Inner>, on: Controllers) {
@@ -49,7 +55,12 @@ pub(crate) async fn run(inner: Weak<Inner>, on: Controllers) {
     loop {
         // The first pass at once: the namespaces there at start-up get their accounts.
         if !std::mem::take(&mut first) {
-            let _ = tokio::time::timeout(Duration::from_secs(1), rx.changed()).await;
+            let wake_at = inner.upgrade().and_then(|i| i.store.lock().wake_at.take());
+            let idle = wake_at.map_or(IDLE, |at| {
+                at.saturating_duration_since(std::time::Instant::now())
+                    .min(IDLE)
+            });
+            let _ = tokio::time::timeout(idle, rx.changed()).await;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let Some(inner) = inner.upgrade() else { return };
@@ -63,8 +74,15 @@ pub(crate) async fn run(inner: Weak<Inner>, on: Controllers) {
             let ca = inner.tls.ca_pem.clone();
             pass(&inner, |st| accounts::ensure(st, &ca));
         }
-        if on.replica_sets {
-            pass(&inner, replicasets::sync);
+        if let Some(kubelet) = &on.kubelet {
+            pass(&inner, |st| cluster::kubelet::nodes(st, kubelet));
+            pass(&inner, cluster::scheduler::schedule);
+        }
+        for controller in &on.workloads {
+            pass(&inner, controller);
+        }
+        if let Some(kubelet) = &on.kubelet {
+            pass(&inner, |st| cluster::kubelet::pods(st, kubelet));
         }
     }
 }

@@ -33,8 +33,8 @@
 //!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
 //!    (discovery, OpenAPI v3), `swagger` (OpenAPI v2), `reviews` (access and token reviews), `gc` (owner-reference GC
-//!    and namespace cleanup), `accounts` (namespaces' ServiceAccounts and root CA),
-//!    `replicasets` (kube's ReplicaSet controller).
+//!    and namespace cleanup), `cluster` (what makes dev mode a cluster: kube-controller-manager's
+//!    workload controllers, fake Nodes, a scheduler and a kubelet stand-in).
 //! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
 //!    kubeconfig).
 //!
@@ -79,19 +79,21 @@
 //! kube's checks of the kinds it covers (volume sources' own fields, probes, security
 //! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,
 //! `eviction` and `ephemeralcontainers`, a CSR's `approval` (no `log`, `exec`, `attach`,
-//! `portforward`, `proxy`, `resize`); of kube's controllers only garbage collection, namespace
-//! deletion, the namespaces' accounts and ReplicaSets (`replicasets`; no ReplicaSets from
-//! Deployments yet, no scheduler or kubelet, no protection finalizers on claims and volumes); ComponentStatuses are served but none exist; field selectors are those kube
+//! `portforward`, `proxy`, `resize`); of kube-controller-manager's controllers, those `cluster`
+//! lists (no HorizontalPodAutoscaler, ResourceQuota, disruption, node lifecycle, Pod GC or
+//! TTL-of-Pods controllers, no protection finalizers on claims and volumes, no Events from the
+//! controllers); the kubelet stand-in runs no containers (no logs, exec or probes beyond their
+//! initial delay); ComponentStatuses are served but none exist; field selectors are those kube
 //! registers: `metadata.name`, `metadata.namespace`, each built-in kind's own (`selector`) and
 //! CRDs' `selectableFields`;
 //! HTTPS with the server's own authority only (no client certificates).
 
-mod accounts;
 mod admin;
 mod admission;
 mod apply;
 mod audit;
 mod auth;
+mod cluster;
 mod cron;
 mod decode;
 mod defaults;
@@ -110,7 +112,6 @@ mod printers;
 mod protobuf;
 mod quantity;
 mod registry;
-mod replicasets;
 mod reviews;
 mod router;
 mod scale;
@@ -131,6 +132,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub use audit::Request as AuditRecord;
+pub use cluster::WORKLOAD_CONTROLLERS;
+pub use cluster::kubelet::Kubelet;
 pub use faults::{Faults, Rule};
 pub use listener::HttpServer;
 pub use status::ApiError;
@@ -189,7 +192,8 @@ pub struct Builder {
     gc: bool,
     namespace_cleanup: bool,
     service_accounts: bool,
-    replica_sets: bool,
+    workloads: Vec<&'static str>,
+    kubelet: Option<Kubelet>,
     admin: bool,
 }
 
@@ -201,7 +205,8 @@ impl Default for Builder {
             gc: false,
             namespace_cleanup: false,
             service_accounts: false,
-            replica_sets: false,
+            workloads: Vec::new(),
+            kubelet: None,
             admin: false,
         }
     }
@@ -241,10 +246,33 @@ impl Builder {
         self
     }
 
-    /// Run kube-controller-manager's ReplicaSet controller: each ReplicaSet keeps its replicas
-    /// of Pods and reports them in its status.
-    pub fn replica_sets(mut self, on: bool) -> Self {
-        self.replica_sets = on;
+    /// Run kube-controller-manager's workload controllers: ReplicaSets, Deployments,
+    /// StatefulSets, DaemonSets, Jobs, CronJobs, EndpointSlices and PersistentVolumeClaim
+    /// binding, each keeping its objects and their status as kube's does.
+    pub fn workloads(mut self, on: bool) -> Self {
+        self.workloads = if on {
+            WORKLOAD_CONTROLLERS.to_vec()
+        } else {
+            Vec::new()
+        };
+        self
+    }
+
+    /// Run only these of kube-controller-manager's workload controllers, by its names for
+    /// them ([`WORKLOAD_CONTROLLERS`]); unknown names are ignored.
+    pub fn workload_controllers<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
+        let names: Vec<&str> = names.into_iter().collect();
+        self.workloads = (WORKLOAD_CONTROLLERS.iter().copied())
+            .filter(|n| names.contains(n))
+            .collect();
+        self
+    }
+
+    /// Run a kubelet stand-in (`None`: Pods stay as clients write them, as on a cluster
+    /// without nodes): fake Nodes, a scheduler binding Pods to them, and Pods going through
+    /// their lifecycle, as [`Kubelet`] sets out.
+    pub fn kubelet(mut self, kubelet: Option<Kubelet>) -> Self {
+        self.kubelet = kubelet;
         self
     }
 
@@ -282,7 +310,11 @@ impl Builder {
             })?;
         }
         seed_policy(&store);
-        store.lock().service_accounts = self.service_accounts;
+        {
+            let mut st = store.lock();
+            st.service_accounts = self.service_accounts;
+            st.kubelet = self.kubelet.is_some();
+        }
         let inner = Arc::new(Inner {
             store,
             faults: Arc::new(Faults::default()),
@@ -294,13 +326,21 @@ impl Builder {
             tls,
             released: tokio::sync::watch::Sender::new(()),
         });
-        if self.gc || self.namespace_cleanup || self.service_accounts || self.replica_sets {
+        if self.gc
+            || self.namespace_cleanup
+            || self.service_accounts
+            || !self.workloads.is_empty()
+            || self.kubelet.is_some()
+        {
             let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
             let controllers = gc::Controllers {
                 gc: self.gc,
                 namespaces: self.namespace_cleanup,
                 accounts: self.service_accounts,
-                replica_sets: self.replica_sets,
+                workloads: (self.workloads.iter())
+                    .filter_map(|n| cluster::pass_of(n))
+                    .collect(),
+                kubelet: self.kubelet,
             };
             rt.spawn(gc::run(Arc::downgrade(&inner), controllers));
         }
@@ -449,6 +489,19 @@ impl ApiServer {
     /// served as `GET /_admin/requests` when the admin endpoints are on.
     pub fn requests(&self) -> Vec<AuditRecord> {
         self.inner.audit.requests()
+    }
+
+    /// Moves the CronJob controller's clock `by` ahead, as if that time had been waited for:
+    /// CronJobs start what their schedules gave in it (the most recent time, as kube does).
+    /// A test clock (also `POST /_admin/advance-cronjob-clock`); other timestamps keep the
+    /// system's time.
+    pub fn advance_cronjob_clock(&self, by: std::time::Duration) {
+        let mut st = self.inner.store.lock();
+        st.cronjob_clock += chrono::TimeDelta::from_std(by).unwrap_or(chrono::TimeDelta::zero());
+        st.wake_within(std::time::Duration::ZERO);
+        let rv = st.rv;
+        drop(st);
+        self.inner.store.notify(rv);
     }
 
     /// The last assigned resourceVersion.

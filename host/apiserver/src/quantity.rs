@@ -78,9 +78,22 @@ impl Quantity {
         self.0 < 0
     }
 
+    /// Its value as a float (for ratios, not comparisons).
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+
     /// Whether it is zero.
     pub fn is_zero(self) -> bool {
         self.0 == 0
+    }
+}
+
+impl std::ops::Sub for Quantity {
+    type Output = Self;
+
+    fn sub(self, other: Self) -> Self {
+        Quantity(self.0.saturating_sub(other.0))
     }
 }
 

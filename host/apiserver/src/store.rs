@@ -93,11 +93,26 @@ pub struct State {
     /// Whether Pods are admitted as kube's `ServiceAccount` admission plugin admits them (their
     /// account must exist: on only where a controller keeps namespaces' accounts).
     pub service_accounts: bool,
+    /// Whether a kubelet (the stand-in of `cluster::kubelet`) finishes deleting Pods bound to
+    /// Nodes: such a Pod is then deleted gracefully, as kube does it (`deletionTimestamp` set
+    /// `terminationGracePeriodSeconds` ahead; removed when the kubelet has stopped it).
+    pub kubelet: bool,
+    /// The earliest time a background controller asked to run again (a Pod's next lifecycle
+    /// stage, a Deployment's progress deadline, a CronJob's next schedule).
+    pub wake_at: Option<std::time::Instant>,
+    /// How far the CronJob controller's clock is ahead of the system's (a test clock).
+    pub cronjob_clock: chrono::TimeDelta,
 }
 
 const SNAPSHOTS_KEPT: usize = 256;
 
 impl State {
+    /// Asks the background controllers to run again within `after` at the latest.
+    pub fn wake_within(&mut self, after: std::time::Duration) {
+        let at = std::time::Instant::now() + after;
+        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+    }
+
     /// The table of a resource (created on first use).
     pub fn table(&mut self, key: &ResKey) -> &mut Table {
         self.tables.entry(key.clone()).or_default()
@@ -319,6 +334,9 @@ impl Store {
             log: None,
             gc_pending: true,
             service_accounts: false,
+            kubelet: false,
+            wake_at: None,
+            cronjob_clock: chrono::TimeDelta::zero(),
         };
         let mut log_handle = None;
         if let Some((log, records)) = log {

@@ -132,7 +132,14 @@ pub fn create_locked(
         // kube-apiserver starts every Pod as Pending (no kubelet here moves it on).
         ("", "pods") => defaults::admit_pod(st, &mut obj)?,
         // Read back with the phase kube's defaults give them.
-        ("", "persistentvolumeclaims") => obj["status"] = json!({"phase": "Pending"}),
+        // kube's DaemonSet strategy numbers template versions in an annotation.
+        ("apps", "daemonsets") => {
+            obj["metadata"]["annotations"][TEMPLATE_GENERATION] = json!("1");
+        }
+        ("", "persistentvolumeclaims") => {
+            defaults::default_storage_class(st, &mut obj);
+            obj["status"] = json!({"phase": "Pending"});
+        }
         ("", "persistentvolumes") => {
             obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now});
         }
@@ -177,6 +184,9 @@ pub fn create_locked(
     }
     Ok((*st.put(&t.key(), obj)?).clone())
 }
+
+/// The annotation kube's DaemonSet strategy counts template changes in.
+const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
 
 /// What a change must touch to bump the generation, as kube's strategies define it:
 /// everything but metadata (but a Deployment's annotations, which kube copies to its
@@ -358,6 +368,15 @@ pub(crate) fn update_locked(
             .unwrap_or(0);
         out["metadata"]["generation"] = json!(g + 1);
     }
+    if !status
+        && (t.res.group.as_str(), t.res.plural.as_str()) == ("apps", "daemonsets")
+        && cur["spec"]["template"] != out["spec"]["template"]
+    {
+        let n = (cur["metadata"]["annotations"][TEMPLATE_GENERATION].as_str())
+            .and_then(|g| g.parse::<i64>().ok())
+            .unwrap_or(0);
+        out["metadata"]["annotations"][TEMPLATE_GENERATION] = json!((n + 1).to_string());
+    }
     if t.res.plural == "customresourcedefinitions" && !status {
         check_crd(st, &out, Some(cur))?;
         let mut s = crd_status(&out, &now);
@@ -390,7 +409,11 @@ pub(crate) fn update_locked(
     if dry_run(q) {
         return Ok(out);
     }
-    if deleting && fins(&out).is_empty() && !has_spec_finalizers(&out) {
+    // An object whose grace period still runs (a Pod the kubelet is stopping) waits for it.
+    let graceful = (out.pointer("/metadata/deletionGracePeriodSeconds"))
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g > 0);
+    if deleting && !graceful && fins(&out).is_empty() && !has_spec_finalizers(&out) {
         return finalize_delete(st, t, &out);
     }
     if t.res.plural == "customresourcedefinitions" {
@@ -662,6 +685,22 @@ pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> 
         return Err(ApiError::invalid("Binding", "", &pod, &causes));
     }
     let mut st = inner.store.lock();
+    let out = bind_locked(&mut st, namespace, &pod, &node)?;
+    let rv = st.rv;
+    drop(st);
+    inner.store.notify(rv);
+    Ok(out)
+}
+
+/// Assigns Pod `pod` of `namespace` to `node` under the lock (the scheduler's binding, shared
+/// with the dev cluster's scheduler): its `nodeName`, then its `PodScheduled` condition.
+pub(crate) fn bind_locked(
+    st: &mut State,
+    namespace: &str,
+    pod: &str,
+    node: &str,
+) -> ApiResult<Value> {
+    let pod = pod.to_string();
     let Some(pods) = st.registry.get("", "v1", "pods") else {
         return Err(ApiError::not_found_path());
     };
@@ -691,7 +730,7 @@ pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> 
     }
     let mut new = (*cur).clone();
     new["spec"]["nodeName"] = json!(node);
-    let cur = update_locked(&mut st, &t, &Query::default(), &cur, new, Kind::Put, "")?;
+    let cur = update_locked(st, &t, &Query::default(), &cur, new, Kind::Put, "")?;
     // The condition through the status subresource: the main resource's writes keep status.
     let mut new = cur.clone();
     let now = super::admission::now();
@@ -709,18 +748,7 @@ pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> 
         sub: Some("status".into()),
         ..t
     };
-    update_locked(
-        &mut st,
-        &status,
-        &Query::default(),
-        &cur,
-        new,
-        Kind::Put,
-        "",
-    )?;
-    let rv = st.rv;
-    drop(st);
-    inner.store.notify(rv);
+    update_locked(st, &status, &Query::default(), &cur, new, Kind::Put, "")?;
     Ok(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     )

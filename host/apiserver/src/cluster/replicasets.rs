@@ -10,79 +10,16 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::now;
-use super::handlers::{Query, Target};
-use super::status::ApiError;
-use super::store::{State, str_at};
-use super::validate::selects;
-use super::{delete, write};
-
-/// The manager kube's controllers write as.
-const MANAGER: &str = "kube-controller-manager";
+use super::{MANAGER, active, available, controller_ref, controller_uid, deleting, ready, target};
+use crate::admission::now;
+use crate::handlers::Query;
+use crate::status::ApiError;
+use crate::store::{State, str_at};
+use crate::validate::selects;
+use crate::{delete, write};
 
 /// Most Pods one pass creates for one ReplicaSet (kube's `burstReplicas`).
 const BURST: usize = 500;
-
-/// A controller's target: resource `plural` of `group` (in its preferred version) in `ns`,
-/// through subresource `sub`.
-pub(crate) fn target(
-    st: &State,
-    group: &str,
-    plural: &str,
-    ns: &str,
-    sub: Option<&str>,
-) -> Option<Target> {
-    let res = st
-        .registry
-        .by_key(&(group.to_string(), plural.to_string()))?;
-    Some(Target {
-        version: res.versions[0].clone(),
-        res,
-        namespace: Some(ns.to_string()),
-        name: None,
-        sub: sub.map(String::from),
-    })
-}
-
-/// The uid of the object controlling `o`, if any.
-fn controller_uid(o: &Value) -> Option<&str> {
-    (o.pointer("/metadata/ownerReferences")?.as_array()?.iter())
-        .find(|r| r["controller"] == true)
-        .and_then(|r| r["uid"].as_str())
-}
-
-fn deleting(o: &Value) -> bool {
-    o.pointer("/metadata/deletionTimestamp").is_some()
-}
-
-/// A Pod that counts towards replicas: neither finished nor being deleted.
-fn active(pod: &Value) -> bool {
-    let phase = str_at(pod, "/status/phase");
-    !deleting(pod) && phase != "Succeeded" && phase != "Failed"
-}
-
-fn ready(pod: &Value) -> bool {
-    (pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten())
-    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-}
-
-/// Ready for at least `min_ready` seconds (kube's `IsPodAvailable`).
-fn available(pod: &Value, min_ready: i64) -> bool {
-    if min_ready <= 0 {
-        return ready(pod);
-    }
-    (pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten())
-    .find(|c| c["type"] == "Ready" && c["status"] == "True")
-    .and_then(|c| c["lastTransitionTime"].as_str())
-    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-    .is_some_and(|since| (chrono::Utc::now() - since.to_utc()).num_seconds() >= min_ready)
-}
 
 /// Brings every ReplicaSet to its replicas; whether anything was written.
 pub(crate) fn sync(st: &mut State) -> bool {
@@ -212,8 +149,7 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
 }
 
 fn owner_ref(name: &str, uid: &str) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "uid": uid,
-        "controller": true, "blockOwnerDeletion": true})
+    controller_ref("apps/v1", "ReplicaSet", name, uid)
 }
 
 /// A Pod of the ReplicaSet's template, controlled by it.

@@ -6,18 +6,15 @@
 
 use serde_json::{Value, json};
 
-use super::handlers::Query;
-use super::replicasets::target;
-use super::store::{State, str_at};
-use super::write;
+use super::{MANAGER, target};
+use crate::handlers::Query;
+use crate::store::{State, str_at};
+use crate::write;
 
 /// kube's description of the root CA ConfigMap.
 const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver \
      when using internal endpoints such as the internal service IP or kubernetes.default.svc. \
      No other usage is guaranteed across distributions of Kubernetes clusters.";
-
-/// The manager kube's controllers write as.
-const MANAGER: &str = "kube-controller-manager";
 
 /// Gives every active namespace its `default` ServiceAccount and a current
 /// `kube-root-ca.crt`; whether anything was written.
@@ -84,7 +81,7 @@ pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
     changed
 }
 
-fn written<T>(result: Result<T, super::status::ApiError>) -> bool {
+fn written<T>(result: Result<T, crate::status::ApiError>) -> bool {
     match result {
         Ok(_) => true,
         Err(e) => {
