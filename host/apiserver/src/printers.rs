@@ -24,12 +24,27 @@ pub fn of(group: &str, kind: &str) -> &'static Printer {
     match (group, kind) {
         ("" | "events.k8s.io", "Event") => &EVENT,
         ("", "Pod") => &POD,
+        ("", "Node") => &NODE,
         ("", "Namespace") => &NAMESPACE,
         ("", "ConfigMap") => &CONFIG_MAP,
         ("", "Secret") => &SECRET,
         ("", "Service") => &SERVICE,
         ("", "ServiceAccount") => &SERVICE_ACCOUNT,
+        ("", "Endpoints") => &ENDPOINTS,
+        ("", "ReplicationController") => &REPLICATION_CONTROLLER,
+        ("", "PersistentVolume") => &PERSISTENT_VOLUME,
+        ("", "PersistentVolumeClaim") => &PERSISTENT_VOLUME_CLAIM,
         ("apps", "Deployment") => &DEPLOYMENT,
+        ("apps", "ReplicaSet") => &REPLICA_SET,
+        ("apps", "StatefulSet") => &STATEFUL_SET,
+        ("apps", "DaemonSet") => &DAEMON_SET,
+        ("apps", "ControllerRevision") => &CONTROLLER_REVISION,
+        ("batch", "Job") => &JOB,
+        ("batch", "CronJob") => &CRON_JOB,
+        ("policy", "PodDisruptionBudget") => &POD_DISRUPTION_BUDGET,
+        ("autoscaling", "HorizontalPodAutoscaler") => &HORIZONTAL_POD_AUTOSCALER,
+        ("storage.k8s.io", "StorageClass") => &STORAGE_CLASS,
+        ("discovery.k8s.io", "EndpointSlice") => &ENDPOINT_SLICE,
         ("coordination.k8s.io", "Lease") => &LEASE,
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => &BINDING,
         _ => &DEFAULT,
@@ -391,14 +406,6 @@ fn service(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             }
         })
         .collect();
-    let selector = match spec["selector"].as_object() {
-        Some(m) if !m.is_empty() => m
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-            .collect::<Vec<_>>()
-            .join(","),
-        _ => "<none>".to_string(),
-    };
     let cluster_ip = match (str_at(spec, "/clusterIPs/0"), str_at(spec, "/clusterIP")) {
         ("", "") => "<none>",
         ("", ip) | (ip, _) => ip,
@@ -414,7 +421,7 @@ fn service(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             ports.join(",").into()
         },
         age(o, now),
-        selector.into(),
+        labels(&spec["selector"]).into(),
     ]
 }
 
@@ -431,63 +438,796 @@ static DEPLOYMENT: Printer = Printer {
     ],
     cells: |o, now| {
         let (spec, status) = (&o["spec"], &o["status"]);
-        let count = |v: &Value| v.as_i64().unwrap_or(0);
-        let containers = array(&spec["template"]["spec"]["containers"]);
-        let join = |field: &str| {
-            containers
-                .iter()
-                .map(|c| str_at(c, field))
-                .collect::<Vec<_>>()
-                .join(",")
-        };
+        let [names, images] = containers(&spec["template"]);
         vec![
             name(o),
-            format!(
-                "{}/{}",
-                count(&status["readyReplicas"]),
-                spec["replicas"].as_i64().unwrap_or(1)
-            )
-            .into(),
-            count(&status["updatedReplicas"]).into(),
-            count(&status["availableReplicas"]).into(),
+            format!("{}/{}", int(&status["readyReplicas"]), replicas(spec)).into(),
+            int(&status["updatedReplicas"]).into(),
+            int(&status["availableReplicas"]).into(),
             age(o, now),
-            join("/name").into(),
-            join("/image").into(),
+            names,
+            images,
             label_selector(&spec["selector"]).into(),
         ]
     },
 };
 
-/// A `metav1.LabelSelector` as kube formats it (`app=web,tier in (a,b)`); `<none>` when empty.
+/// The columns of ReplicaSets and ReplicationControllers.
+const REPLICAS_COLUMNS: &[(&str, &str, u8)] = &[
+    ("Name", "string", 0),
+    ("Desired", "integer", 0),
+    ("Current", "integer", 0),
+    ("Ready", "integer", 0),
+    ("Age", "string", 0),
+    ("Containers", "string", 1),
+    ("Images", "string", 1),
+    ("Selector", "string", 1),
+];
+
+static REPLICA_SET: Printer = Printer {
+    columns: REPLICAS_COLUMNS,
+    cells: |o, now| replica_counts(o, now, label_selector(&o["spec"]["selector"])),
+};
+
+/// A ReplicationController's selector is a plain label map.
+static REPLICATION_CONTROLLER: Printer = Printer {
+    columns: REPLICAS_COLUMNS,
+    cells: |o, now| replica_counts(o, now, labels(&o["spec"]["selector"])),
+};
+
+/// The row of a ReplicaSet or ReplicationController, its selector already formatted.
+fn replica_counts(o: &Value, now: DateTime<Utc>, selector: String) -> Vec<Value> {
+    let (spec, status) = (&o["spec"], &o["status"]);
+    let [names, images] = containers(&spec["template"]);
+    vec![
+        name(o),
+        replicas(spec).into(),
+        int(&status["replicas"]).into(),
+        int(&status["readyReplicas"]).into(),
+        age(o, now),
+        names,
+        images,
+        selector.into(),
+    ]
+}
+
+static STATEFUL_SET: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Ready", "string", 0),
+        ("Age", "string", 0),
+        ("Containers", "string", 1),
+        ("Images", "string", 1),
+    ],
+    cells: |o, now| {
+        let spec = &o["spec"];
+        let [names, images] = containers(&spec["template"]);
+        let ready = int(&o["status"]["readyReplicas"]);
+        vec![
+            name(o),
+            format!("{ready}/{}", replicas(spec)).into(),
+            age(o, now),
+            names,
+            images,
+        ]
+    },
+};
+
+static DAEMON_SET: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Desired", "integer", 0),
+        ("Current", "integer", 0),
+        ("Ready", "integer", 0),
+        ("Up-to-date", "integer", 0),
+        ("Available", "integer", 0),
+        ("Node Selector", "string", 0),
+        ("Age", "string", 0),
+        ("Containers", "string", 1),
+        ("Images", "string", 1),
+        ("Selector", "string", 1),
+    ],
+    cells: |o, now| {
+        let (spec, status) = (&o["spec"], &o["status"]);
+        let [names, images] = containers(&spec["template"]);
+        vec![
+            name(o),
+            int(&status["desiredNumberScheduled"]).into(),
+            int(&status["currentNumberScheduled"]).into(),
+            int(&status["numberReady"]).into(),
+            int(&status["updatedNumberScheduled"]).into(),
+            int(&status["numberAvailable"]).into(),
+            labels(&spec["template"]["spec"]["nodeSelector"]).into(),
+            age(o, now),
+            names,
+            images,
+            label_selector(&spec["selector"]).into(),
+        ]
+    },
+};
+
+static CONTROLLER_REVISION: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Controller", "string", 0),
+        ("Revision", "string", 0),
+        ("Age", "string", 0),
+    ],
+    cells: |o, now| {
+        // `kind.group/name` of the controller, lowercased as kubectl names resources.
+        let controller = array(&o["metadata"]["ownerReferences"])
+            .iter()
+            .find(|r| r["controller"] == true)
+            .map_or_else(
+                || "<none>".to_string(),
+                |r| {
+                    let group = str_at(r, "/apiVersion")
+                        .split_once('/')
+                        .map_or("", |(g, _)| g);
+                    let (kind, name) = (str_at(r, "/kind"), str_at(r, "/name"));
+                    match (kind, group) {
+                        ("", "") => name.to_string(),
+                        (kind, "") => format!("{}/{name}", kind.to_lowercase()),
+                        (kind, group) => {
+                            format!("{}.{}/{name}", kind.to_lowercase(), group.to_lowercase())
+                        }
+                    }
+                },
+            );
+        vec![
+            name(o),
+            controller.into(),
+            int(&o["revision"]).into(),
+            age(o, now),
+        ]
+    },
+};
+
+static JOB: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Status", "string", 0),
+        ("Completions", "string", 0),
+        ("Duration", "string", 0),
+        ("Age", "string", 0),
+        ("Containers", "string", 1),
+        ("Images", "string", 1),
+        ("Selector", "string", 1),
+    ],
+    cells: job,
+};
+
+/// A Job's row: its outcome as its conditions say (Complete and Failed before a deletion,
+/// Suspended and FailureTarget after), `succeeded/completions`, and how long it has run.
+fn job(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let (spec, status) = (&o["spec"], &o["status"]);
+    let succeeded = int(&status["succeeded"]);
+    let completions = match (spec["completions"].as_i64(), int(&spec["parallelism"])) {
+        (Some(n), _) => format!("{succeeded}/{n}"),
+        (None, p) if p > 1 => format!("{succeeded}/1 of {p}"),
+        (None, _) => format!("{succeeded}/1"),
+    };
+    let duration = match (
+        str_at(status, "/startTime"),
+        str_at(status, "/completionTime"),
+    ) {
+        ("", _) => String::new(),
+        (start, "") => since(start, now),
+        (start, end) => since(start, time(end).unwrap_or(now)),
+    };
+    let state = if condition(status, "Complete") {
+        "Complete"
+    } else if condition(status, "Failed") {
+        "Failed"
+    } else if o["metadata"]["deletionTimestamp"].is_string() {
+        "Terminating"
+    } else if condition(status, "Suspended") {
+        "Suspended"
+    } else if condition(status, "FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    };
+    let [names, images] = containers(&spec["template"]);
+    vec![
+        name(o),
+        state.into(),
+        completions.into(),
+        duration.into(),
+        age(o, now),
+        names,
+        images,
+        label_selector(&spec["selector"]).into(),
+    ]
+}
+
+static CRON_JOB: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Schedule", "string", 0),
+        ("Timezone", "string", 0),
+        ("Suspend", "boolean", 0),
+        ("Active", "integer", 0),
+        ("Last Schedule", "string", 0),
+        ("Age", "string", 0),
+        ("Containers", "string", 1),
+        ("Images", "string", 1),
+        ("Selector", "string", 1),
+    ],
+    cells: |o, now| {
+        let (spec, status) = (&o["spec"], &o["status"]);
+        let job = &spec["jobTemplate"]["spec"];
+        let [names, images] = containers(&job["template"]);
+        // kube prints the Suspend cell as text, though its column says boolean.
+        let suspend = match spec["suspend"].as_bool() {
+            Some(true) => "True",
+            Some(false) => "False",
+            None => "<unset>",
+        };
+        let last = match str_at(status, "/lastScheduleTime") {
+            "" => "<none>".to_string(),
+            t => since(t, now),
+        };
+        vec![
+            name(o),
+            spec["schedule"].clone(),
+            spec["timeZone"].as_str().unwrap_or("<none>").into(),
+            suspend.into(),
+            array(&status["active"]).len().into(),
+            last.into(),
+            age(o, now),
+            names,
+            images,
+            label_selector(&job["selector"]).into(),
+        ]
+    },
+};
+
+static NODE: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Status", "string", 0),
+        ("Roles", "string", 0),
+        ("Age", "string", 0),
+        ("Version", "string", 0),
+        ("Internal-IP", "string", 1),
+        ("External-IP", "string", 1),
+        ("OS-Image", "string", 1),
+        ("Kernel-Version", "string", 1),
+        ("Container-Runtime", "string", 1),
+    ],
+    cells: node,
+};
+
+/// A Node's row: Ready, NotReady or Unknown (no Ready condition) by its last Ready condition,
+/// then SchedulingDisabled when cordoned; its roles from `node-role.kubernetes.io/<role>` and
+/// `kubernetes.io/role` labels.
+fn node(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let status = &o["status"];
+    let ready = array(&status["conditions"])
+        .iter()
+        .rev()
+        .find(|c| c["type"] == "Ready");
+    let mut state = match ready {
+        Some(c) if c["status"] == "True" => "Ready",
+        Some(_) => "NotReady",
+        None => "Unknown",
+    }
+    .to_string();
+    if o["spec"]["unschedulable"] == true {
+        state.push_str(",SchedulingDisabled");
+    }
+    let mut roles: Vec<&str> = (o["metadata"]["labels"].as_object().into_iter().flatten())
+        .filter_map(|(k, v)| match k.strip_prefix("node-role.kubernetes.io/") {
+            Some(role) => Some(role),
+            None if k == "kubernetes.io/role" => v.as_str(),
+            None => None,
+        })
+        .filter(|role| !role.is_empty())
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    let address = |ty: &str| {
+        array(&status["addresses"])
+            .iter()
+            .find(|a| a["type"] == ty)
+            .map_or("<none>", |a| str_at(a, "/address"))
+    };
+    let info = |field: &str| match str_at(&status["nodeInfo"], field) {
+        "" => "<unknown>",
+        s => s,
+    };
+    vec![
+        name(o),
+        state.into(),
+        if roles.is_empty() {
+            "<none>".to_string()
+        } else {
+            roles.join(",")
+        }
+        .into(),
+        age(o, now),
+        str_at(status, "/nodeInfo/kubeletVersion").into(),
+        address("InternalIP").into(),
+        address("ExternalIP").into(),
+        info("/osImage").into(),
+        info("/kernelVersion").into(),
+        info("/containerRuntimeVersion").into(),
+    ]
+}
+
+static PERSISTENT_VOLUME: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Capacity", "string", 0),
+        ("Access Modes", "string", 0),
+        ("Reclaim Policy", "string", 0),
+        ("Status", "string", 0),
+        ("Claim", "string", 0),
+        ("StorageClass", "string", 0),
+        ("VolumeAttributesClass", "string", 0),
+        ("Reason", "string", 0),
+        ("Age", "string", 0),
+        ("VolumeMode", "string", 1),
+    ],
+    cells: |o, now| {
+        let spec = &o["spec"];
+        let claim = if spec["claimRef"].is_object() {
+            let claim = |field: &str| str_at(&spec["claimRef"], field);
+            format!("{}/{}", claim("/namespace"), claim("/name"))
+        } else {
+            String::new()
+        };
+        vec![
+            name(o),
+            storage(&spec["capacity"]).into(),
+            access_modes(&spec["accessModes"]).into(),
+            str_at(spec, "/persistentVolumeReclaimPolicy").into(),
+            volume_phase(o).into(),
+            claim.into(),
+            storage_class(o, "/spec/storageClassName").into(),
+            unset_if_absent(&spec["volumeAttributesClassName"]),
+            str_at(o, "/status/reason").into(),
+            age(o, now),
+            unset_if_absent(&spec["volumeMode"]),
+        ]
+    },
+};
+
+static PERSISTENT_VOLUME_CLAIM: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Status", "string", 0),
+        ("Volume", "string", 0),
+        ("Capacity", "string", 0),
+        ("Access Modes", "string", 0),
+        ("StorageClass", "string", 0),
+        ("VolumeAttributesClass", "string", 0),
+        ("Age", "string", 0),
+        ("VolumeMode", "string", 1),
+    ],
+    cells: |o, now| {
+        let (spec, status) = (&o["spec"], &o["status"]);
+        let volume = str_at(spec, "/volumeName");
+        // Capacity and access modes are the bound volume's: none before binding.
+        let (capacity, modes) = match volume {
+            "" => (String::new(), String::new()),
+            _ => (
+                storage(&status["capacity"]),
+                access_modes(&status["accessModes"]),
+            ),
+        };
+        vec![
+            name(o),
+            volume_phase(o).into(),
+            volume.into(),
+            capacity.into(),
+            modes.into(),
+            storage_class(o, "/spec/storageClassName").into(),
+            unset_if_absent(&spec["volumeAttributesClassName"]),
+            age(o, now),
+            unset_if_absent(&spec["volumeMode"]),
+        ]
+    },
+};
+
+/// The phase of a PersistentVolume or claim, or Terminating once it is being deleted.
+fn volume_phase(o: &Value) -> &str {
+    if o["metadata"]["deletionTimestamp"].is_string() {
+        "Terminating"
+    } else {
+        str_at(o, "/status/phase")
+    }
+}
+
+/// The `storage` quantity of a resource list (stored in canonical form); `0` for none.
+fn storage(resources: &Value) -> String {
+    resources["storage"].as_str().unwrap_or("0").to_string()
+}
+
+/// Access modes abbreviated, in kube's fixed order (`RWO,ROX,RWX,RWOP`), each once.
+fn access_modes(modes: &Value) -> String {
+    let modes = array(modes);
+    [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .into_iter()
+    .filter(|(mode, _)| modes.iter().any(|m| m.as_str() == Some(*mode)))
+    .map(|(_, short)| short)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+/// A volume's or claim's class: the legacy beta annotation, when present, wins over the field.
+fn storage_class<'a>(o: &'a Value, field: &str) -> &'a str {
+    match o["metadata"]["annotations"]["volume.beta.kubernetes.io/storage-class"].as_str() {
+        Some(class) => class,
+        None => str_at(o, field),
+    }
+}
+
+static STORAGE_CLASS: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Provisioner", "string", 0),
+        ("ReclaimPolicy", "string", 0),
+        ("VolumeBindingMode", "string", 0),
+        ("AllowVolumeExpansion", "string", 0),
+        ("Age", "string", 0),
+    ],
+    cells: |o, now| {
+        let annotations = &o["metadata"]["annotations"];
+        let default = [
+            "storageclass.kubernetes.io/is-default-class",
+            "storageclass.beta.kubernetes.io/is-default-class",
+        ]
+        .iter()
+        .any(|a| annotations[a] == "true");
+        let name = str_at(o, "/metadata/name");
+        let or = |field: &str, unset: &'static str| match o[field].as_str() {
+            Some(s) => Value::from(s),
+            None => unset.into(),
+        };
+        vec![
+            if default {
+                format!("{name} (default)")
+            } else {
+                name.to_string()
+            }
+            .into(),
+            o["provisioner"].clone(),
+            or("reclaimPolicy", "Delete"),
+            or("volumeBindingMode", "Immediate"),
+            // A boolean cell, though its column says string.
+            o["allowVolumeExpansion"].as_bool().unwrap_or(false).into(),
+            age(o, now),
+        ]
+    },
+};
+
+static ENDPOINTS: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Endpoints", "string", 0),
+        ("Age", "string", 0),
+    ],
+    cells: |o, now| vec![name(o), endpoints(o).into(), age(o, now)],
+};
+
+/// The first three `ip:port` of an Endpoints' ready addresses (bare IPs for a subset without
+/// ports, as a headless Service may have), then `+ N more...`; `<none>` without subsets.
+fn endpoints(o: &Value) -> String {
+    const MAX: usize = 3;
+    let subsets = array(&o["subsets"]);
+    if subsets.is_empty() {
+        return "<none>".into();
+    }
+    let (mut list, mut count, mut more) = (Vec::new(), 0, false);
+    for subset in subsets {
+        let addresses = array(&subset["addresses"]);
+        let ports: Vec<Option<i64>> = match array(&subset["ports"]) {
+            [] => vec![None],
+            ports => ports.iter().map(|p| Some(int(&p["port"]))).collect(),
+        };
+        for port in ports {
+            count += addresses.len();
+            for a in addresses {
+                if list.len() == MAX {
+                    more = true;
+                    break;
+                }
+                let ip = str_at(a, "/ip");
+                list.push(match port {
+                    None => ip.to_string(),
+                    Some(port) if ip.contains(':') => format!("[{ip}]:{port}"),
+                    Some(port) => format!("{ip}:{port}"),
+                });
+            }
+        }
+    }
+    let list = list.join(",");
+    if more {
+        format!("{list} + {} more...", count - MAX)
+    } else {
+        list
+    }
+}
+
+static ENDPOINT_SLICE: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("AddressType", "string", 0),
+        ("Ports", "string", 0),
+        ("Endpoints", "string", 0),
+        ("Age", "string", 0),
+    ],
+    cells: |o, now| {
+        // A port without a number shows its name, one without either `*`.
+        let ports =
+            array(&o["ports"])
+                .iter()
+                .map(|p| match (p["port"].as_i64(), p["name"].as_str()) {
+                    (Some(port), _) => port.to_string(),
+                    (None, Some(name)) => name.to_string(),
+                    (None, None) => "*".to_string(),
+                });
+        let addresses = (array(&o["endpoints"]).iter())
+            .flat_map(|e| array(&e["addresses"]))
+            .map(|a| a.as_str().unwrap_or_default().to_string());
+        vec![
+            name(o),
+            o["addressType"].clone(),
+            first_three(ports).into(),
+            first_three(addresses).into(),
+            age(o, now),
+        ]
+    },
+};
+
+/// The first three items, then `+ N more...`; `<unset>` for none.
+fn first_three(items: impl Iterator<Item = String>) -> String {
+    const MAX: usize = 3;
+    let (mut list, mut count) = (Vec::new(), 0);
+    for item in items {
+        if list.len() < MAX {
+            list.push(item);
+        }
+        count += 1;
+    }
+    let list = list.join(",");
+    match count {
+        _ if count > MAX => format!("{list} + {} more...", count - MAX),
+        _ if list.is_empty() => "<unset>".into(),
+        _ => list,
+    }
+}
+
+static POD_DISRUPTION_BUDGET: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Min Available", "string", 0),
+        ("Max Unavailable", "string", 0),
+        ("Allowed Disruptions", "integer", 0),
+        ("Age", "string", 0),
+    ],
+    cells: |o, now| {
+        // An int-or-string: `2` or `50%`.
+        let bound = |v: &Value| match v {
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => s.clone(),
+            _ => "N/A".to_string(),
+        };
+        vec![
+            name(o),
+            bound(&o["spec"]["minAvailable"]).into(),
+            bound(&o["spec"]["maxUnavailable"]).into(),
+            int(&o["status"]["disruptionsAllowed"]).into(),
+            age(o, now),
+        ]
+    },
+};
+
+static HORIZONTAL_POD_AUTOSCALER: Printer = Printer {
+    columns: &[
+        ("Name", "string", 0),
+        ("Reference", "string", 0),
+        ("Targets", "string", 0),
+        ("MinPods", "string", 0),
+        ("MaxPods", "string", 0),
+        ("Replicas", "string", 0),
+        ("Age", "string", 0),
+    ],
+    cells: |o, now| {
+        let (spec, status) = (&o["spec"], &o["status"]);
+        let target = &spec["scaleTargetRef"];
+        let min = match spec["minReplicas"].as_i64() {
+            Some(n) => n.to_string(),
+            None => "<unset>".to_string(),
+        };
+        vec![
+            name(o),
+            format!("{}/{}", str_at(target, "/kind"), str_at(target, "/name")).into(),
+            hpa_targets(spec, status).into(),
+            min.into(),
+            int(&spec["maxReplicas"]).into(),
+            int(&status["currentReplicas"]).into(),
+            age(o, now),
+        ]
+    },
+};
+
+/// An HPA's metrics as `current/target` (`cpu: 40%/80%`, `<unknown>` before a measurement),
+/// the first two, then `+ N more...`; `<none>` without metrics. An `autoscaling/v1` object's
+/// CPU target reads as the one Resource metric kube converts it to.
+fn hpa_targets(spec: &Value, status: &Value) -> String {
+    const MAX: usize = 2;
+    let v1;
+    let (specs, statuses) = match spec["targetCPUUtilizationPercentage"].as_i64() {
+        Some(target) => {
+            let cpu = |key: &str, utilization: i64| {
+                let mut metric = json!({"type": "Resource", "resource": {"name": "cpu"}});
+                metric["resource"][key] = json!({ "averageUtilization": utilization });
+                metric
+            };
+            let current = status["currentCPUUtilizationPercentage"].as_i64();
+            v1 = [
+                vec![cpu("target", target)],
+                current.map(|c| cpu("current", c)).into_iter().collect(),
+            ];
+            (v1[0].as_slice(), v1[1].as_slice())
+        }
+        None => (array(&spec["metrics"]), array(&status["currentMetrics"])),
+    };
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let list: Vec<String> = (specs.iter().enumerate())
+        .map(|(i, metric)| hpa_metric(metric, statuses.get(i)))
+        .collect();
+    match list.len() {
+        n if n > MAX => format!("{} + {} more...", list[..MAX].join(", "), n - MAX),
+        _ => list.join(", "),
+    }
+}
+
+/// One HPA metric as `current/target`, `current` from its status, if it has one yet.
+fn hpa_metric(metric: &Value, status: Option<&Value>) -> String {
+    let ty = str_at(metric, "/type");
+    // A metric's source is the field named after its type.
+    let key = match ty {
+        "External" => "external",
+        "Object" => "object",
+        "Pods" => "pods",
+        "Resource" => "resource",
+        "ContainerResource" => "containerResource",
+        _ => return "<unknown type>".into(),
+    };
+    let (source, target) = (&metric[key], &metric[key]["target"]);
+    let current = (status.map(|s| &s[key]))
+        .filter(|s| s.is_object())
+        .map(|s| &s["current"]);
+    // A missing quantity prints as Go prints a nil one.
+    let quantity = |v: &Value| v.as_str().unwrap_or("<nil>").to_string();
+    let current_quantity =
+        |field: &str| current.map_or("<unknown>".into(), |c| quantity(&c[field]));
+    let average = !target["averageValue"].is_null();
+    match ty {
+        "External" | "Object" if average => {
+            let current = current.and_then(|c| c["averageValue"].as_str());
+            let current = current.unwrap_or("<unknown>");
+            format!("{current}/{} (avg)", quantity(&target["averageValue"]))
+        }
+        "External" | "Object" => format!(
+            "{}/{}",
+            current_quantity("value"),
+            quantity(&target["value"])
+        ),
+        "Pods" => format!(
+            "{}/{}",
+            current_quantity("averageValue"),
+            quantity(&target["averageValue"])
+        ),
+        _ if average => format!(
+            "{}: {}/{}",
+            str_at(source, "/name"),
+            current_quantity("averageValue"),
+            quantity(&target["averageValue"])
+        ),
+        _ => {
+            let percent = |v: &Value| v.as_i64().map(|u| format!("{u}%"));
+            let current = current.and_then(|c| percent(&c["averageUtilization"]));
+            let target = percent(&target["averageUtilization"]);
+            format!(
+                "{}: {}/{}",
+                str_at(source, "/name"),
+                current.as_deref().unwrap_or("<unknown>"),
+                target.as_deref().unwrap_or("<auto>")
+            )
+        }
+    }
+}
+
+/// A `metav1.LabelSelector` as kube formats it (`app=web,tier in (a,b)`, requirements by key,
+/// values sorted); `<none>` when empty.
 fn label_selector(sel: &Value) -> String {
-    let mut parts: Vec<String> = sel["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+    let mut parts: Vec<(&str, String)> = (sel["matchLabels"].as_object().into_iter().flatten())
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                format!("{k}={}", v.as_str().unwrap_or_default()),
+            )
+        })
         .collect();
     for e in array(&sel["matchExpressions"]) {
         let key = str_at(e, "/key");
         let values = || {
-            array(&e["values"])
+            let mut values: Vec<&str> = array(&e["values"])
                 .iter()
                 .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(",")
+                .collect();
+            values.sort_unstable();
+            values.join(",")
         };
-        parts.push(match str_at(e, "/operator") {
+        let part = match str_at(e, "/operator") {
             "In" => format!("{key} in ({})", values()),
             "NotIn" => format!("{key} notin ({})", values()),
             "Exists" => key.to_string(),
             "DoesNotExist" => format!("!{key}"),
             op => format!("{key} {op} ({})", values()),
-        });
+        };
+        parts.push((key, part));
     }
+    parts.sort_by_key(|&(key, _)| key);
     if parts.is_empty() {
         "<none>".into()
     } else {
-        parts.join(",")
+        parts
+            .into_iter()
+            .map(|(_, part)| part)
+            .collect::<Vec<_>>()
+            .join(",")
     }
+}
+
+/// A label map as kube formats it (`a=1,b=2`, by key); `<none>` when empty.
+fn labels(map: &Value) -> String {
+    match map.as_object() {
+        // serde_json's maps are ordered by key.
+        Some(m) if !m.is_empty() => m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "<none>".to_string(),
+    }
+}
+
+/// The names and the images of a Pod template's containers, each comma-joined.
+fn containers(template: &Value) -> [Value; 2] {
+    let containers = array(&template["spec"]["containers"]);
+    let join = |field: &str| {
+        let all: Vec<&str> = containers.iter().map(|c| str_at(c, field)).collect();
+        Value::from(all.join(","))
+    };
+    [join("/name"), join("/image")]
+}
+
+/// A workload's `spec.replicas`, 1 when unset as kube defaults it.
+fn replicas(spec: &Value) -> i64 {
+    spec["replicas"].as_i64().unwrap_or(1)
+}
+
+/// A count that may be absent (then 0).
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+/// An optional string field, `<unset>` when absent.
+fn unset_if_absent(v: &Value) -> Value {
+    json!(v.as_str().unwrap_or("<unset>"))
 }
 
 static LEASE: Printer = Printer {
@@ -566,10 +1306,17 @@ fn none_if_empty(s: &str) -> Value {
 /// How long ago an RFC 3339 timestamp was, as kubectl shows ages (apimachinery's
 /// `duration.HumanDuration`); `<unknown>` for none.
 pub fn since(ts: &str, now: DateTime<Utc>) -> String {
-    let Ok(t) = DateTime::parse_from_rfc3339(ts) else {
-        return "<unknown>".into();
-    };
-    human_duration((now - t.with_timezone(&Utc)).num_seconds())
+    match time(ts) {
+        Some(t) => human_duration((now - t).num_seconds()),
+        None => "<unknown>".into(),
+    }
+}
+
+/// An RFC 3339 timestamp, if it is one.
+fn time(ts: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(ts)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// apimachinery's `duration.HumanDuration` of a number of seconds.
@@ -613,6 +1360,25 @@ mod tests {
         assert_eq!(cells.len(), p.columns.len(), "{kind}: one cell per column");
         cells
     }
+
+    /// A printer's columns, each as `Name`, with `:type` when not a string and ` (wide)` when
+    /// only `-o wide` shows it.
+    fn header(group: &str, kind: &str) -> Vec<String> {
+        (of(group, kind).columns.iter())
+            .map(|&(name, ty, priority)| match (ty, priority) {
+                ("string", 0) => name.to_string(),
+                ("string", _) => format!("{name} (wide)"),
+                (ty, 0) => format!("{name}:{ty}"),
+                (ty, _) => format!("{name}:{ty} (wide)"),
+            })
+            .collect()
+    }
+
+    fn row(cells: Value) -> Vec<Value> {
+        cells.as_array().unwrap().clone()
+    }
+
+    const CREATED: &str = "2026-11-26T11:00:00Z";
 
     #[test]
     fn ages_read_as_kubectl_prints_them() {
@@ -773,6 +1539,659 @@ mod tests {
         assert_eq!(
             cells("rbac.authorization.k8s.io", "Role", role),
             [json!("r"), json!("2026-11-26T11:00:00Z")]
+        );
+    }
+
+    #[test]
+    fn nodes_show_readiness_roles_version_and_addresses() {
+        assert_eq!(
+            header("", "Node"),
+            [
+                "Name",
+                "Status",
+                "Roles",
+                "Age",
+                "Version",
+                "Internal-IP (wide)",
+                "External-IP (wide)",
+                "OS-Image (wide)",
+                "Kernel-Version (wide)",
+                "Container-Runtime (wide)"
+            ]
+        );
+        // As the kubelet stand-in registers one.
+        let node = json!({"metadata": {"name": "wasmctrl-node-0", "creationTimestamp": CREATED,
+            "labels": {"kubernetes.io/hostname": "wasmctrl-node-0", "kubernetes.io/os": "linux"}},
+            "spec": {},
+            "status": {"conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "addresses": [{"type": "InternalIP", "address": "172.18.0.2"},
+                {"type": "Hostname", "address": "wasmctrl-node-0"}],
+            "nodeInfo": {"kubeletVersion": "v1.32.0", "osImage": "wasmctrl fake node",
+                "kernelVersion": "6.1.0", "containerRuntimeVersion": "fake://wasmctrl"}}});
+        assert_eq!(
+            cells("", "Node", node.clone()),
+            row(json!([
+                "wasmctrl-node-0",
+                "Ready",
+                "<none>",
+                "60m",
+                "v1.32.0",
+                "172.18.0.2",
+                "<none>",
+                "wasmctrl fake node",
+                "6.1.0",
+                "fake://wasmctrl"
+            ]))
+        );
+        let mut cordoned = node.clone();
+        cordoned["spec"]["unschedulable"] = json!(true);
+        cordoned["status"]["conditions"][1]["status"] = json!("Unknown");
+        cordoned["metadata"]["labels"] = json!({"node-role.kubernetes.io/control-plane": "",
+            "node-role.kubernetes.io/": "", "kubernetes.io/role": "worker"});
+        let c = cells("", "Node", cordoned);
+        assert_eq!(
+            &c[1..3],
+            ["NotReady,SchedulingDisabled", "control-plane,worker"]
+        );
+        let mut new = node;
+        new["status"] = json!({"addresses": [{"type": "ExternalIP", "address": "203.0.113.9"}]});
+        let c = cells("", "Node", new);
+        assert_eq!((&c[1], &c[4]), (&json!("Unknown"), &json!("")));
+        assert_eq!(
+            &c[5..],
+            [
+                "<none>",
+                "203.0.113.9",
+                "<unknown>",
+                "<unknown>",
+                "<unknown>"
+            ]
+        );
+    }
+
+    #[test]
+    fn replica_sets_and_replication_controllers_count_their_replicas() {
+        let columns = [
+            "Name",
+            "Desired:integer",
+            "Current:integer",
+            "Ready:integer",
+            "Age",
+            "Containers (wide)",
+            "Images (wide)",
+            "Selector (wide)",
+        ];
+        assert_eq!(header("apps", "ReplicaSet"), columns);
+        assert_eq!(header("", "ReplicationController"), columns);
+        let template = json!({"spec": {"containers": [{"name": "web", "image": "nginx:1.27"},
+            {"name": "proxy", "image": "envoy"}]}});
+        let rs = json!({"metadata": {"name": "web-7d9f8b6c5", "creationTimestamp": CREATED},
+            "spec": {"replicas": 3, "template": template,
+                "selector": {"matchLabels": {"pod-template-hash": "7d9f8b6c5", "app": "web"}}},
+            "status": {"replicas": 3, "readyReplicas": 2, "availableReplicas": 2}});
+        assert_eq!(
+            cells("apps", "ReplicaSet", rs),
+            row(json!([
+                "web-7d9f8b6c5",
+                3,
+                3,
+                2,
+                "60m",
+                "web,proxy",
+                "nginx:1.27,envoy",
+                "app=web,pod-template-hash=7d9f8b6c5"
+            ]))
+        );
+        let rc = json!({"metadata": {"name": "legacy", "creationTimestamp": CREATED},
+            "spec": {"replicas": 0, "selector": {"app": "legacy"}}, "status": {"replicas": 0}});
+        assert_eq!(
+            cells("", "ReplicationController", rc),
+            row(json!(["legacy", 0, 0, 0, "60m", "", "", "app=legacy"]))
+        );
+    }
+
+    #[test]
+    fn stateful_sets_show_ready_of_desired() {
+        assert_eq!(
+            header("apps", "StatefulSet"),
+            ["Name", "Ready", "Age", "Containers (wide)", "Images (wide)"]
+        );
+        let sts = json!({"metadata": {"name": "db", "creationTimestamp": CREATED},
+            "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                "template": {"spec": {"containers": [{"name": "pg", "image": "postgres:16"}]}}},
+            "status": {"replicas": 2, "readyReplicas": 1}});
+        assert_eq!(
+            cells("apps", "StatefulSet", sts),
+            row(json!(["db", "1/3", "60m", "pg", "postgres:16"]))
+        );
+    }
+
+    #[test]
+    fn daemon_sets_count_their_nodes_and_show_their_node_selector() {
+        assert_eq!(
+            header("apps", "DaemonSet"),
+            [
+                "Name",
+                "Desired:integer",
+                "Current:integer",
+                "Ready:integer",
+                "Up-to-date:integer",
+                "Available:integer",
+                "Node Selector",
+                "Age",
+                "Containers (wide)",
+                "Images (wide)",
+                "Selector (wide)"
+            ]
+        );
+        let ds = json!({"metadata": {"name": "agent", "creationTimestamp": CREATED},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}, "matchExpressions": [
+                    {"key": "zone", "operator": "NotIn", "values": ["b", "a"]},
+                    {"key": "arch", "operator": "Exists"}]},
+                "template": {"spec": {"nodeSelector": {"kubernetes.io/os": "linux"},
+                    "containers": [{"name": "agent", "image": "busybox"}]}}},
+            "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 2,
+                "updatedNumberScheduled": 3, "numberAvailable": 2, "numberMisscheduled": 0}});
+        assert_eq!(
+            cells("apps", "DaemonSet", ds),
+            row(json!([
+                "agent",
+                3,
+                3,
+                2,
+                3,
+                2,
+                "kubernetes.io/os=linux",
+                "60m",
+                "agent",
+                "busybox",
+                "app=agent,arch,zone notin (a,b)"
+            ]))
+        );
+        let bare = json!({"metadata": {"name": "b"}, "spec": {"template": {"spec": {}}}});
+        assert_eq!(
+            cells("apps", "DaemonSet", bare)[1..7],
+            row(json!([0, 0, 0, 0, 0, "<none>"]))
+        );
+    }
+
+    #[test]
+    fn controller_revisions_name_their_controller() {
+        assert_eq!(
+            header("apps", "ControllerRevision"),
+            ["Name", "Controller", "Revision", "Age"]
+        );
+        let rev = json!({"metadata": {"name": "db-6c4f9d8b7", "creationTimestamp": CREATED,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db",
+                "uid": "u1", "controller": true, "blockOwnerDeletion": true}]},
+            "data": {}, "revision": 2});
+        assert_eq!(
+            cells("apps", "ControllerRevision", rev),
+            row(json!(["db-6c4f9d8b7", "statefulset.apps/db", 2, "60m"]))
+        );
+        let core = json!({"metadata": {"name": "r", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u0"},
+            {"apiVersion": "v1", "kind": "ReplicationController", "name": "rc", "uid": "u2", "controller": true}]},
+            "revision": 1});
+        assert_eq!(
+            cells("apps", "ControllerRevision", core)[1],
+            "replicationcontroller/rc"
+        );
+        let orphan = json!({"metadata": {"name": "o"}, "revision": 1});
+        assert_eq!(cells("apps", "ControllerRevision", orphan)[1], "<none>");
+    }
+
+    #[test]
+    fn jobs_show_their_outcome_completions_and_duration() {
+        assert_eq!(
+            header("batch", "Job"),
+            [
+                "Name",
+                "Status",
+                "Completions",
+                "Duration",
+                "Age",
+                "Containers (wide)",
+                "Images (wide)",
+                "Selector (wide)"
+            ]
+        );
+        let job = |spec: Value, status: Value| {
+            let mut spec = spec;
+            spec["selector"] =
+                json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "8f1c"}});
+            spec["template"] =
+                json!({"spec": {"containers": [{"name": "pi", "image": "perl:5.34"}]}});
+            json!({"metadata": {"name": "pi", "creationTimestamp": CREATED}, "spec": spec, "status": status})
+        };
+        let running = job(
+            json!({"completions": 3, "parallelism": 1}),
+            json!({"startTime": "2026-11-26T11:55:00Z", "active": 1, "succeeded": 1}),
+        );
+        assert_eq!(
+            cells("batch", "Job", running),
+            row(json!([
+                "pi",
+                "Running",
+                "1/3",
+                "5m",
+                "60m",
+                "pi",
+                "perl:5.34",
+                "batch.kubernetes.io/controller-uid=8f1c"
+            ]))
+        );
+        let complete = job(
+            json!({"completions": 1, "parallelism": 1}),
+            json!({"startTime": "2026-11-26T11:00:00Z", "completionTime": "2026-11-26T11:02:30Z",
+                "succeeded": 1, "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                    {"type": "Complete", "status": "True"}]}),
+        );
+        let c = cells("batch", "Job", complete.clone());
+        assert_eq!(&c[1..4], ["Complete", "1/1", "2m30s"]);
+        let mut deleted = complete;
+        deleted["metadata"]["deletionTimestamp"] = json!("2026-11-26T11:59:00Z");
+        assert_eq!(cells("batch", "Job", deleted.clone())[1], "Complete");
+        deleted["status"]["conditions"] = json!([]);
+        assert_eq!(cells("batch", "Job", deleted)[1], "Terminating");
+        let workers = job(json!({"parallelism": 2}), json!({}));
+        assert_eq!(
+            &cells("batch", "Job", workers)[1..4],
+            ["Running", "0/1 of 2", ""]
+        );
+        for (ty, status) in [
+            ("Failed", "Failed"),
+            ("Suspended", "Suspended"),
+            ("FailureTarget", "FailureTarget"),
+        ] {
+            let j = job(
+                json!({"completions": 2}),
+                json!({"conditions": [{"type": ty, "status": "True"}]}),
+            );
+            assert_eq!(cells("batch", "Job", j)[1], status, "{ty}");
+        }
+        let resumed = job(
+            json!({"completions": 2}),
+            json!({"conditions": [{"type": "Suspended", "status": "False"}]}),
+        );
+        assert_eq!(cells("batch", "Job", resumed)[1], "Running");
+    }
+
+    #[test]
+    fn cron_jobs_show_their_schedule_and_last_run() {
+        assert_eq!(
+            header("batch", "CronJob"),
+            [
+                "Name",
+                "Schedule",
+                "Timezone",
+                "Suspend:boolean",
+                "Active:integer",
+                "Last Schedule",
+                "Age",
+                "Containers (wide)",
+                "Images (wide)",
+                "Selector (wide)"
+            ]
+        );
+        let cj = json!({"metadata": {"name": "nightly", "creationTimestamp": "2026-11-20T00:00:00Z"},
+            "spec": {"schedule": "0 3 * * *", "suspend": false, "concurrencyPolicy": "Allow",
+                "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure",
+                    "containers": [{"name": "backup", "image": "restic"}]}}}}},
+            "status": {"active": [{"kind": "Job", "name": "nightly-29400660"}],
+                "lastScheduleTime": "2026-11-26T03:00:00Z"}});
+        assert_eq!(
+            cells("batch", "CronJob", cj),
+            row(json!([
+                "nightly",
+                "0 3 * * *",
+                "<none>",
+                "False",
+                1,
+                "9h",
+                "6d12h",
+                "backup",
+                "restic",
+                "<none>"
+            ]))
+        );
+        let new = json!({"metadata": {"name": "n"}, "spec": {"schedule": "@hourly",
+            "timeZone": "Europe/Paris"}});
+        assert_eq!(
+            cells("batch", "CronJob", new)[2..6],
+            [
+                json!("Europe/Paris"),
+                json!("<unset>"),
+                json!(0),
+                json!("<none>")
+            ]
+        );
+    }
+
+    #[test]
+    fn claims_show_their_binding_and_the_bound_volumes_size() {
+        assert_eq!(
+            header("", "PersistentVolumeClaim"),
+            [
+                "Name",
+                "Status",
+                "Volume",
+                "Capacity",
+                "Access Modes",
+                "StorageClass",
+                "VolumeAttributesClass",
+                "Age",
+                "VolumeMode (wide)"
+            ]
+        );
+        let pvc = json!({"metadata": {"name": "data-db-0", "creationTimestamp": CREATED},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "standard", "volumeMode": "Filesystem"},
+            "status": {"phase": "Pending"}});
+        assert_eq!(
+            cells("", "PersistentVolumeClaim", pvc.clone()),
+            row(json!([
+                "data-db-0",
+                "Pending",
+                "",
+                "",
+                "",
+                "standard",
+                "<unset>",
+                "60m",
+                "Filesystem"
+            ]))
+        );
+        let mut bound = pvc;
+        bound["spec"]["volumeName"] = json!("pvc-3f2a");
+        bound["status"] = json!({"phase": "Bound", "capacity": {"storage": "2Gi"},
+            "accessModes": ["ReadWriteMany", "ReadWriteOnce", "ReadWriteOnce"]});
+        assert_eq!(
+            cells("", "PersistentVolumeClaim", bound.clone())[1..5],
+            ["Bound", "pvc-3f2a", "2Gi", "RWO,RWX"]
+        );
+        bound["metadata"]["deletionTimestamp"] = json!("2026-11-26T11:59:00Z");
+        bound["metadata"]["annotations"] = json!({"volume.beta.kubernetes.io/storage-class": ""});
+        bound["spec"]["volumeAttributesClassName"] = json!("gold");
+        let c = cells("", "PersistentVolumeClaim", bound);
+        assert_eq!(
+            (&c[1], &c[5], &c[6]),
+            (&json!("Terminating"), &json!(""), &json!("gold"))
+        );
+    }
+
+    #[test]
+    fn volumes_show_their_size_policy_and_claim() {
+        assert_eq!(
+            header("", "PersistentVolume"),
+            [
+                "Name",
+                "Capacity",
+                "Access Modes",
+                "Reclaim Policy",
+                "Status",
+                "Claim",
+                "StorageClass",
+                "VolumeAttributesClass",
+                "Reason",
+                "Age",
+                "VolumeMode (wide)"
+            ]
+        );
+        let pv = json!({"metadata": {"name": "pvc-3f2a", "creationTimestamp": CREATED},
+            "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOncePod", "ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "standard",
+                "volumeMode": "Filesystem", "hostPath": {"path": "/tmp/pvc-3f2a"},
+                "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": "data-db-0"}},
+            "status": {"phase": "Bound"}});
+        assert_eq!(
+            cells("", "PersistentVolume", pv),
+            row(json!([
+                "pvc-3f2a",
+                "2Gi",
+                "ROX,RWOP",
+                "Delete",
+                "Bound",
+                "default/data-db-0",
+                "standard",
+                "<unset>",
+                "",
+                "60m",
+                "Filesystem"
+            ]))
+        );
+        let failed = json!({"metadata": {"name": "old", "deletionTimestamp": "2026-11-26T11:59:00Z",
+                "annotations": {"volume.beta.kubernetes.io/storage-class": "slow"}},
+            "spec": {"persistentVolumeReclaimPolicy": "Recycle", "storageClassName": "standard"},
+            "status": {"phase": "Failed", "reason": "RecyclerFailed"}});
+        assert_eq!(
+            cells("", "PersistentVolume", failed),
+            row(json!([
+                "old",
+                "0",
+                "",
+                "Recycle",
+                "Terminating",
+                "",
+                "slow",
+                "<unset>",
+                "RecyclerFailed",
+                "<unknown>",
+                "<unset>"
+            ]))
+        );
+    }
+
+    #[test]
+    fn storage_classes_mark_the_default_and_show_defaults_for_unset_fields() {
+        assert_eq!(
+            header("storage.k8s.io", "StorageClass"),
+            [
+                "Name",
+                "Provisioner",
+                "ReclaimPolicy",
+                "VolumeBindingMode",
+                "AllowVolumeExpansion",
+                "Age"
+            ]
+        );
+        let sc = json!({"metadata": {"name": "standard", "creationTimestamp": CREATED,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "rancher.io/local-path", "reclaimPolicy": "Retain",
+            "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": true});
+        assert_eq!(
+            cells("storage.k8s.io", "StorageClass", sc),
+            row(json!([
+                "standard (default)",
+                "rancher.io/local-path",
+                "Retain",
+                "WaitForFirstConsumer",
+                true,
+                "60m"
+            ]))
+        );
+        let plain = json!({"metadata": {"name": "fast", "creationTimestamp": CREATED,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "false"}},
+            "provisioner": "csi.example.com"});
+        assert_eq!(
+            cells("storage.k8s.io", "StorageClass", plain),
+            row(json!([
+                "fast",
+                "csi.example.com",
+                "Delete",
+                "Immediate",
+                false,
+                "60m"
+            ]))
+        );
+    }
+
+    #[test]
+    fn endpoints_list_three_addresses_then_how_many_more() {
+        assert_eq!(header("", "Endpoints"), ["Name", "Endpoints", "Age"]);
+        let ips = |n: usize| -> Value {
+            (1..=n)
+                .map(|i| json!({"ip": format!("10.244.0.{i}")}))
+                .collect()
+        };
+        let ep = json!({"metadata": {"name": "web", "creationTimestamp": CREATED},
+            "subsets": [{"addresses": ips(5), "notReadyAddresses": [{"ip": "10.244.1.9"}],
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]});
+        assert_eq!(
+            cells("", "Endpoints", ep),
+            row(json!([
+                "web",
+                "10.244.0.1:80,10.244.0.2:80,10.244.0.3:80 + 2 more...",
+                "60m"
+            ]))
+        );
+        let two_ports = json!({"metadata": {"name": "w"}, "subsets": [{"addresses": ips(2),
+            "ports": [{"port": 80}, {"port": 443}]}]});
+        assert_eq!(
+            cells("", "Endpoints", two_ports)[1],
+            "10.244.0.1:80,10.244.0.2:80,10.244.0.1:443 + 1 more..."
+        );
+        let headless = json!({"metadata": {"name": "h"}, "subsets": [
+            {"addresses": [{"ip": "fd00::1"}]},
+            {"addresses": [{"ip": "fd00::2"}], "ports": [{"port": 53}]}]});
+        assert_eq!(cells("", "Endpoints", headless)[1], "fd00::1,[fd00::2]:53");
+        let unready = json!({"metadata": {"name": "u"},
+            "subsets": [{"notReadyAddresses": [{"ip": "10.244.0.1"}], "ports": [{"port": 80}]}]});
+        assert_eq!(cells("", "Endpoints", unready)[1], "");
+        let none = json!({"metadata": {"name": "n"}});
+        assert_eq!(cells("", "Endpoints", none)[1], "<none>");
+    }
+
+    #[test]
+    fn endpoint_slices_list_three_ports_and_addresses_then_how_many_more() {
+        assert_eq!(
+            header("discovery.k8s.io", "EndpointSlice"),
+            ["Name", "AddressType", "Ports", "Endpoints", "Age"]
+        );
+        let endpoint = |ip: &str| json!({"addresses": [ip], "conditions": {"ready": true}});
+        let slice = json!({"metadata": {"name": "web-x7k2p", "creationTimestamp": CREATED},
+            "addressType": "IPv4",
+            "endpoints": [endpoint("10.244.0.1"), endpoint("10.244.0.2"),
+                {"addresses": ["10.244.0.3", "10.244.0.4"]}],
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}, {"name": "metrics", "protocol": "TCP"}]});
+        assert_eq!(
+            cells("discovery.k8s.io", "EndpointSlice", slice),
+            row(json!([
+                "web-x7k2p",
+                "IPv4",
+                "80,metrics",
+                "10.244.0.1,10.244.0.2,10.244.0.3 + 1 more...",
+                "60m"
+            ]))
+        );
+        let empty = json!({"metadata": {"name": "e"}, "addressType": "IPv6", "endpoints": [],
+            "ports": [{}, {"port": 1}, {"port": 2}, {"port": 3}]});
+        assert_eq!(
+            cells("discovery.k8s.io", "EndpointSlice", empty)[2..4],
+            ["*,1,2 + 1 more...", "<unset>"]
+        );
+    }
+
+    #[test]
+    fn disruption_budgets_show_their_bounds_and_allowed_disruptions() {
+        assert_eq!(
+            header("policy", "PodDisruptionBudget"),
+            [
+                "Name",
+                "Min Available",
+                "Max Unavailable",
+                "Allowed Disruptions:integer",
+                "Age"
+            ]
+        );
+        let pdb = json!({"metadata": {"name": "web", "creationTimestamp": CREATED},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+            "status": {"currentHealthy": 3, "desiredHealthy": 2, "disruptionsAllowed": 1, "expectedPods": 3}});
+        assert_eq!(
+            cells("policy", "PodDisruptionBudget", pdb),
+            row(json!(["web", "2", "N/A", 1, "60m"]))
+        );
+        let percent = json!({"metadata": {"name": "p"}, "spec": {"maxUnavailable": "50%"}});
+        assert_eq!(
+            cells("policy", "PodDisruptionBudget", percent)[1..4],
+            [json!("N/A"), json!("50%"), json!(0)]
+        );
+    }
+
+    #[test]
+    fn autoscalers_show_current_against_target_metrics() {
+        assert_eq!(
+            header("autoscaling", "HorizontalPodAutoscaler"),
+            [
+                "Name",
+                "Reference",
+                "Targets",
+                "MinPods",
+                "MaxPods",
+                "Replicas",
+                "Age"
+            ]
+        );
+        let hpa = json!({"metadata": {"name": "web", "creationTimestamp": CREATED},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "minReplicas": 1, "maxReplicas": 10, "metrics": [
+                    {"type": "Resource", "resource": {"name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 80}}},
+                    {"type": "Resource", "resource": {"name": "memory",
+                        "target": {"type": "AverageValue", "averageValue": "500Mi"}}},
+                    {"type": "Pods", "pods": {"metric": {"name": "packets"},
+                        "target": {"type": "AverageValue", "averageValue": "1k"}}}]},
+            "status": {"currentReplicas": 2, "desiredReplicas": 2, "currentMetrics": [
+                {"type": "Resource", "resource": {"name": "cpu",
+                    "current": {"averageUtilization": 40, "averageValue": "120m"}}},
+                {"type": "Resource", "resource": {"name": "memory", "current": {"averageValue": "300Mi"}}}]}});
+        assert_eq!(
+            cells("autoscaling", "HorizontalPodAutoscaler", hpa),
+            row(json!([
+                "web",
+                "Deployment/web",
+                "cpu: 40%/80%, memory: 300Mi/500Mi + 1 more...",
+                "1",
+                10,
+                2,
+                "60m"
+            ]))
+        );
+        let targets = |spec: Value, status: Value| {
+            let hpa = json!({"metadata": {"name": "h"}, "spec": spec, "status": status});
+            cells("autoscaling", "HorizontalPodAutoscaler", hpa)[2].clone()
+        };
+        let unmeasured = json!({"metrics": [
+            {"type": "Pods", "pods": {"target": {"averageValue": "1k"}}},
+            {"type": "External", "external": {"target": {"type": "AverageValue", "averageValue": "30"}}}]});
+        assert_eq!(
+            targets(unmeasured, json!({})),
+            "<unknown>/1k, <unknown>/30 (avg)"
+        );
+        let object = json!({"metrics": [{"type": "Object", "object": {"target": {"value": "2k"}}},
+            {"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "app",
+                "target": {"type": "Utilization"}}}]});
+        let status = json!({"currentMetrics": [{"type": "Object", "object": {"current": {"value": "1500"}}}]});
+        assert_eq!(targets(object, status), "1500/2k, cpu: <unknown>/<auto>");
+        let v1 = json!({"targetCPUUtilizationPercentage": 50});
+        assert_eq!(
+            targets(v1.clone(), json!({"currentCPUUtilizationPercentage": 12})),
+            "cpu: 12%/50%"
+        );
+        assert_eq!(targets(v1, json!({})), "cpu: <unknown>/50%");
+        let hpa = json!({"metadata": {"name": "h"}, "spec": {"maxReplicas": 3}});
+        let c = cells("autoscaling", "HorizontalPodAutoscaler", hpa);
+        assert_eq!(
+            c[1..6],
+            [
+                json!("/"),
+                json!("<none>"),
+                json!("<unset>"),
+                json!(3),
+                json!(0)
+            ]
         );
     }
 }
