@@ -1268,7 +1268,8 @@ async fn server() -> (Option<(tempfile::TempDir, Cluster)>, kube::Client, bool) 
         }
         Err(_) => {
             let dir = tempfile::tempdir().unwrap();
-            let cluster = Cluster::in_memory(dir.path());
+            // As the real server it is compared with runs: without kube-controller-manager.
+            let cluster = Cluster::in_memory_with(dir.path(), &["--controllers="]);
             let client = cluster.client().await;
             (Some((dir, cluster)), client, false)
         }

@@ -1,6 +1,8 @@
-//! The pod-restarter plugin through the real binaries: `wasmctrl apiserver` and `wasmctrl run` as
-//! processes, kubectl as the user and, since the embedded server has no kubelet, as the kubelet
-//! too. Every write to the Deployment is counted through a watch, so a second restart for the
+//! The pod-restarter plugin through the real binaries: `wasmctrl apiserver` (its fake Nodes and
+//! kubelet stand-in running the Pods, its Deployment controller rolling `backend` out) and
+//! `wasmctrl run` as processes, kubectl as the user. Each Pod is held in `ContainerCreating`
+//! (annotation `kubelet.wasmctrl.dev/start-seconds`) until the test lets it start. Every write
+//! the plugin makes to the Deployment is counted through a watch, so a second restart for the
 //! same Pod would show even within the same second; the host is restarted in between to show
 //! the record survives it. `wasmctrl test` shows the same reconcile offline on the examples.
 
@@ -71,19 +73,25 @@ impl Changes {
         changes
     }
 
-    /// The object after each write since the watch began.
+    /// The object after each write of the plugin's since the watch began (the Deployment
+    /// controller's writes, of the status and the revision, change neither the record nor the
+    /// template).
     fn writes(&self) -> Vec<Value> {
         // A watch that ended would make "no more writes" hold vacuously.
         let ended = self.kubectl.lock().unwrap().try_wait().unwrap();
         assert!(ended.is_none(), "the watch ended: {ended:?}");
         let events = self.events.lock().unwrap();
-        events[1..]
-            .iter()
-            .map(|e| {
-                assert_eq!(e["type"], "MODIFIED", "unexpected watch event {e}");
-                e["object"].clone()
-            })
-            .collect()
+        let mut last = plugin_state(&events[0]["object"]);
+        let mut writes = Vec::new();
+        for e in &events[1..] {
+            assert_eq!(e["type"], "MODIFIED", "unexpected watch event {e}");
+            let state = plugin_state(&e["object"]);
+            if state != last {
+                writes.push(e["object"].clone());
+                last = state;
+            }
+        }
+        writes
     }
 
     /// Waits for write number `n` and returns the object it produced.
@@ -103,6 +111,15 @@ impl Drop for Changes {
         let _ = kubectl.kill();
         let _ = kubectl.wait();
     }
+}
+
+/// What the plugin writes to a Deployment: its record and the Pod template (which a restart
+/// annotates).
+fn plugin_state(deployment: &Value) -> Value {
+    json!([
+        deployment["metadata"]["annotations"][HANDLED],
+        deployment["spec"]["template"]
+    ])
 }
 
 /// The handled Pod UIDs the Deployment records.
@@ -125,11 +142,16 @@ fn apply(cluster: &Cluster, dir: &Path, name: &str, object: &Value) {
     cluster.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
 }
 
-/// Creates a Pod labelled `role=<role>` (Pending, as nothing schedules it); returns its UID.
+/// The annotation holding a Pod's containers in `ContainerCreating` for that many seconds.
+const START_SECONDS: &str = "kubelet.wasmctrl.dev/start-seconds";
+
+/// Creates a Pod labelled `role=<role>`, which the kubelet stand-in holds in `Pending` (its
+/// containers being created) until [`run_pod`]; returns its UID.
 fn create_pod(cluster: &Cluster, dir: &Path, namespace: &str, name: &str, role: &str) -> String {
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"role": role}},
+        "metadata": {"name": name, "namespace": namespace, "labels": {"role": role},
+            "annotations": {START_SECONDS: "3600", "kubelet.wasmctrl.dev/ready": "false"}},
         "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
     });
     apply(cluster, dir, &format!("pod-{namespace}-{name}"), &pod);
@@ -137,32 +159,27 @@ fn create_pod(cluster: &Cluster, dir: &Path, namespace: &str, name: &str, role: 
     pod["metadata"]["uid"].as_str().unwrap().to_string()
 }
 
-/// Plays kubelet: reports the Pod running.
+/// Lets the kubelet stand-in start the Pod's containers: it runs (not yet Ready).
 fn run_pod(cluster: &Cluster, namespace: &str, name: &str) {
+    let start = format!("{START_SECONDS}=0");
     cluster.kubectl_ok(&[
-        "patch",
+        "annotate",
         "pod",
         name,
         "-n",
         namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        r#"{"status":{"phase":"Running"}}"#,
+        &start,
+        "--overwrite",
     ]);
 }
 
-/// The Deployment's resourceVersion: it changes with every write.
-fn version(cluster: &Cluster) -> String {
-    cluster.kubectl_ok(&[
-        "get",
-        "deployment",
-        "backend",
-        "-n",
-        "team-a",
-        "-o",
-        "jsonpath={.metadata.resourceVersion}",
-    ])
+/// What the plugin has written to the Deployment (its record and the template).
+fn version(cluster: &Cluster) -> Value {
+    plugin_state(
+        &cluster
+            .get_json(&["deployment", "backend", "-n", "team-a"])
+            .unwrap(),
+    )
 }
 
 /// Relabels a Pod (no new Pod, so no restart) and waits for the host to reconcile it.
@@ -184,7 +201,7 @@ fn wait_until_started(host: &common::process::Process) {
 #[test]
 fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restarts() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(dir.path());
+    let cluster = Cluster::start_with(dir.path(), &["--pods=auto"]);
     let plugins = plugin_dir(dir.path(), &[("pod-restarter", Some(CONFIG))]);
 
     cluster.kubectl_ok(&["create", "namespace", "team-a"]);
@@ -207,16 +224,37 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
     cluster.kubectl_ok(&["create", "-f", file.to_str().unwrap()]);
     let changes = Changes::watch(&cluster, "team-a", "deployment/backend");
     let initial = changes.events.lock().unwrap()[0]["object"].clone();
-    assert!(initial["metadata"]["annotations"].is_null(), "{initial}");
+    assert!(
+        initial["spec"]["template"]["metadata"]["annotations"].is_null(),
+        "{initial}"
+    );
+    assert!(
+        initial["metadata"]["annotations"][HANDLED].is_null(),
+        "{initial}"
+    );
 
     let host = cluster.run_host_rbac(&plugins, &[], &[]);
     wait_until_started(&host);
 
-    // A matching Pod that is still Pending: nothing. (Each "nothing" below is checked once the
-    // host has reconciled the change, against the Deployment as the server has it.)
+    // A matching Pod that is still Pending (scheduled, its containers being created): nothing.
+    // (Each "nothing" below is checked once the host has reconciled the change, against the
+    // Deployment as the server has it.)
     let unchanged = version(&cluster);
     let web1 = create_pod(&cluster, dir.path(), "team-a", "web-1", "web");
-    host.wait_reconciled("team-a/web-1", 0);
+    wait_for(
+        30,
+        "web-1 scheduled and its containers being created",
+        || {
+            cluster
+                .get_json(&["pod", "web-1", "-n", "team-a"])
+                .is_some_and(|p| {
+                    p["status"]["phase"] == "Pending"
+                        && p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+                            == "ContainerCreating"
+                })
+        },
+    );
+    touch_and_wait(&cluster, &host, "web-1", "version=1");
     assert_eq!(version(&cluster), unchanged, "restarted for a Pending Pod");
 
     // Running: exactly one restart, recording the Pod in the same write.
@@ -231,22 +269,28 @@ fn each_new_running_pod_restarts_the_deployment_exactly_once_across_host_restart
         json!({"app": "backend"})
     );
 
-    // More changes to the same Pod (labels, status) are not new Pods.
+    // More changes to the same Pod (labels, status: it becomes Ready) are not new Pods.
     let unchanged = version(&cluster);
     touch_and_wait(&cluster, &host, "web-1", "version=2");
-    let before = host.reconciles("team-a/web-1");
     cluster.kubectl_ok(&[
-        "patch",
+        "annotate",
         "pod",
         "web-1",
         "-n",
         "team-a",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        r#"{"status":{"podIP":"10.244.0.9","conditions":[{"type":"Ready","status":"True"}]}}"#,
+        "kubelet.wasmctrl.dev/ready=true",
+        "--overwrite",
     ]);
-    host.wait_reconciled("team-a/web-1", before);
+    cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Ready",
+        "pod/web-1",
+        "-n",
+        "team-a",
+        "--timeout=30s",
+    ]);
+    // Reconciled after the change to Ready (the host takes a Pod's changes in order).
+    touch_and_wait(&cluster, &host, "web-1", "version=3");
     assert_eq!(
         version(&cluster),
         unchanged,

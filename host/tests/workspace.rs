@@ -1,8 +1,8 @@
-//! The workspace plugin through the real binary: `wasmctrl apiserver` and `wasmctrl run` as
-//! processes, kubectl as the user and, since the embedded server has no scheduler or kubelet, as
-//! those too. A Workspace gets an owned IDE Pod, reports Ready once the Pod runs, has its Pod
-//! replaced when its spec changes and takes it along when deleted; `wasmctrl test` shows the same
-//! reconcile offline.
+//! The workspace plugin through the real binary: `wasmctrl apiserver` (its scheduler and kubelet
+//! stand-in running the Pods, each held in `ContainerCreating` until the test lets it start, as
+//! a slow image pull would) and `wasmctrl run` as processes, kubectl as the user. A Workspace
+//! gets an owned IDE Pod, reports Ready once the Pod runs, has its Pod replaced when its spec
+//! changes and takes it along when deleted; `wasmctrl test` shows the same reconcile offline.
 
 // Helpers outside #[test] fns panic on failure too: they are part of the tests.
 #![allow(clippy::unwrap_used)]
@@ -45,7 +45,8 @@ fn controller_owner(pod: &Value) -> Value {
 #[test]
 fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_it() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(dir.path());
+    // Containers take an hour to start unless a Pod's annotation says otherwise.
+    let cluster = Cluster::start_with(dir.path(), &["--pods=auto", "--pod-start-seconds=3600"]);
     let plugins = plugin_dir(dir.path(), &[("workspace", None)]);
     let host = cluster.run_host_rbac(&plugins, &[], &[]);
 
@@ -103,26 +104,20 @@ fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_
     ]);
     assert!(!ready, "Ready before the Pod runs");
 
-    // Play scheduler and kubelet: bind the Pod to a node (a Binding, as a scheduler does: a
-    // Pod update may not set its node), then report it running.
-    let binding = dir.path().join("binding.json");
-    let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "alice"},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
-    std::fs::write(&binding, body.to_string()).unwrap();
+    // The Pod was scheduled to a fake Node; its containers start once the test lets them.
+    let scheduled = poll("alice scheduled", || {
+        cluster
+            .get_json(&["pod", "alice"])
+            .filter(|p| p["spec"]["nodeName"].is_string())
+    });
+    assert_eq!(scheduled["status"]["phase"], "Pending", "{scheduled}");
+    let node = scheduled["spec"]["nodeName"].as_str().unwrap().to_string();
+    assert!(node.starts_with("wasmctrl-node-"), "{node}");
     cluster.kubectl_ok(&[
-        "create",
-        "-f",
-        binding.to_str().unwrap(),
-        "--validate=false",
-    ]);
-    cluster.kubectl_ok(&[
-        "patch",
+        "annotate",
         "pod",
         "alice",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        r#"{"status":{"phase":"Running","podIP":"10.244.0.7"}}"#,
+        "kubelet.wasmctrl.dev/start-seconds=0",
     ]);
     cluster.kubectl_ok(&[
         "wait",
@@ -130,14 +125,17 @@ fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_
         "workspace/alice",
         "--timeout=30s",
     ]);
+    let running = cluster.get_json(&["pod", "alice"]).unwrap();
+    assert_eq!(running["status"]["phase"], "Running", "{running}");
+    let ip = running["status"]["podIP"].as_str().unwrap().to_string();
     let ws = cluster.get_json(&["workspace", "alice"]).unwrap();
     assert_eq!(ws["status"]["phase"], "Running", "{ws}");
-    assert_eq!(ws["status"]["podIP"], "10.244.0.7");
-    assert_eq!(ws["status"]["nodeName"], "node-1");
+    assert_eq!(ws["status"]["podIP"], ip.as_str());
+    assert_eq!(ws["status"]["nodeName"], node.as_str());
     assert_eq!(ws["status"]["observedGeneration"], 1);
     assert_eq!(ready_condition(&ws)["reason"], "PodRunning");
     let table = cluster.kubectl_ok(&["get", "ws", "alice"]);
-    for column in ["PHASE", "POD IP", "NODE", "Running", "10.244.0.7", "node-1"] {
+    for column in ["PHASE", "POD IP", "NODE", "Running", &ip, &node] {
         assert!(table.contains(column), "{column} missing from:\n{table}");
     }
 
@@ -160,7 +158,6 @@ fn a_workspace_runs_in_an_owned_pod_that_follows_its_spec_and_is_collected_with_
         "the Pod was re-created"
     );
     assert_eq!(controller_owner(&pod)["uid"], uid.as_str());
-    assert!(pod["spec"]["nodeName"].is_null(), "{pod}");
     wait_for(30, "status of the new Pod for generation 2", || {
         cluster.get_json(&["workspace", "alice"]).is_some_and(|ws| {
             let ready = ready_condition(&ws);

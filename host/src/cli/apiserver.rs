@@ -4,10 +4,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::apiserver::ApiServer;
+use crate::apiserver::{ApiServer, Kubelet, WORKLOAD_CONTROLLERS};
 
 /// Arguments of `wasmctrl apiserver`.
 #[derive(Debug, clap::Args)]
@@ -27,6 +28,125 @@ pub struct Args {
     /// Events kept per resource for watch resume.
     #[arg(long, default_value_t = 1000)]
     pub history: usize,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Who runs Pods in the embedded server's cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pods {
+    /// A kubelet stand-in: fake Nodes, a scheduler, and Pods that start, become Ready and
+    /// finish by themselves (annotations `kubelet.wasmctrl.dev/...` change one Pod's course).
+    Auto,
+    /// Nobody: Pods stay as written, as on a cluster without nodes; clients report their
+    /// status themselves (`kubectl patch pod --subresource=status`).
+    Manual,
+}
+
+/// How the embedded server's cluster runs Pods (`wasmctrl apiserver`, `wasmctrl dev`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// Who runs Pods: `auto` (a kubelet stand-in with fake Nodes and a scheduler) or `manual`
+    /// (nobody, as with envtest). Default: `auto` for `wasmctrl dev`, `manual` for `wasmctrl
+    /// apiserver`.
+    #[arg(long, value_enum)]
+    pub pods: Option<Pods>,
+    /// Fake Nodes with `--pods=auto` (`wasmctrl-node-0`, ...; more can be added as Nodes
+    /// annotated `kubelet.wasmctrl.dev/fake: "true"`).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Seconds a scheduled Pod's containers take to start, with `--pods=auto`.
+    #[arg(long, default_value_t = 1.0, value_parser = seconds)]
+    pub pod_start_seconds: f64,
+    /// kube-controller-manager's controllers to run, as its `--controllers` takes them: `*` for
+    /// all, a name to add one, `-name` to leave one out (comma-separated or repeated). Names:
+    /// garbage-collector-controller, namespace-controller, serviceaccount-controller (with the
+    /// root CA publisher), persistentvolume-binder-controller, cronjob-controller,
+    /// job-controller (with ttl-after-finished), deployment-controller, replicaset-controller,
+    /// statefulset-controller, daemonset-controller, endpointslice-controller (with endpoints).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    pub controllers: Vec<String>,
+    /// Seconds the containers of Pods that do not restart them (`restartPolicy: Never` or
+    /// `OnFailure`, as Jobs') run before exiting 0, with `--pods=auto`.
+    #[arg(long, default_value_t = 5.0, value_parser = seconds)]
+    pub pod_run_seconds: f64,
+}
+
+impl ClusterArgs {
+    /// The kubelet stand-in these arguments ask for, `--pods` defaulting to `default`.
+    pub fn kubelet(&self, default: Pods) -> Option<Kubelet> {
+        (self.pods.unwrap_or(default) == Pods::Auto).then(|| Kubelet {
+            nodes: self.nodes,
+            start: Duration::from_secs_f64(self.pod_start_seconds),
+            run: Duration::from_secs_f64(self.pod_run_seconds),
+        })
+    }
+}
+
+/// The controllers besides the workload ones, by kube-controller-manager's names.
+const CORE_CONTROLLERS: [&str; 3] = [
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+];
+
+impl ClusterArgs {
+    /// The controllers `--controllers` enables; an unknown name is an error.
+    pub fn enabled_controllers(&self) -> anyhow::Result<Vec<&'static str>> {
+        let known: Vec<&'static str> = CORE_CONTROLLERS
+            .iter()
+            .chain(WORKLOAD_CONTROLLERS.iter())
+            .copied()
+            .collect();
+        let mut on: Vec<&'static str> = Vec::new();
+        for word in self
+            .controllers
+            .iter()
+            .map(|w| w.trim())
+            .filter(|w| !w.is_empty())
+        {
+            if word == "*" {
+                on = known.clone();
+                continue;
+            }
+            let (off, name) = match word.strip_prefix('-') {
+                Some(name) => (true, name),
+                None => (false, word),
+            };
+            let Some(name) = known.iter().copied().find(|k| *k == name) else {
+                anyhow::bail!(
+                    "--controllers: unknown controller {name:?}; known: {}",
+                    known.join(", ")
+                );
+            };
+            on.retain(|n| *n != name);
+            if !off {
+                on.push(name);
+            }
+        }
+        Ok(on)
+    }
+
+    /// A server builder with the controllers and the kubelet these arguments ask for
+    /// (`--pods` defaulting to `default`).
+    pub fn builder(&self, default: Pods) -> anyhow::Result<crate::apiserver::Builder> {
+        let on = self.enabled_controllers()?;
+        Ok(ApiServer::builder()
+            .gc(on.contains(&"garbage-collector-controller"))
+            .namespace_cleanup(on.contains(&"namespace-controller"))
+            .service_accounts(on.contains(&"serviceaccount-controller"))
+            .workload_controllers(on.iter().copied())
+            .kubelet(self.kubelet(default)))
+    }
+}
+
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=86_400.0).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "{text:?} is not a number of seconds between 0 and 86400"
+        )),
+    }
 }
 
 /// Runs the subcommand.
@@ -38,13 +158,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve(args: Args) -> anyhow::Result<ExitCode> {
-    let server = ApiServer::builder()
+    let server = (args.cluster.builder(Pods::Manual)?)
         .history(args.history)
         .data_dir(args.data_dir.clone())
-        .gc(true)
-        .namespace_cleanup(true)
-        .service_accounts(true)
-        .replica_sets(true)
         .admin(args.admin)
         .build()?;
     let http = server.serve(args.listen).await?;

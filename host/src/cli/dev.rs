@@ -41,6 +41,8 @@ pub struct Args {
     /// would in a cluster.
     #[arg(long)]
     no_rbac: bool,
+    #[command(flatten)]
+    cluster: super::apiserver::ClusterArgs,
 }
 
 /// The namespace and ServiceAccount the host runs as in dev mode.
@@ -53,11 +55,9 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let server = ApiServer::builder()
-            .gc(true)
-            .namespace_cleanup(true)
-            .service_accounts(true)
-            .replica_sets(true)
+        let server = args
+            .cluster
+            .builder(super::apiserver::Pods::Auto)?
             .build()?;
         let http = server.serve(args.listen).await?;
         let tmp = args.kubeconfig_out.with_extension("tmp");

@@ -281,16 +281,26 @@ pub struct Cluster {
 impl Cluster {
     /// Starts the server with its kubeconfig, data and logs under `dir`.
     pub fn start(dir: &Path) -> Self {
-        Self::started(dir, true)
+        Self::started(dir, true, &[])
+    }
+
+    /// Starts the server as [`start`](Self::start) does, with more arguments (`--pods`, ...).
+    pub fn start_with(dir: &Path, extra: &[&str]) -> Self {
+        Self::started(dir, true, extra)
     }
 
     /// Starts the server keeping its objects in memory only (`wasmctrl apiserver`'s default),
     /// kubeconfig and logs under `dir`.
     pub fn in_memory(dir: &Path) -> Self {
-        Self::started(dir, false)
+        Self::started(dir, false, &[])
     }
 
-    fn started(dir: &Path, persist: bool) -> Self {
+    /// Starts the server in memory as [`in_memory`](Self::in_memory) does, with more arguments.
+    pub fn in_memory_with(dir: &Path, extra: &[&str]) -> Self {
+        Self::started(dir, false, extra)
+    }
+
+    fn started(dir: &Path, persist: bool, extra: &[&str]) -> Self {
         let kubeconfig = dir.join("kubeconfig");
         let data = dir.join("apiserver-data");
         let mut args = vec![
@@ -304,6 +314,7 @@ impl Cluster {
         if persist {
             args.extend(["--data-dir", data.to_str().expect("utf-8 path")]);
         }
+        args.extend(extra);
         let server = Process::wasmctrl(&args, dir.join("apiserver.log"), &[]);
         wait_for(30, "the API server's kubeconfig", || kubeconfig.exists());
         Self {
