@@ -1,11 +1,11 @@
-//! The dev cluster: fake Nodes, the scheduler, the kubelet stand-in and the Deployment
-//! controller, in process, each checked against what kube does.
+//! The dev cluster as a whole, in process: fake Nodes, the scheduler and the kubelet stand-in
+//! running the Pods of Deployments, Jobs, CronJobs and Services' endpoints, each checked against
+//! what kube does (the controllers' finer points are in the other files, played by hand).
 
 // Helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -17,6 +17,9 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 use wasmctrl_apiserver::{ApiServer, Kubelet};
+
+mod common;
+use common::{condition, until};
 
 fn cluster() -> ApiServer {
     ApiServer::builder()
@@ -33,25 +36,6 @@ fn cluster() -> ApiServer {
         .unwrap()
 }
 
-/// Polls `check` until it holds (30 s at most).
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..300 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-fn condition<'a>(o: &'a Value, kind: &str) -> Option<&'a Value> {
-    (o.pointer("/status/conditions")?.as_array()?.iter()).find(|c| c["type"] == kind)
-}
-
 fn pod(name: &str, annotations: Value, spec: Value) -> Pod {
     let mut spec = spec;
     if spec["containers"].is_null() {
@@ -61,6 +45,24 @@ fn pod(name: &str, annotations: Value, spec: Value) -> Pod {
         json!({"metadata": {"name": name, "annotations": annotations}, "spec": spec}),
     )
     .unwrap()
+}
+
+/// `(reason, message)` of the Events about the object named `name`, oldest first.
+async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String)> {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::default_namespaced(client.clone());
+    let mut list = events.list(&ListParams::default()).await.unwrap().items;
+    list.retain(|e| e.involved_object.name.as_deref() == Some(name));
+    list.sort_by_key(|e| e.metadata.name.clone());
+    (list.into_iter())
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+fn pairs<const N: usize>(expected: [(&str, &str); N]) -> Vec<(String, String)> {
+    (expected.iter())
+        .map(|(r, m)| (r.to_string(), m.to_string()))
+        .collect()
 }
 
 async fn json_of(pods: &Api<Pod>, name: &str) -> Value {
@@ -173,6 +175,21 @@ async fn pods_go_through_a_kubelets_stages() {
             "ContainersReady",
             "PodScheduled"
         ]
+    );
+    // What `kubectl describe pod` shows, as the scheduler and a kubelet record it.
+    let node = web["spec"]["nodeName"].as_str().unwrap();
+    let assigned = format!("Successfully assigned default/web to {node}");
+    assert_eq!(
+        events_about(&server.client(), "web").await,
+        pairs([
+            ("Scheduled", assigned.as_str()),
+            (
+                "Pulled",
+                "Container image \"nginx:1.27\" already present on machine"
+            ),
+            ("Created", "Created container: web"),
+            ("Started", "Started container web"),
+        ])
     );
 
     let never = json!({"restartPolicy": "Never"});
@@ -301,6 +318,19 @@ async fn deployments_roll_out_within_their_surge_and_unavailability() {
             && d["status"]["replicas"] == 3
     };
     until("web Available with 3 ready Pods", available).await;
+    let rs_name = sets.list(&ListParams::default()).await.unwrap().items[0].name_any();
+    let scaled = format!("Scaled up replica set {rs_name} from 0 to 3");
+    assert_eq!(
+        events_about(&client, "web").await,
+        pairs([("ScalingReplicaSet", scaled.as_str())])
+    );
+    let created = events_about(&client, &rs_name).await;
+    assert_eq!(created.len(), 3, "{created:?}");
+    let prefix = format!("Created pod: {rs_name}-");
+    assert!(
+        (created.iter()).all(|(r, m)| r == "SuccessfulCreate" && m.starts_with(&prefix)),
+        "{created:?}"
+    );
     let d = serde_json::to_value(deployments.get("web").await.unwrap()).unwrap();
     assert_eq!(
         d["metadata"]["annotations"]["deployment.kubernetes.io/revision"],

@@ -3,9 +3,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::future::Future;
-use std::time::Duration;
-
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -14,20 +11,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use wasmctrl_apiserver::ApiServer;
 
-/// Polls `check` until it holds (20 s at most).
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..400 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
+mod common;
+use common::until;
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

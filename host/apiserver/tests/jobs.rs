@@ -13,6 +13,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmctrl_apiserver::ApiServer;
 
+mod common;
+use common::{condition, eventually};
+
 const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
 const INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
@@ -22,21 +25,6 @@ fn server() -> ApiServer {
         .workloads(true)
         .build()
         .unwrap()
-}
-
-/// Polls `check` until it gives a value (at most 20 s).
-async fn until<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..400 {
-        if let Some(v) = check().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 fn job_spec(extra: Value) -> Value {
@@ -98,10 +86,6 @@ async fn finish(client: &Client, pod: &str, phase: &str) {
         .unwrap();
 }
 
-fn condition<'a>(o: &'a Value, kind: &str) -> Option<&'a Value> {
-    (o["status"]["conditions"].as_array()?.iter()).find(|c| c["type"] == kind)
-}
-
 fn condition_types(o: &Value) -> Vec<&str> {
     (o["status"]["conditions"].as_array().into_iter().flatten())
         .filter_map(|c| c["type"].as_str())
@@ -132,7 +116,7 @@ async fn a_job_runs_its_completions_parallelism_at_a_time() {
     )
     .await;
     let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
-    let first = until("two Pods running", || async {
+    let first = eventually("two Pods running", || async {
         let pods = pods_of(&client, "count").await;
         let counted = job(&client, "count").await["status"]["active"] == 2;
         (pods.len() == 2 && counted).then_some(pods)
@@ -169,7 +153,7 @@ async fn a_job_runs_its_completions_parallelism_at_a_time() {
     );
 
     finish(&client, &name(&first[0]), "Succeeded").await;
-    let pods = until("a third Pod for the last completion", || async {
+    let pods = eventually("a third Pod for the last completion", || async {
         let pods = pods_of(&client, "count").await;
         let status = job(&client, "count").await["status"].clone();
         (pods.len() == 3 && status["succeeded"] == 1 && status["active"] == 2).then_some(pods)
@@ -180,7 +164,7 @@ async fn a_job_runs_its_completions_parallelism_at_a_time() {
     for pod in running(&pods) {
         finish(&client, &name(pod), "Succeeded").await;
     }
-    let done = until("the Job complete", || async {
+    let done = eventually("the Job complete", || async {
         let j = job(&client, "count").await;
         condition(&j, "Complete").is_some().then_some(j)
     })
@@ -228,13 +212,13 @@ async fn a_job_past_its_backoff_limit_fails_and_deletes_its_pods() {
     let client = server.client();
     let spec = job_spec(json!({"completions": 4, "parallelism": 2, "backoffLimit": 0}));
     create_job(&client, "fragile", spec).await;
-    let pods = until("two Pods", || async {
+    let pods = eventually("two Pods", || async {
         let pods = pods_of(&client, "fragile").await;
         (pods.len() == 2).then_some(pods)
     })
     .await;
     finish(&client, &name(&pods[0]), "Failed").await;
-    let failed = until("the Job failed", || async {
+    let failed = eventually("the Job failed", || async {
         let j = job(&client, "fragile").await;
         condition(&j, "Failed").is_some().then_some(j)
     })
@@ -270,7 +254,7 @@ async fn a_failed_pod_is_replaced_after_the_backoff_delay() {
     let server = server();
     let client = server.client();
     create_job(&client, "retry", job_spec(json!({"backoffLimit": 3}))).await;
-    let first = until("a Pod", || async {
+    let first = eventually("a Pod", || async {
         pods_of(&client, "retry").await.into_iter().next()
     })
     .await;
@@ -287,7 +271,7 @@ async fn a_failed_pod_is_replaced_after_the_backoff_delay() {
     )
     .await
     .unwrap();
-    let counted = until("the failure counted", || async {
+    let counted = eventually("the failure counted", || async {
         let j = job(&client, "retry").await;
         (j["status"]["failed"] == 1).then_some(j)
     })
@@ -296,7 +280,7 @@ async fn a_failed_pod_is_replaced_after_the_backoff_delay() {
         counted["status"]["active"].is_null(),
         "no replacement yet: {counted}"
     );
-    let replacement = until("a replacement Pod", || async {
+    let replacement = eventually("a replacement Pod", || async {
         let pods = pods_of(&client, "retry").await;
         pods.into_iter().find(|p| name(p) != name(&first))
     })
@@ -306,7 +290,7 @@ async fn a_failed_pod_is_replaced_after_the_backoff_delay() {
         waited >= TimeDelta::seconds(10) && waited < TimeDelta::seconds(14),
         "replaced {waited} after the failure"
     );
-    until("the replacement counted as active", || async {
+    eventually("the replacement counted as active", || async {
         let j = job(&client, "retry").await;
         (j["status"]["active"] == 1 && j["status"]["failed"] == 1).then_some(())
     })
@@ -322,7 +306,7 @@ async fn an_indexed_job_runs_each_index_once() {
     let client = server.client();
     let spec = job_spec(json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3}));
     create_job(&client, "idx", spec).await;
-    let pods = until("three Pods", || async {
+    let pods = eventually("three Pods", || async {
         let pods = pods_of(&client, "idx").await;
         (pods.len() == 3).then_some(pods)
     })
@@ -353,13 +337,13 @@ async fn an_indexed_job_runs_each_index_once() {
     assert_eq!(indexes, ["0", "1", "2"]);
     finish(&client, &by_index[0].1, "Succeeded").await;
     finish(&client, &by_index[2].1, "Succeeded").await;
-    until("indexes 0 and 2 completed", || async {
+    eventually("indexes 0 and 2 completed", || async {
         let s = job(&client, "idx").await["status"].clone();
         (s["completedIndexes"] == "0,2" && s["succeeded"] == 2 && s["active"] == 1).then_some(())
     })
     .await;
     finish(&client, &by_index[1].1, "Succeeded").await;
-    let done = until("the Job complete", || async {
+    let done = eventually("the Job complete", || async {
         let j = job(&client, "idx").await;
         condition(&j, "Complete").is_some().then_some(j)
     })
@@ -382,7 +366,7 @@ async fn suspending_a_job_deletes_its_pods_and_resuming_restarts_them() {
         job_spec(json!({"completions": 2, "parallelism": 2})),
     )
     .await;
-    until("two Pods", || async {
+    eventually("two Pods", || async {
         (pods_of(&client, "pause").await.len() == 2).then_some(())
     })
     .await;
@@ -395,7 +379,7 @@ async fn suspending_a_job_deletes_its_pods_and_resuming_restarts_them() {
     )
     .await
     .unwrap();
-    let suspended = until("the Pods gone and the Job suspended", || async {
+    let suspended = eventually("the Pods gone and the Job suspended", || async {
         let j = job(&client, "pause").await;
         let gone = pods_of(&client, "pause").await.is_empty();
         let settled = j["status"]["terminating"] == 0;
@@ -424,7 +408,7 @@ async fn suspending_a_job_deletes_its_pods_and_resuming_restarts_them() {
     )
     .await
     .unwrap();
-    let resumed = until("two Pods again", || async {
+    let resumed = eventually("two Pods again", || async {
         let j = job(&client, "pause").await;
         (pods_of(&client, "pause").await.len() == 2 && j["status"]["active"] == 2).then_some(j)
     })
@@ -448,7 +432,7 @@ async fn a_job_past_its_deadline_fails() {
         job_spec(json!({"activeDeadlineSeconds": 1})),
     )
     .await;
-    let failed = until("the Job failed", || async {
+    let failed = eventually("the Job failed", || async {
         let j = job(&client, "late").await;
         condition(&j, "Failed").is_some().then_some(j)
     })
@@ -477,18 +461,18 @@ async fn a_finished_job_is_deleted_after_its_ttl() {
         job_spec(json!({"ttlSecondsAfterFinished": 1})),
     )
     .await;
-    let pod = until("a Pod", || async {
+    let pod = eventually("a Pod", || async {
         pods_of(&client, "brief").await.into_iter().next()
     })
     .await;
     finish(&client, &name(&pod), "Succeeded").await;
     let jobs: Api<Job> = Api::default_namespaced(client.clone());
-    until("the Job complete", || async {
+    eventually("the Job complete", || async {
         let j = job(&client, "brief").await;
         condition(&j, "Complete").is_some().then_some(())
     })
     .await;
-    until("the Job and its Pod deleted", || async {
+    eventually("the Job and its Pod deleted", || async {
         let gone = matches!(jobs.get("brief").await, Err(kube::Error::Api(e)) if e.code == 404);
         (gone && pods_of(&client, "brief").await.is_empty()).then_some(())
     })
@@ -617,7 +601,7 @@ async fn a_cron_job_starts_the_most_recent_missed_schedule() {
         .unwrap();
     let pushed_back = rfc3339(before - TimeDelta::minutes(5));
     patch_cron_job_status(&client, "tick", json!({"lastScheduleTime": pushed_back})).await;
-    let jobs = until("a Job", || async {
+    let jobs = eventually("a Job", || async {
         let jobs = jobs_of(&client, "tick").await;
         (!jobs.is_empty()).then_some(jobs)
     })
@@ -646,7 +630,7 @@ async fn a_cron_job_starts_the_most_recent_missed_schedule() {
         (&owner["uid"], &owner["controller"]),
         (&cj["metadata"]["uid"], &json!(true))
     );
-    let status = until("the CronJob's status", || async {
+    let status = eventually("the CronJob's status", || async {
         let s = cron_job(&client, "tick").await["status"].clone();
         (s["lastScheduleTime"] != pushed_back.as_str()).then_some(s)
     })
@@ -687,7 +671,7 @@ async fn a_forbidding_cron_job_starts_nothing_while_a_job_runs() {
     // A finished Job, which the same pass of the controller records as the last success.
     own_job(&client, &cj, "solo-done").await;
     let done = end_job(&client, "solo-done", Utc::now() - TimeDelta::hours(4), true).await;
-    let status = until("the last success recorded", || async {
+    let status = eventually("the last success recorded", || async {
         let s = cron_job(&client, "solo").await["status"].clone();
         (s["lastSuccessfulTime"] == done["status"]["completionTime"]).then_some(s)
     })
@@ -704,7 +688,7 @@ async fn a_forbidding_cron_job_starts_nothing_while_a_job_runs() {
     )
     .await;
     let expected = format!("solo-{}", due.timestamp() / 60);
-    until("the due Job started", || async {
+    eventually("the due Job started", || async {
         let names: Vec<String> = jobs_of(&client, "solo").await.iter().map(name).collect();
         names.contains(&expected).then_some(())
     })
@@ -732,7 +716,7 @@ async fn a_replacing_cron_job_deletes_the_running_job() {
     let status = json!({"active": [reference(&runner)], "lastScheduleTime": pushed_back});
     patch_cron_job_status(&client, "swap", status).await;
     let expected = format!("swap-{}", due.timestamp() / 60);
-    let jobs = until("the runner replaced", || async {
+    let jobs = eventually("the runner replaced", || async {
         let names: Vec<String> = jobs_of(&client, "swap").await.iter().map(name).collect();
         (names == [expected.as_str()]).then_some(names)
     })
@@ -770,7 +754,7 @@ async fn a_cron_job_keeps_its_history_limits() {
         own_job(&client, &cj, job).await;
         end_job(&client, job, long_ago + TimeDelta::hours(hours), complete).await;
     }
-    let names = until("the oldest finished Jobs deleted", || async {
+    let names = eventually("the oldest finished Jobs deleted", || async {
         let names: Vec<String> = jobs_of(&client, "keep").await.iter().map(name).collect();
         (names.len() == 4).then_some(names)
     })
@@ -810,13 +794,13 @@ async fn jobs_run_on_the_kubelet_stand_in() {
     looping["template"]["spec"]["restartPolicy"] = json!("OnFailure");
     create_job(&client, "loop", looping).await;
 
-    let ok = until("the Job complete", || async {
+    let ok = eventually("the Job complete", || async {
         let j = job(&client, "ok").await;
         condition(&j, "Complete").is_some().then_some(j)
     })
     .await;
     assert_eq!(ok["status"]["succeeded"], 2);
-    let bad = until("the Job failed", || async {
+    let bad = eventually("the Job failed", || async {
         let j = job(&client, "bad").await;
         condition(&j, "Failed").is_some().then_some(j)
     })
@@ -826,7 +810,7 @@ async fn jobs_run_on_the_kubelet_stand_in() {
         "BackoffLimitExceeded"
     );
     assert_eq!(bad["status"]["failed"], 1);
-    let looped = until("the restarted Job failed", || async {
+    let looped = eventually("the restarted Job failed", || async {
         let j = job(&client, "loop").await;
         condition(&j, "Failed").is_some().then_some(j)
     })

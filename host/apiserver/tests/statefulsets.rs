@@ -5,7 +5,6 @@
 // Helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used)]
 
-use std::future::Future;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -19,27 +18,15 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use wasmctrl_apiserver::ApiServer;
 
+mod common;
+use common::until;
+
 fn server() -> ApiServer {
     ApiServer::builder()
         .gc(true)
         .workloads(true)
         .build()
         .unwrap()
-}
-
-/// Polls `check` until it holds (30 s at most).
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    for _ in 0..600 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// The object `name` as JSON, if it exists.

@@ -1,0 +1,50 @@
+//! Helpers the dev-cluster tests share: waiting for a condition to hold and reading status
+//! conditions.
+
+#![allow(dead_code, reason = "each test file uses its own share of the helpers")]
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// How long a test waits for the cluster to get somewhere.
+const PATIENCE: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(50);
+
+/// Polls `check` until it gives a value (30 s at most).
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Polls `check` until it holds (30 s at most).
+pub async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    eventually(what, || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await
+}
+
+/// The condition of type `kind` in the object's status.
+pub fn condition<'a>(o: &'a Value, kind: &str) -> Option<&'a Value> {
+    (o.pointer("/status/conditions")?.as_array()?.iter()).find(|c| c["type"] == kind)
+}
