@@ -81,8 +81,8 @@
 //! `eviction` and `ephemeralcontainers`, a CSR's `approval` (no `log`, `exec`, `attach`,
 //! `portforward`, `proxy`, `resize`); of kube-controller-manager's controllers, those `cluster`
 //! lists (no HorizontalPodAutoscaler, ResourceQuota, disruption, node lifecycle, Pod GC or
-//! TTL-of-Pods controllers, no protection finalizers on claims and volumes, no Events from the
-//! controllers); the kubelet stand-in runs no containers (no logs, exec or probes beyond their
+//! TTL-of-Pods controllers, no protection finalizers on claims and volumes; Events from the
+//! scheduler, the kubelet stand-in and the Deployment and ReplicaSet controllers only); the kubelet stand-in runs no containers (no logs, exec or probes beyond their
 //! initial delay); ComponentStatuses are served but none exist; field selectors are those kube
 //! registers: `metadata.name`, `metadata.namespace`, each built-in kind's own (`selector`) and
 //! CRDs' `selectableFields`;

@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::{
-    MANAGER, condition, controller_ref, controller_uid, create, deleting, objects, seconds_since,
-    set_condition, target, template_hash, update,
+    MANAGER, Source, condition, controller_ref, controller_uid, create, deleting, objects, record,
+    seconds_since, set_condition, target, template_hash, update,
 };
 use crate::admission::now;
 use crate::handlers::Query;
@@ -341,6 +341,10 @@ fn sync_new_set(
     match create(st, &rs_t, rs, "a Deployment's ReplicaSet") {
         Ok(_) => {
             *changed = true;
+            if replicas > 0 {
+                let message = format!("Scaled up replica set {name} from 0 to {replicas}");
+                record(st, d, "Normal", "ScalingReplicaSet", &message, &SOURCE);
+            }
             let created = st.get(&key, &ns, &name);
             sets.new = created;
             set_revision(st, d, &next.to_string());
@@ -463,10 +467,18 @@ fn new_set_replicas(d: &Value, all: &[Arc<Value>], new: &Value) -> i64 {
     current + (max_total - total).min(replicas - current).max(0)
 }
 
+/// Who records the Deployment controller's Events.
+const SOURCE: Source<'static> = Source {
+    component: "deployment-controller",
+    host: None,
+};
+
 /// Scales `rs` to `to`, with the Deployment's replica annotations; whether it wrote.
 fn scale_set(st: &mut State, d: &Value, rs: &Arc<Value>, to: i64) -> bool {
+    let to = to.max(0);
+    let from = replicas_of(rs);
     let mut new = (**rs).clone();
-    new["spec"]["replicas"] = json!(to.max(0));
+    new["spec"]["replicas"] = json!(to);
     let (surge, _) = fenceposts(d);
     new["metadata"]["annotations"][DESIRED] = json!(replicas_of(d).to_string());
     new["metadata"]["annotations"][MAX] = json!((replicas_of(d) + surge).to_string());
@@ -479,7 +491,14 @@ fn scale_set(st: &mut State, d: &Value, rs: &Arc<Value>, to: i64) -> bool {
     ) else {
         return false;
     };
-    update(st, &t, rs, new, "scaling a ReplicaSet")
+    let wrote = update(st, &t, rs, new, "scaling a ReplicaSet");
+    if wrote && from != to {
+        let way = if to > from { "up" } else { "down" };
+        let name = str_at(rs, "/metadata/name");
+        let message = format!("Scaled {way} replica set {name} from {from} to {to}");
+        record(st, d, "Normal", "ScalingReplicaSet", &message, &SOURCE);
+    }
+    wrote
 }
 
 /// Passes a replica change on to the sets (kube's `scale`): all of it to the one active set,

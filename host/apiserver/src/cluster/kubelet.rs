@@ -30,7 +30,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{condition, deleting, objects, seconds_since, target};
+use super::{Source, condition, deleting, objects, record, seconds_since, target};
 use crate::admission::now;
 use crate::delete;
 use crate::handlers::Query;
@@ -288,8 +288,11 @@ pub(crate) fn pods(st: &mut State, kubelet: &Kubelet) -> bool {
             stop(st, &pod, &course, &mut changed)
         } else {
             let (status, wake) = advance(&pod, node, i, &course, st);
-            if let Some(status) = status.filter(|s| *s != pod["status"]) {
-                changed |= write_pod_status(st, &pod, status, MANAGER);
+            if let Some(status) = status.filter(|s| *s != pod["status"])
+                && write_pod_status(st, &pod, status.clone(), MANAGER)
+            {
+                changed = true;
+                container_events(st, &pod, &status, str_at(node, "/metadata/name"));
             }
             wake
         };
@@ -318,12 +321,75 @@ fn stop(st: &mut State, pod: &Arc<Value>, course: &Course, changed: &mut bool) -
     }
     let ns = str_at(pod, "/metadata/namespace").to_string();
     let t = target(st, "", "pods", &ns, None)?;
+    let source = Source {
+        component: MANAGER,
+        host: Some(str_at(pod, "/spec/nodeName")),
+    };
+    for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
+        let message = format!("Stopping container {}", str_at(c, "/name"));
+        record(st, pod, "Normal", "Killing", &message, &source);
+    }
     match delete::delete_within(st, &t, pod, false, Some(0)) {
         Ok(_) => *changed = true,
         Err(e) => tracing::warn!(pod = %str_at(pod, "/metadata/name"), namespace = %ns,
             error = %e.message, "removing a stopped Pod"),
     }
     None
+}
+
+/// The Events a kubelet records as a Pod's containers change (`old` → `status`): `Pulled`,
+/// `Created` and `Started` when one starts (again), `BackOff` when one waits out a crash.
+fn container_events(st: &mut State, pod: &Value, status: &Value, node: &str) {
+    let source = Source {
+        component: MANAGER,
+        host: Some(node),
+    };
+    let before = pod["status"]["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for c in status["containerStatuses"].as_array().into_iter().flatten() {
+        let name = str_at(c, "/name");
+        let old = before.iter().find(|o| o["name"] == c["name"]);
+        let was_running = old.is_some_and(|o| {
+            o.pointer("/state/running").is_some() && o["restartCount"] == c["restartCount"]
+        });
+        if c.pointer("/state/running").is_some() && !was_running {
+            let image = (pod["spec"]["containers"].as_array().into_iter().flatten())
+                .find(|s| s["name"] == c["name"])
+                .map_or("", |s| str_at(s, "/image"));
+            let pulled = format!("Container image \"{image}\" already present on machine");
+            record(st, pod, "Normal", "Pulled", &pulled, &source);
+            record(
+                st,
+                pod,
+                "Normal",
+                "Created",
+                &format!("Created container: {name}"),
+                &source,
+            );
+            record(
+                st,
+                pod,
+                "Normal",
+                "Started",
+                &format!("Started container {name}"),
+                &source,
+            );
+        }
+        let crashing = |s: &Value| {
+            s.pointer("/state/waiting/reason").and_then(Value::as_str) == Some("CrashLoopBackOff")
+        };
+        if crashing(c) && !old.is_some_and(crashing) {
+            let message = format!(
+                "Back-off restarting failed container {name} in pod {}_{}({})",
+                str_at(pod, "/metadata/name"),
+                str_at(pod, "/metadata/namespace"),
+                str_at(pod, "/metadata/uid")
+            );
+            record(st, pod, "Warning", "BackOff", &message, &source);
+        }
+    }
 }
 
 /// The status a Pod bound to fake Node `node` (the `i`th) has now, and the seconds until it

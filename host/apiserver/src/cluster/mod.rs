@@ -290,3 +290,64 @@ pub(crate) fn revision_patch(owner: &Value, kind: &str) -> Value {
     template["$patch"] = json!("replace");
     json!({"spec": {"template": template}})
 }
+
+/// Who records an Event: kube's component name and, for a kubelet, its Node.
+pub(crate) struct Source<'a> {
+    pub component: &'a str,
+    pub host: Option<&'a str>,
+}
+
+/// Records an Event about `regarding` as client-go's recorder does for kube's controllers
+/// (core/v1, named `<object>.<hex nanoseconds>`): a repeat of the same Event (same object,
+/// type, reason, message and source) counts up the one already recorded instead. Callers record
+/// on a change of state only, as kube's controllers do, so that a pass that writes nothing
+/// records nothing.
+pub(crate) fn record(
+    st: &mut State,
+    regarding: &Value,
+    kind: &str,
+    reason: &str,
+    message: &str,
+    source: &Source<'_>,
+) {
+    let ns = match str_at(regarding, "/metadata/namespace") {
+        "" => "default",
+        ns => ns,
+    }
+    .to_string();
+    let Some(t) = target(st, "", "events", &ns, None) else {
+        return;
+    };
+    let involved = json!({"apiVersion": regarding["apiVersion"], "kind": regarding["kind"],
+        "namespace": regarding["metadata"]["namespace"], "name": regarding["metadata"]["name"],
+        "uid": regarding["metadata"]["uid"],
+        "resourceVersion": regarding["metadata"]["resourceVersion"]});
+    let mut from = json!({"component": source.component});
+    if let Some(host) = source.host {
+        from["host"] = json!(host);
+    }
+    let at = now();
+    let same = objects(st, "", "events", Some(&ns)).into_iter().find(|e| {
+        e["involvedObject"]["uid"] == involved["uid"]
+            && e["type"] == kind
+            && e["reason"] == reason
+            && e["message"] == message
+            && e["source"] == from
+    });
+    if let Some(e) = same {
+        let mut again = (*e).clone();
+        again["count"] = json!(e["count"].as_i64().unwrap_or(1) + 1);
+        again["lastTimestamp"] = json!(at);
+        update(st, &t, &e, again, "an Event");
+        return;
+    }
+    let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
+    let name = format!("{}.{nanos:x}", str_at(regarding, "/metadata/name"));
+    let event = json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": ns},
+        "involvedObject": involved, "type": kind, "reason": reason, "message": message,
+        "source": from, "firstTimestamp": at, "lastTimestamp": at, "count": 1,
+        "eventTime": null, "reportingComponent": source.component,
+        "reportingInstance": source.host.unwrap_or("")});
+    let _ = create(st, &t, event, "an Event");
+}

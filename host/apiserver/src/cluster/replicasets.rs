@@ -10,13 +10,22 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{MANAGER, active, available, controller_ref, controller_uid, deleting, ready, target};
+use super::{
+    MANAGER, Source, active, available, controller_ref, controller_uid, deleting, ready, record,
+    target,
+};
 use crate::admission::now;
 use crate::handlers::Query;
 use crate::status::ApiError;
 use crate::store::{State, str_at};
 use crate::validate::selects;
 use crate::{delete, write};
+
+/// Who records the ReplicaSet controller's Events.
+const SOURCE: Source<'static> = Source {
+    component: "replicaset-controller",
+    host: None,
+};
 
 /// Most Pods one pass creates for one ReplicaSet (kube's `burstReplicas`).
 const BURST: usize = 500;
@@ -96,8 +105,19 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
         for _ in 0..(wanted - live.len()).min(BURST) {
             let pod = new_pod(rs, &ns, &name, &uid);
             match write::create_locked(st, &pods_t, &Query::new(), pod, Some(MANAGER)) {
-                Ok(_) => changed = true,
+                Ok(pod) => {
+                    changed = true;
+                    let message = format!("Created pod: {}", str_at(&pod, "/metadata/name"));
+                    record(st, rs, "Normal", "SuccessfulCreate", &message, &SOURCE);
+                }
                 Err(e) => {
+                    // Once per failure, not per retry: a retry writes nothing else.
+                    let known = super::condition(rs, "ReplicaFailure")
+                        .is_some_and(|c| c["message"] == e.message.as_str());
+                    if !known {
+                        let message = format!("Error creating: {}", e.message);
+                        record(st, rs, "Warning", "FailedCreate", &message, &SOURCE);
+                    }
                     failure = Some(e);
                     break;
                 }
@@ -115,7 +135,11 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
         });
         for pod in &live[..live.len() - wanted] {
             match delete::delete_locked(st, &pods_t, pod, false) {
-                Ok(_) => changed = true,
+                Ok(_) => {
+                    changed = true;
+                    let message = format!("Deleted pod: {}", str_at(pod, "/metadata/name"));
+                    record(st, rs, "Normal", "SuccessfulDelete", &message, &SOURCE);
+                }
                 Err(e) => {
                     tracing::warn!(pod = %str_at(pod, "/metadata/name"), error = %e.message, "deleting a surplus Pod")
                 }

@@ -11,13 +11,19 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{active, condition, controller_uid, deleting, objects, set_condition};
+use super::{Source, active, condition, controller_uid, deleting, objects, record, set_condition};
 use crate::quantity::Quantity;
 use crate::store::{State, str_at};
 use crate::write;
 
 /// The scheduler this one stands in for; Pods naming another are left to it.
 const SCHEDULER: &str = "default-scheduler";
+
+/// Who records the scheduler's Events.
+const SOURCE: Source<'static> = Source {
+    component: SCHEDULER,
+    host: None,
+};
 
 /// Binds every Pod waiting for a node that one fits; whether anything was written.
 pub(crate) fn schedule(st: &mut State) -> bool {
@@ -42,7 +48,11 @@ pub(crate) fn schedule(st: &mut State) -> bool {
                 let ns = str_at(&pod, "/metadata/namespace");
                 let name = str_at(&pod, "/metadata/name");
                 match write::bind_locked(st, ns, name, &node) {
-                    Ok(_) => changed = true,
+                    Ok(_) => {
+                        changed = true;
+                        let message = format!("Successfully assigned {ns}/{name} to {node}");
+                        record(st, &pod, "Normal", "Scheduled", &message, &SOURCE);
+                    }
                     Err(e) => tracing::warn!(pod = %name, namespace = %ns, node = %node,
                         error = %e.message, "binding a Pod"),
                 }
@@ -398,12 +408,16 @@ fn unschedulable(st: &mut State, pod: &Arc<Value>, why: String) -> bool {
     set_condition(
         &mut conditions,
         json!({"type": "PodScheduled", "status": "False", "lastProbeTime": null,
-            "reason": "Unschedulable", "message": why}),
+            "reason": "Unschedulable", "message": &why}),
         false,
     );
     status["conditions"] = json!(conditions);
     if status == pod["status"] {
         return false;
     }
-    super::kubelet::write_pod_status(st, pod, status, SCHEDULER)
+    let wrote = super::kubelet::write_pod_status(st, pod, status, SCHEDULER);
+    if wrote {
+        record(st, pod, "Warning", "FailedScheduling", &why, &SOURCE);
+    }
+    wrote
 }
