@@ -141,15 +141,7 @@ enum Claim {
 /// `volume.kubernetes.io/selected-node`).
 fn unbound_claim(st: &State, pod: &Value) -> Option<Claim> {
     let ns = str_at(pod, "/metadata/namespace");
-    let claims = (pod
-        .pointer("/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter())
-    .flatten()
-    .filter_map(|v| {
-        v.pointer("/persistentVolumeClaim/claimName")
-            .and_then(Value::as_str)
-    });
+    let claims = claim_names(pod);
     let key = (String::new(), "persistentvolumeclaims".to_string());
     for claim in claims {
         let Some(pvc) = st.get(&key, ns, claim) else {
@@ -169,6 +161,18 @@ fn unbound_claim(st: &State, pod: &Value) -> Option<Claim> {
     None
 }
 
+/// The claims a Pod's volumes name.
+fn claim_names(pod: &Value) -> impl Iterator<Item = &str> {
+    (pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter())
+    .flatten()
+    .filter_map(|v| {
+        v.pointer("/persistentVolumeClaim/claimName")
+            .and_then(Value::as_str)
+    })
+}
+
 /// Whether claim `pvc` is bound only once a Pod using it has a node (its class's
 /// `volumeBindingMode: WaitForFirstConsumer`).
 fn waits_for_consumer(st: &State, pvc: &Value) -> bool {
@@ -185,17 +189,7 @@ fn waits_for_consumer(st: &State, pvc: &Value) -> bool {
 /// `None` when the Pod has none left waiting, else whether it wrote.
 fn claims_waiting(st: &mut State, pod: &Value, node: &str) -> Option<bool> {
     let ns = str_at(pod, "/metadata/namespace").to_string();
-    let claims: Vec<String> = (pod
-        .pointer("/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter())
-    .flatten()
-    .filter_map(|v| {
-        v.pointer("/persistentVolumeClaim/claimName")
-            .and_then(Value::as_str)
-    })
-    .map(String::from)
-    .collect();
+    let claims: Vec<String> = claim_names(pod).map(String::from).collect();
     let key = (String::new(), "persistentvolumeclaims".to_string());
     let mut waiting = None;
     for claim in claims {
