@@ -17,14 +17,12 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::{
-    MANAGER, Source, condition, controller_ref, controller_uid, create, deleting, objects, record,
+    Source, condition, controller_ref, controller_uid, create, deleting, objects, record,
     seconds_since, set_condition, target, template_hash, update,
 };
 use crate::admission::now;
-use crate::handlers::Query;
 use crate::store::{State, str_at};
 use crate::validate::selects;
-use crate::write;
 
 const HASH_LABEL: &str = "pod-template-hash";
 const REVISION: &str = "deployment.kubernetes.io/revision";
@@ -987,30 +985,11 @@ fn write_status(st: &mut State, d: &Arc<Value>, sets: &Sets, rollout: bool) -> b
     put_status(st, d, status)
 }
 
-/// Writes the Deployment's status if it changed; whether it wrote.
+/// Writes the Deployment's status (to the Deployment as stored now) if it changed; whether
+/// it wrote.
 fn put_status(st: &mut State, d: &Arc<Value>, status: Value) -> bool {
     let d = current(st, d);
-    if d["status"] == status {
-        return false;
-    }
-    let Some(t) = target(
-        st,
-        "apps",
-        "deployments",
-        str_at(&d, "/metadata/namespace"),
-        Some("status"),
-    ) else {
-        return false;
-    };
-    let mut new = (*d).clone();
-    new["status"] = status;
-    match write::update_locked(st, &t, &Query::new(), &d, new, write::Kind::Put, MANAGER) {
-        Ok(_) => true,
-        Err(e) => {
-            tracing::warn!(deployment = %str_at(&d, "/metadata/name"), error = %e.message, "writing a Deployment's status");
-            false
-        }
-    }
+    super::write_status(st, "apps", "deployments", &d, status)
 }
 
 #[cfg(test)]
