@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::events;
 use super::registry::{ResKey, Resource, storage_key};
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::Selectors;
 use super::status::{ApiError, ApiResult};
 use super::store::{Snapshot, str_at};
 use super::table;
@@ -241,24 +241,25 @@ pub fn get(inner: &Inner, t: &Target, name: &str, shape: Shape) -> ApiResult<Res
 }
 
 /// Whether an object is visible through this target's namespace and selectors.
-pub fn visible(t: &Target, ls: &LabelSelector, fs: &FieldSelector, obj: &Value) -> bool {
+pub fn visible(t: &Target, selectors: &Selectors, obj: &Value) -> bool {
     if let Some(ns) = &t.namespace
         && t.res.namespaced
         && str_at(obj, "/metadata/namespace") != ns
     {
         return false;
     }
-    ls.matches(obj) && fs.matches(obj)
+    selectors.matches(obj)
 }
 
-/// Parses the selectors of a list or watch.
-pub fn selectors(t: &Target, q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let ls = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-    let fs = FieldSelector::parse(
-        q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+/// Parses the selectors of a list, watch or collection delete.
+pub fn selectors(t: &Target, q: &Query) -> ApiResult<Selectors> {
+    let param = |name: &str| q.get(name).map(String::as_str);
+    Selectors::parse(
+        param("labelSelector"),
+        param("fieldSelector"),
+        param("shardSelector"),
         &t.res,
-    )?;
-    Ok((ls, fs))
+    )
 }
 
 fn expired_continue() -> ApiError {
@@ -270,7 +271,7 @@ fn expired_continue() -> ApiError {
 
 /// LIST with selectors, `limit`/`continue` over a saved snapshot, `resourceVersionMatch`.
 pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
-    let (ls, fs) = selectors(t, q)?;
+    let selectors = selectors(t, q)?;
     let limit: usize = match q.get("limit") {
         Some(l) => l
             .parse()
@@ -345,7 +346,10 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
                         ),
                         _ => Box::new(tab.objects.values()),
                     };
-                range.filter(|o| visible(t, &ls, &fs, o)).cloned().collect()
+                range
+                    .filter(|o| visible(t, &selectors, o))
+                    .cloned()
+                    .collect()
             })
             .unwrap_or_default();
         let snap = Arc::new(Snapshot { items, rv: st.rv });
@@ -372,6 +376,9 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
     if let Some(tok) = token {
         meta["continue"] = json!(tok);
         meta["remainingItemCount"] = json!(snap.items.len() - end);
+    }
+    if let Some(info) = selectors.shard_info() {
+        meta["shardInfo"] = info;
     }
     if shape == Shape::Table {
         let tab = table::table(&t.res, page.iter().map(|o| &**o), meta);

@@ -396,7 +396,7 @@ fn delete_collection(
     t: &Target,
     q: &handlers::Query,
 ) -> ApiResult<Response<Body>> {
-    let (ls, fs) = handlers::selectors(t, q)?;
+    let selectors = handlers::selectors(t, q)?;
     let dry = q.get("dryRun").is_some_and(|v| v == "All");
     let mut st = inner.store.lock();
     let victims: Vec<_> = st
@@ -405,7 +405,7 @@ fn delete_collection(
         .map(|tab| {
             tab.objects
                 .values()
-                .filter(|o| handlers::visible(t, &ls, &fs, o))
+                .filter(|o| handlers::visible(t, &selectors, o))
                 .cloned()
                 .collect()
         })

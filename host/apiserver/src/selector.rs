@@ -9,6 +9,62 @@ use super::events;
 use super::registry::Resource;
 use super::status::ApiError;
 use wasmctrl_scope::selector::Selector;
+use wasmctrl_scope::shard;
+
+/// Everything a list, watch or collection delete selects by: labels, fields, and KEP-5866's
+/// shard ranges.
+#[derive(Debug, Clone, Default)]
+pub struct Selectors {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `shardSelector`, as given (echoed in a list's `metadata.shardInfo`) and parsed.
+    pub shards: Option<(String, shard::Selector)>,
+}
+
+impl Selectors {
+    /// Parses the `labelSelector`, `fieldSelector` and `shardSelector` query parameters.
+    pub fn parse(
+        labels: Option<&str>,
+        fields: Option<&str>,
+        shards: Option<&str>,
+        res: &Resource,
+    ) -> Result<Self, ApiError> {
+        let shards = match shards.filter(|s| !s.is_empty()) {
+            Some(text) => {
+                let parsed = shard::Selector::parse(text)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                Some((text.to_string(), parsed))
+            }
+            None => None,
+        };
+        Ok(Self {
+            labels: LabelSelector::parse(labels.unwrap_or(""))?,
+            fields: FieldSelector::parse(fields.unwrap_or(""), res)?,
+            shards,
+        })
+    }
+
+    /// Whether `obj` satisfies every selector. A shard range hashes the object's uid or its
+    /// namespace (empty for a cluster-scoped object), as kube-apiserver's.
+    pub fn matches(&self, obj: &Value) -> bool {
+        let in_shard = self.shards.as_ref().is_none_or(|(_, s)| {
+            let field = match s.field() {
+                shard::Field::Uid => &obj["metadata"]["uid"],
+                shard::Field::Namespace => &obj["metadata"]["namespace"],
+            };
+            s.selects(field.as_str().unwrap_or(""))
+        });
+        in_shard && self.labels.matches(obj) && self.fields.matches(obj)
+    }
+
+    /// The list metadata's `shardInfo`, when a shard selector filtered the list.
+    pub fn shard_info(&self) -> Option<Value> {
+        let (text, _) = self.shards.as_ref()?;
+        Some(serde_json::json!({ "selector": text }))
+    }
+}
 
 /// A parsed label selector (the shared grammar, `wasmctrl_scope::selector`); the empty selector
 /// matches everything.

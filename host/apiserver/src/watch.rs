@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::Inner;
 use super::handlers::{Query, Shape, Target, flag, render, selectors, visible};
 use super::protobuf;
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::Selectors;
 use super::status::{ApiError, ApiResult};
 use super::store::{Event, EventKind};
 
@@ -74,8 +74,7 @@ fn bookmark(encoding: Encoding, t: &Target, shape: Shape, rv: u64, initial_end: 
 
 struct Filter {
     t: Target,
-    ls: LabelSelector,
-    fs: FieldSelector,
+    selectors: Selectors,
     shape: Shape,
     encoding: Encoding,
 }
@@ -83,14 +82,14 @@ struct Filter {
 impl Filter {
     /// The line a stored event becomes for this watcher, if any.
     fn event(&self, ev: &Event) -> Option<Bytes> {
-        let now = visible(&self.t, &self.ls, &self.fs, &ev.object);
+        let now = visible(&self.t, &self.selectors, &ev.object);
         let kind = match ev.kind {
             EventKind::Added | EventKind::Deleted => now.then_some(ev.kind.as_str())?,
             EventKind::Modified => {
                 let before = ev
                     .old
                     .as_ref()
-                    .is_some_and(|o| visible(&self.t, &self.ls, &self.fs, o));
+                    .is_some_and(|o| visible(&self.t, &self.selectors, o));
                 match (before, now) {
                     (true, true) => "MODIFIED",
                     (false, true) => "ADDED",
@@ -126,7 +125,7 @@ pub fn watch(
         } else {
             Encoding::Json
         };
-    let (ls, fs) = selectors(&t, q)?;
+    let selectors = selectors(&t, q)?;
     let bookmarks = flag(q, "allowWatchBookmarks");
     let send_initial = flag(q, "sendInitialEvents");
     let rv_match = q
@@ -170,8 +169,7 @@ pub fn watch(
     };
     let filter = Filter {
         t,
-        ls,
-        fs,
+        selectors,
         shape,
         encoding,
     };
@@ -195,7 +193,7 @@ pub fn watch(
                     .map(|tab| {
                         tab.objects
                             .values()
-                            .filter(|o| visible(&filter.t, &filter.ls, &filter.fs, o))
+                            .filter(|o| visible(&filter.t, &filter.selectors, o))
                             .cloned()
                             .collect()
                     })

@@ -26,6 +26,7 @@ pub mod action;
 pub mod declaration;
 pub mod duration;
 pub mod selector;
+pub mod shard;
 mod types;
 pub mod validation;
 
