@@ -76,6 +76,7 @@ async fn cache_child(how: &str) {
                 kind: wasmctrl_scope::Kind::new("", "v1", "ConfigMap"),
                 namespace: Some(NAMESPACE.into()),
                 labels: Default::default(),
+                sharded: false,
             };
             let informer = informers.get(&watch);
             informer.synced().await;

@@ -147,6 +147,11 @@ impl Leadership {
         }
     }
 
+    /// A replica that acts while `leading` says so and `fence` holds (shard membership's).
+    pub(crate) fn from_parts(fence: Fence, leading: watch::Receiver<bool>) -> Self {
+        Self { fence, leading }
+    }
+
     /// The fence requests for plugins are checked against.
     pub fn fence(&self) -> &Fence {
         &self.fence

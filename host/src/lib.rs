@@ -10,7 +10,8 @@
 //! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the
 //! plugin directory and hot-reloads it; [`oci`] pushes plugins to OCI registries and pulls them
 //! back by digest, and [`resources`] declares them as cluster resources (`WasmPlugin`,
-//! `ClusterWasmPlugin`). [`leader`] elects the one replica that reconciles.
+//! `ClusterWasmPlugin`). [`leader`] elects the one replica that reconciles; [`sharding`] spreads
+//! the reconciling over replicas instead.
 //! [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the Prometheus
 //! metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default); [`tls`] is the
 //! HTTPS both it and the API server serve. [`memory`] hands freed heap back to the system.
@@ -41,6 +42,7 @@ pub mod queue;
 pub mod rbac;
 pub mod resources;
 pub use wasmctrl_runtime as runtime;
+pub mod sharding;
 pub use wasmctrl_runtime::sql;
 pub use wasmctrl_runtime::view;
 pub use wasmctrl_scope::selector;

@@ -40,6 +40,9 @@ pub struct Options {
     pub lease: String,
     /// The host serves plugin resources (`run --plugin-resources`).
     pub plugin_resources: bool,
+    /// The host runs in a shard group (`run --sharding`): each replica creates, renews and
+    /// deletes a membership Lease of its own, and lists and watches the others'.
+    pub sharding: bool,
 }
 
 impl Default for Options {
@@ -49,6 +52,7 @@ impl Default for Options {
             service_account: "wasmctrl".into(),
             lease: "wasmctrl".into(),
             plugin_resources: false,
+            sharding: false,
         }
     }
 }
@@ -294,8 +298,8 @@ pub fn plugin_resources_role(options: &Options) -> String {
     format!("{}:plugin-resources", options.service_account)
 }
 
-/// The host's own needs in its namespace: its leader-election Lease, its Pod (for the events
-/// about plugins it records there).
+/// The host's own needs in its namespace: its leader-election Lease (or its shard group's
+/// Leases), its Pod (for the events about plugins it records there).
 fn host_grants(options: &Options) -> Grants {
     let mut grants = Grants::new();
     grant(
@@ -313,6 +317,16 @@ fn host_grants(options: &Options) -> Grants {
         lease,
         &["get", "update"],
     );
+    if options.sharding {
+        // Member Leases are named after each replica's identity, unknown in advance.
+        grant(
+            &mut grants,
+            "coordination.k8s.io",
+            "leases",
+            None,
+            &["get", "list", "watch", "update", "delete"],
+        );
+    }
     grant(&mut grants, "", "pods", None, &["get"]);
     grant_events(&mut grants);
     grants

@@ -24,6 +24,7 @@ fn watch(kind: Kind) -> Watch {
         kind,
         namespace: None,
         labels: Default::default(),
+        sharded: false,
     }
 }
 

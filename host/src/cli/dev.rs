@@ -156,6 +156,7 @@ async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> 
         service_account: HOST_NAMESPACE.into(),
         lease: "wasmctrl".into(),
         plugin_resources: false,
+        sharding: false,
     };
     let (objects, notes) = rbac::generate(scopes, &resolver, &options);
     for note in notes {

@@ -26,6 +26,10 @@ pub struct Args {
     /// The leader-election Lease's name, as `run --leader-election-id`.
     #[arg(long, default_value = "wasmctrl")]
     leader_election_id: String,
+    /// Also grant what a shard group's member takes (`run --sharding`): creating, renewing and
+    /// deleting its own Lease, listing and watching the others'.
+    #[arg(long)]
+    sharding: bool,
     /// CustomResourceDefinitions (files or directories of YAML), for the plural and scope of
     /// custom kinds; without one, a custom kind is assumed namespaced. Repeatable.
     #[arg(long = "crds")]
@@ -79,6 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         namespace: args.namespace,
         service_account: args.service_account,
         lease: args.leader_election_id,
+        sharding: args.sharding,
         plugin_resources: args.plugin_resources
             || args.plugin_resources_only
             || !args.resources.is_empty(),

@@ -20,6 +20,7 @@ use crate::metrics::{Metrics, Secure};
 use crate::oci::Registry;
 use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
+use crate::sharding::{self, Shards};
 use crate::sql::{self, Databases};
 
 /// Options shared by `run` and `dev`: where plugins come from and the limits they run under.
@@ -196,6 +197,15 @@ pub struct LeaderElectionArgs {
     /// How often standbys try to take the Lease and the leader renews it, in seconds.
     #[arg(long, default_value_t = 2)]
     pub leader_elect_retry_period: u64,
+    /// Run as one of several replicas that share the reconciling: each holds a membership Lease
+    /// in `--leader-election-namespace` (renewed, and fenced, with the `--leader-elect-*`
+    /// timings) and reconciles the keys of its share of namespaces; a key moves between
+    /// replicas only after its old owner has stopped reconciling it.
+    #[arg(long, conflicts_with = "leader_elect")]
+    pub sharding: bool,
+    /// The shard group: replicas with the same group (and namespace) share the keys.
+    #[arg(long, default_value = "wasmctrl", value_name = "NAME")]
+    pub shard_group: String,
 }
 
 impl LeaderElectionArgs {
@@ -204,18 +214,45 @@ impl LeaderElectionArgs {
         if !self.leader_elect {
             return Ok(None);
         }
+        let config = self.lease(&self.leader_election_id)?;
+        Ok(Some(config))
+    }
+
+    /// The shard group to join, if any (its Leases are timed as the election's).
+    pub fn sharding(&self) -> anyhow::Result<Option<leader::Config>> {
+        if !self.sharding {
+            return Ok(None);
+        }
+        let group = &self.shard_group;
+        // Member Leases are named `<group>-<16 hex digits>`, and labelled with the group.
+        let valid = !group.is_empty()
+            && group.len() <= 46
+            && group
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !group.starts_with('-')
+            && !group.ends_with('-');
+        if !valid {
+            anyhow::bail!(
+                "--shard-group {group:?}: must be at most 46 lowercase letters, digits and '-', starting and ending with a letter or digit"
+            );
+        }
+        Ok(Some(self.lease(group)?))
+    }
+
+    fn lease(&self, name: &str) -> anyhow::Result<leader::Config> {
         let namespace =
             (self.leader_election_namespace.clone()).unwrap_or_else(leader::own_namespace);
         let config = leader::Config {
             lease_duration: Duration::from_secs(self.leader_elect_lease_duration),
             renew_deadline: Duration::from_secs(self.leader_elect_renew_deadline),
             retry_period: Duration::from_secs(self.leader_elect_retry_period),
-            ..leader::Config::new(&self.leader_election_id, &namespace, leader::identity())
+            ..leader::Config::new(name, &namespace, leader::identity())
         };
         config
             .check()
             .map_err(|e| anyhow::anyhow!("leader election: {e}"))?;
-        Ok(Some(config))
+        Ok(config)
     }
 }
 
@@ -245,6 +282,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let election = args.election.config()?;
+    let sharding = args.election.sharding()?;
     rt.block_on(async {
         let config = match &args.kubeconfig {
             Some(path) => {
@@ -271,6 +309,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let extras = Extras {
             election,
+            sharding,
             registry,
             ..Extras::default()
         };
@@ -312,10 +351,12 @@ async fn own_pod(client: &kube::Client) -> Option<ObjectReference> {
     })
 }
 
-/// Ready once the plugin directory was loaded and every cache of every plugin has synced.
+/// Ready once the plugin directory was loaded and every cache of every plugin has synced (and,
+/// in a shard group, this replica has joined and taken up its share).
 struct HostReadiness {
     host: Arc<Manager>,
     plugins_loaded: AtomicBool,
+    shards: Option<Shards>,
 }
 
 impl Readiness for HostReadiness {
@@ -331,7 +372,16 @@ impl Readiness for HostReadiness {
         } else {
             Err(format!("waiting for {}", unsynced.join("; ")))
         };
-        vec![("plugins-loaded", loaded), ("informer-sync", synced)]
+        let mut checks = vec![("plugins-loaded", loaded), ("informer-sync", synced)];
+        if let Some(shards) = &self.shards {
+            let joined = if shards.settled() {
+                Ok(())
+            } else {
+                Err("joining the shard group and taking up this replica's share".into())
+            };
+            checks.push(("shard-membership", joined));
+        }
+        checks
     }
 }
 
@@ -348,6 +398,8 @@ pub(crate) type Grant = Box<
 pub(crate) struct Extras {
     /// Reconcile only while this replica holds the Lease; release it last.
     pub election: Option<leader::Config>,
+    /// Share the reconciling with the other members of this shard group; leave it last.
+    pub sharding: Option<leader::Config>,
     /// Keep the host's RBAC in step with its plugins.
     pub grant: Option<Grant>,
     /// Serve plugin resources, pulling with this client.
@@ -365,6 +417,7 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     let Extras {
         election,
+        sharding,
         grant,
         registry,
     } = extras;
@@ -375,6 +428,15 @@ pub(crate) async fn serve(
             (leadership, Some((lease, election)))
         }
         None => (Leadership::sole(), None),
+    };
+    let sharding = sharding.map(|config| {
+        let shards = Shards::new();
+        let (leadership, member) = sharding::join(client.clone(), config, shards.clone());
+        (leadership, member, shards)
+    });
+    let leadership = match &sharding {
+        Some((membership, ..)) => membership.clone(),
+        None => leadership,
     };
     let databases = args.sql.databases()?.fenced(leadership.fence().clone());
     let config = runtime::Config {
@@ -388,7 +450,19 @@ pub(crate) async fn serve(
         probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
     let metrics_address = args.metrics.address()?;
     let runtime = Runtime::new(config)?;
-    let mut host = Manager::led(client.clone(), metrics, leadership.clone());
+    let mut host = match &sharding {
+        Some((_, _, shards)) => {
+            let sharded = sharding::sharded_client(client.clone(), shards.clone());
+            Manager::sharded(
+                client.clone(),
+                sharded,
+                metrics,
+                leadership.clone(),
+                shards.clone(),
+            )
+        }
+        None => Manager::led(client.clone(), metrics, leadership.clone()),
+    };
     if let Some(pod) = own_pod(&client).await {
         host = host.report_to(pod);
     }
@@ -396,7 +470,9 @@ pub(crate) async fn serve(
     let readiness = Arc::new(HostReadiness {
         host: host.clone(),
         plugins_loaded: AtomicBool::new(false),
+        shards: sharding.as_ref().map(|(.., shards)| shards.clone()),
     });
+    let membership = sharding.map(|(_, member, _)| member.start(host.clone()));
     if let Some(addr) = probe_address {
         let bound = probes::serve(addr, readiness.clone())
             .await
@@ -507,6 +583,9 @@ pub(crate) async fn serve(
     // Only now that nothing is reconciled any more: a standby takes over at once.
     if let Some((_, election)) = election {
         election.resign().await;
+    }
+    if let Some(membership) = membership {
+        membership.leave().await;
     }
     loader.shutdown().await;
     Ok(())

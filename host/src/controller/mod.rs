@@ -30,6 +30,7 @@ use crate::plugin::Manifest;
 use crate::queue::{self, Queue};
 use crate::runtime::Plugin;
 use crate::selector::Selector;
+use crate::sharding::Shards;
 use mapping::{Filter, Keys, Mapper, by_mapping, by_owner};
 use worker::{CallTime, Worker};
 
@@ -143,6 +144,9 @@ pub struct Manager {
     /// Workers take keys only while this replica leads; standbys keep their caches and queues
     /// warm and reconcile nothing.
     leadership: Leadership,
+    /// With `--sharding`: workers take only the keys of this replica's slots, and the caches of
+    /// reconciled and owned kinds hold only those slots' objects.
+    shards: Option<Shards>,
 }
 
 struct Controller {
@@ -200,7 +204,24 @@ impl Manager {
             metrics,
             pod: None,
             leadership,
+            shards: None,
         }
+    }
+
+    /// A replica of a shard group: it reconciles while `leadership` (its membership) holds, only
+    /// the keys of the slots `shards` gives it, and its caches of reconciled and owned kinds
+    /// list and watch through `sharded`, a client that asks the API server for those slots.
+    pub fn sharded(
+        client: kube::Client,
+        sharded: kube::Client,
+        metrics: Arc<Metrics>,
+        leadership: Leadership,
+        shards: Shards,
+    ) -> Self {
+        let mut host = Self::led(client, metrics, leadership);
+        host.informers.shard(sharded, shards.clone());
+        host.shards = Some(shards);
+        host
     }
 
     /// Reports plugin loads (Normal `PluginLoaded`) and load failures (Warning
@@ -277,6 +298,21 @@ impl Manager {
                 digest: plugin.digest().to_string(),
             };
             m.plugin_info.get_or_create(&info).set(1);
+            if let Some(shards) = &self.shards {
+                let active = shards.active();
+                let owned = (c.watched.iter().flat_map(|w| w.entries()))
+                    .filter(|e| active.contains(crate::sharding::key_slot(&e.key)))
+                    .count();
+                m.shard_owned_keys
+                    .get_or_create(&controller)
+                    .set(owned as i64);
+            }
+        }
+        if let Some(shards) = &self.shards {
+            m.shard_members.set(shards.members() as i64);
+            if let Some(server) = shards.server_side() {
+                m.shard_server_side.set(i64::from(server));
+            }
         }
         m.cached.clear();
         for informer in self.informers.running() {
@@ -317,6 +353,27 @@ impl Manager {
                 c.queue.add_low(entry.key.clone());
             }
         }
+    }
+
+    /// Queues again, at low priority, every cached key `which` picks (slots a shard replica
+    /// has just taken up); how many.
+    pub fn requeue_where(&self, which: impl Fn(&ObjectKey) -> bool) -> usize {
+        let mut queued = 0;
+        for c in lock(&self.controllers).values() {
+            for entry in c.watched.iter().flat_map(|w| w.entries()) {
+                if which(&entry.key) {
+                    c.queue.add_low(entry.key.clone());
+                    queued += 1;
+                }
+            }
+        }
+        queued
+    }
+
+    /// Whether any key `which` picks is being reconciled now (slots a shard replica is giving
+    /// up wait for it not to be).
+    pub fn busy(&self, which: impl Fn(&ObjectKey) -> bool) -> bool {
+        (lock(&self.controllers).values()).any(|c| lock(&c.in_flight).iter().any(&which))
     }
 
     /// The caches of running plugins that have not finished their first list yet.
@@ -375,9 +432,23 @@ impl Manager {
             return;
         }
         self.remove(&name, grace).await;
-        let controller = self.start(plugin.clone(), tuning);
+        let owner_namespaced =
+            self.shards.is_some() && self.namespaced(plugin.manifest().kind()).await;
+        let controller = self.start(plugin.clone(), tuning, owner_namespaced);
         lock(&self.controllers).insert(name.clone(), controller);
         tracing::info!(plugin.name = %name, plugin.version = %plugin.manifest().version, plugin.digest = %plugin.digest(), plugin.contract = plugin.contract(), "plugin started");
+    }
+
+    /// Whether `kind` is namespaced, as discovery says; false when it cannot tell (a CRD not
+    /// installed yet), which keeps a shard replica's caches of its children whole.
+    async fn namespaced(&self, kind: &Kind) -> bool {
+        match kube::discovery::pinned_kind(&self.client, &kind.into()).await {
+            Ok((_, caps)) => caps.scope == kube::discovery::Scope::Namespaced,
+            Err(e) => {
+                tracing::info!(kind = %kind.kind, error = %e, "cannot tell whether the kind is namespaced; its children's caches hold every shard");
+                false
+            }
+        }
     }
 
     /// Stops a plugin's controller: no new keys are taken, in-flight reconciles get `grace` to
@@ -493,7 +564,7 @@ impl Manager {
         self.informers.shutdown();
     }
 
-    fn start(&self, plugin: Arc<Plugin>, tuning: Tuning) -> Controller {
+    fn start(&self, plugin: Arc<Plugin>, tuning: Tuning, owner_namespaced: bool) -> Controller {
         let manifest = plugin.manifest().clone();
         let scope = Arc::new(plugin.scope().clone());
         let name = manifest.name.clone();
@@ -504,6 +575,8 @@ impl Manager {
             queue: queue.clone(),
             scope: scope.clone(),
             subscriptions: Vec::new(),
+            sharded: self.shards.is_some(),
+            owner_namespaced,
         };
         let watched = keys.subscribe_declared(&manifest);
         let subscriptions = keys.subscriptions;
@@ -532,6 +605,7 @@ impl Manager {
             stats: stats.clone(),
             in_flight: in_flight.clone(),
             leadership: self.leadership.clone(),
+            shards: self.shards.clone(),
             echoes: echoes.clone(),
             outcomes: outcomes.clone(),
             call_time: CallTime::default(),
@@ -562,11 +636,13 @@ impl Manager {
         kind: &Kind,
         namespaces: Option<Vec<String>>,
         labels: &Selector,
+        sharded: bool,
     ) -> Vec<Arc<Informer>> {
         let watch = |namespace| Watch {
             kind: kind.clone(),
             namespace,
             labels: labels.clone(),
+            sharded,
         };
         match namespaces {
             None => vec![self.informers.get(&watch(None))],
@@ -583,6 +659,11 @@ struct KeySources<'a> {
     queue: Queue<ObjectKey>,
     scope: Arc<wasmctrl_scope::Scope>,
     subscriptions: Vec<(Arc<Informer>, u64)>,
+    /// Whether the reconciled kind's cache is sharded (in a shard group).
+    sharded: bool,
+    /// Whether the reconciled kind is known to be namespaced (its children are then sharded
+    /// with it).
+    owner_namespaced: bool,
 }
 
 impl KeySources<'_> {
@@ -593,8 +674,12 @@ impl KeySources<'_> {
         let own_namespaces: Option<Vec<String>> =
             (self.scope.namespaces().names()).map(|set| set.iter().cloned().collect());
         let manager = self.manager;
-        let watched =
-            Arc::new(manager.caches(manifest.kind(), own_namespaces.clone(), &manifest.selector));
+        let watched = Arc::new(manager.caches(
+            manifest.kind(),
+            own_namespaces.clone(),
+            &manifest.selector,
+            self.sharded,
+        ));
         for informer in watched.iter() {
             let filter = Filter {
                 manifest: manifest.clone(),
@@ -606,7 +691,11 @@ impl KeySources<'_> {
             );
         }
         for kind in manifest.owns() {
-            for informer in manager.caches(kind, own_namespaces.clone(), &Selector::default()) {
+            // Children share their owner's namespace, hence its slot, when the owner has one.
+            let sharded = self.sharded && self.owner_namespaced;
+            for informer in
+                manager.caches(kind, own_namespaces.clone(), &Selector::default(), sharded)
+            {
                 let owner_kind = manifest.kind().clone();
                 self.subscribe(
                     informer,
@@ -633,7 +722,8 @@ impl KeySources<'_> {
                 }
                 Some(readable)
             };
-            for informer in manager.caches(&read.kind, namespaces, &read.selector) {
+            // Read kinds may be read anywhere: never sharded.
+            for informer in manager.caches(&read.kind, namespaces, &read.selector, false) {
                 let Some(mapping) = read.trigger.clone() else {
                     // Subscribed only to keep the cache of a read-only kind warm.
                     self.subscribe(informer, Box::new(|_, _| {}));

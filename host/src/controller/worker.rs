@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 use crate::plugin::wit;
 use crate::queue::Queue;
 use crate::runtime::{ErrorKind, Plugin};
+use crate::sharding::Shards;
 use crate::view::View;
 
 /// Numbers each reconcile of the process, for telling one reconcile's log lines from another's.
@@ -47,6 +48,8 @@ pub(super) struct Worker {
     pub(super) in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
     /// Keys are taken only while this replica leads.
     pub(super) leadership: Leadership,
+    /// In a shard group, only the keys of this replica's slots.
+    pub(super) shards: Option<Shards>,
     /// What each key's last reconcile wrote that the caches have not shown yet.
     pub(super) echoes: Arc<Echoes>,
     /// What each key's last reconcile did, for its next request.
@@ -123,6 +126,16 @@ impl Worker {
             if !lock(&self.in_flight).insert(key.clone()) {
                 self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
+            }
+            // Checked once the key is in flight: a replica giving the key's slot up first
+            // stops taking its keys, then waits until none is in flight, so either this sees
+            // the slot gone or the handover waits for this reconcile.
+            if self.shards.as_ref().is_some_and(|s| !s.owns(&key)) {
+                // Another replica's key (or soon to be): it queues the key itself.
+                lock(&self.in_flight).remove(&key);
+                self.queue.forget(&key);
+                self.queue.done(&key);
+                continue;
             }
             let started = std::time::Instant::now();
             // The start of a reconcile, as its end below: operators (and tests) can tell

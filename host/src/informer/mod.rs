@@ -38,6 +38,7 @@ pub use caches::Caches;
 pub use registry::Informers;
 
 use crate::selector::{Labels, Selector};
+use crate::sharding::{CacheSlots, Shards};
 
 /// What one informer lists and watches: a kind, in one namespace or all, the objects matching a
 /// label selector. The namespace and selector are sent to the API server.
@@ -49,6 +50,9 @@ pub struct Watch {
     pub namespace: Option<String>,
     /// Only objects with these labels.
     pub labels: Selector,
+    /// In a shard group, only the objects of this replica's slots (the caches of reconciled and
+    /// owned kinds); the API server is asked for them with a `shardSelector` where it can be.
+    pub sharded: bool,
 }
 
 impl fmt::Display for Watch {
@@ -65,6 +69,9 @@ impl fmt::Display for Watch {
         }
         if !self.labels.is_empty() {
             write!(f, " where {}", self.labels)?;
+        }
+        if self.sharded {
+            f.write_str(" (this replica's shards)")?;
         }
         Ok(())
     }
@@ -437,6 +444,9 @@ pub struct Informer {
     next_id: Mutex<u64>,
     synced: watch::Sender<bool>,
     resource: Mutex<Option<(ApiResource, bool)>>,
+    /// For a cache sharded in fact (a namespaced kind in a shard group): the slots it last
+    /// listed, `None` until it has.
+    shard: Mutex<Option<Option<CacheSlots>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -454,6 +464,7 @@ impl Informer {
             next_id: Mutex::new(0),
             synced: watch::channel(false).0,
             resource: Mutex::new(None),
+            shard: Mutex::new(None),
         }
     }
 
@@ -464,6 +475,7 @@ impl Informer {
             kind,
             namespace: None,
             labels: Selector::default(),
+            sharded: false,
         }))
     }
 
@@ -500,12 +512,23 @@ impl Informer {
     /// Whether it would hold an object of its kind in `namespace` (given its labels match): it
     /// watches that namespace, all of them, or a cluster-scoped kind.
     pub fn covers(&self, namespace: &str) -> bool {
-        match &self.watch.namespace {
+        let watched = match &self.watch.namespace {
             None => true,
             Some(ns) => {
                 ns == namespace || self.resource().is_some_and(|(_, namespaced)| !namespaced)
             }
-        }
+        };
+        // A sharded cache holds a namespace only while its slots include it.
+        watched
+            && lock(&self.shard)
+                .as_ref()
+                .is_none_or(|listed| listed.is_some_and(|at| at.holds(namespace)))
+    }
+
+    /// For a sharded cache, the version of the slots it last listed (`Some(None)` while it has
+    /// listed none yet); `None` for a cache that is not sharded (yet).
+    pub fn shard_version(&self) -> Option<Option<u64>> {
+        lock(&self.shard).map(|listed| listed.map(|at| at.version))
     }
 
     /// The API resource and whether it is namespaced, once discovery has resolved it.
@@ -662,9 +685,16 @@ impl Informer {
         self.publish(changes, initial);
     }
 
-    async fn run(self: Arc<Self>, client: kube::Client) {
+    async fn run(self: Arc<Self>, client: kube::Client, sharding: Option<(kube::Client, Shards)>) {
         let (resource, namespaced) = self.resolve(&client).await;
         *lock(&self.resource) = Some((resource.clone(), namespaced));
+        // Only a namespaced kind is sharded: a key's slot is its namespace's.
+        let sharding = sharding.filter(|_| self.watch.sharded && namespaced);
+        let mut slots = sharding.as_ref().map(|(_, shards)| shards.cache_slots());
+        if slots.is_some() {
+            *lock(&self.shard) = Some(None);
+        }
+        let client = sharding.map_or(client, |(sharded, _)| sharded);
         let api: Api<DynamicObject> = match &self.watch.namespace {
             Some(ns) if namespaced => Api::namespaced_with(client, ns, &resource),
             _ => Api::all_with(client, &resource),
@@ -673,24 +703,56 @@ impl Informer {
         if !self.watch.labels.is_empty() {
             config = config.labels(&self.watch.labels.to_string());
         }
-        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-        let mut listed = Vec::new();
         let mut first = true;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(Event::Init) => listed.clear(),
-                // Turned into an entry at once: the decoded object is freed page by page rather
-                // than all held until the list is complete.
-                Ok(Event::InitApply(obj)) => listed.push(Arc::new(Entry::from_object(obj))),
-                Ok(Event::InitDone) => {
-                    self.replace(std::mem::take(&mut listed), first);
-                    first = false;
-                    self.synced.send_replace(true);
-                }
-                Ok(Event::Apply(obj)) => self.apply(obj),
-                Ok(Event::Delete(obj)) => self.delete(&obj),
-                Err(e) => {
-                    tracing::warn!(kind = %self.watch.kind.kind, error = %e, "watch failed; retrying with backoff")
+        loop {
+            // The slots this pass lists; a change of them starts a new pass (a relist, which
+            // installs the new slots' objects and drops the old ones' in one step).
+            let at = slots.as_mut().map(|rx| *rx.borrow_and_update());
+            let keep = |obj: &DynamicObject| {
+                at.is_none_or(|at| at.holds(obj.metadata.namespace.as_deref().unwrap_or("")))
+            };
+            if at.is_some_and(|at| at.slots.is_empty()) {
+                // No slots: nothing to ask the API server for.
+                self.replace(Vec::new(), first);
+                first = false;
+                *lock(&self.shard) = Some(at);
+                self.synced.send_replace(true);
+                slots_changed(&mut slots).await;
+                continue;
+            }
+            let mut stream = watcher::watcher(api.clone(), config.clone())
+                .default_backoff()
+                .boxed();
+            let mut listed = Vec::new();
+            loop {
+                let event = tokio::select! {
+                    event = stream.next() => event,
+                    () = slots_changed(&mut slots) => break,
+                };
+                let Some(event) = event else { return };
+                match event {
+                    Ok(Event::Init) => listed.clear(),
+                    // Turned into an entry at once: the decoded object is freed page by page
+                    // rather than all held until the list is complete.
+                    Ok(Event::InitApply(obj)) if keep(&obj) => {
+                        listed.push(Arc::new(Entry::from_object(obj)))
+                    }
+                    Ok(Event::InitApply(_)) => {}
+                    Ok(Event::InitDone) => {
+                        self.replace(std::mem::take(&mut listed), first);
+                        first = false;
+                        if at.is_some() {
+                            *lock(&self.shard) = Some(at);
+                        }
+                        self.synced.send_replace(true);
+                    }
+                    Ok(Event::Apply(obj)) if keep(&obj) => self.apply(obj),
+                    // Another replica's (the API server does not shard, or the slots moved).
+                    Ok(Event::Apply(obj)) => self.delete(&obj),
+                    Ok(Event::Delete(obj)) => self.delete(&obj),
+                    Err(e) => {
+                        tracing::warn!(kind = %self.watch.kind.kind, error = %e, "watch failed; retrying with backoff")
+                    }
                 }
             }
         }
@@ -711,6 +773,16 @@ impl Informer {
             }
         }
     }
+}
+
+/// Waits for the next change of the shard slots; never, for a cache that is not sharded.
+async fn slots_changed(slots: &mut Option<watch::Receiver<CacheSlots>>) {
+    if let Some(rx) = slots
+        && rx.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 #[cfg(test)]

@@ -2,16 +2,19 @@
 //! last subscriber leaves. Plugins that declare the same kind, namespace and selector share one.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use wasmctrl_scope::Kind;
 
 use super::{Informer, Watch, lock};
+use crate::sharding::Shards;
 
 /// All informers of the process.
 pub struct Informers {
     client: kube::Client,
     informers: Mutex<HashMap<Watch, (Arc<Informer>, tokio::task::AbortHandle)>>,
+    /// In a shard group: the client sharded caches list and watch through, and the slots.
+    sharding: OnceLock<(kube::Client, Shards)>,
 }
 
 impl Informers {
@@ -20,7 +23,27 @@ impl Informers {
         Self {
             client,
             informers: Mutex::new(HashMap::new()),
+            sharding: OnceLock::new(),
         }
+    }
+
+    /// Makes the caches of [`Watch::sharded`] watches hold only `shards`' slots, listing and
+    /// watching through `client` (which asks the API server for them). Before any cache starts.
+    pub fn shard(&self, client: kube::Client, shards: Shards) {
+        if self.sharding.set((client, shards)).is_err() {
+            tracing::warn!("the caches were sharded already");
+        }
+    }
+
+    /// Whether every sharded cache whose kind is known has listed the slots of `version` (or a
+    /// later one), so that the keys of those slots can be reconciled on a full view.
+    pub fn sharded_at(&self, version: u64) -> bool {
+        lock(&self.informers)
+            .values()
+            .all(|(informer, _)| match informer.shard_version() {
+                None => true,
+                Some(listed) => listed.is_some_and(|v| v >= version),
+            })
     }
 
     /// The informer for `watch`, starting it if this is the first use.
@@ -30,7 +53,8 @@ impl Informers {
             return informer.clone();
         }
         let informer = Arc::new(Informer::new(watch.clone()));
-        let task = tokio::spawn(informer.clone().run(self.client.clone()));
+        let sharding = self.sharding.get().cloned();
+        let task = tokio::spawn(informer.clone().run(self.client.clone(), sharding));
         map.insert(watch.clone(), (informer.clone(), task.abort_handle()));
         informer
     }

@@ -141,6 +141,9 @@ pub struct Metrics {
     rest_requests: Family<rest::RequestLabels, Counter>,
     rest_latency: Family<rest::LatencyLabels, Histogram, fn() -> Histogram>,
     leader: Family<LeaseLabel, Gauge>,
+    pub(crate) shard_members: Gauge,
+    pub(crate) shard_owned_keys: Family<ControllerLabel, Gauge>,
+    pub(crate) shard_server_side: Gauge,
 }
 
 impl Default for Metrics {
@@ -180,6 +183,9 @@ impl Metrics {
             rest_requests: Family::default(),
             rest_latency: Family::new_with_constructor(seconds_histogram),
             leader: Family::default(),
+            shard_members: Gauge::default(),
+            shard_owned_keys: Family::default(),
+            shard_server_side: Gauge::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -306,6 +312,21 @@ impl Metrics {
             "wasmctrl_reconciles_held",
             "Times a key was held back because the caches did not show its last reconcile's writes yet",
             m.held.clone(),
+        );
+        r.register(
+            "wasmctrl_shard_members",
+            "Live members of this replica's shard group (--sharding)",
+            m.shard_members.clone(),
+        );
+        r.register(
+            "wasmctrl_shard_owned_keys",
+            "Cached keys of the reconciled kind in the slots this replica reconciles now",
+            m.shard_owned_keys.clone(),
+        );
+        r.register(
+            "wasmctrl_shard_server_side",
+            "Whether the API server applies shardSelector (1) or the host filters its caches itself (0)",
+            m.shard_server_side.clone(),
         );
         r.register(
             "wasmctrl_cached_objects",
