@@ -8,14 +8,14 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::http;
 use common::process::{Cluster, Process, plugin_dir, wait_for};
+use common::reconciles;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const LEADING: &str = r#"leader_election_master_status{name="wasmctrl"}"#;
 const SUCCESSES: &str =
@@ -146,50 +146,6 @@ async fn only_the_leader_reconciles_and_a_standby_takes_over_a_killed_or_stopped
     third.assert_quiet("new leader");
 }
 
-/// One reconcile of a key by a host, from its JSON log's start and end records.
-#[derive(Debug)]
-struct Span {
-    host: usize,
-    key: String,
-    start: chrono::DateTime<chrono::FixedOffset>,
-    end: chrono::DateTime<chrono::FixedOffset>,
-}
-
-/// The reconciles a host's JSON log records, each with its start and end.
-fn spans(host: usize, log: &str) -> Vec<Span> {
-    let mut starts = BTreeMap::new();
-    let mut spans = Vec::new();
-    for line in log.lines() {
-        let line: Value =
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-        let message = &line["fields"]["message"];
-        if message != "reconciling" && message != "reconciled" {
-            continue;
-        }
-        let id = line["span"]["reconcile.id"].as_u64().unwrap();
-        let at = chrono::DateTime::parse_from_rfc3339(line["timestamp"].as_str().unwrap()).unwrap();
-        if message == "reconciling" {
-            starts.insert(id, at);
-            continue;
-        }
-        let start = starts
-            .remove(&id)
-            .unwrap_or_else(|| panic!("reconcile {id} ended without starting: {line}"));
-        spans.push(Span {
-            host,
-            key: line["span"]["object.key"].as_str().unwrap().to_string(),
-            start,
-            end: at,
-        });
-    }
-    assert!(
-        starts.is_empty(),
-        "host {host} stopped gracefully, yet reconciles {:?} never ended",
-        starts.keys()
-    );
-    spans
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_patched_through_three_handovers_converge_without_overlapping_reconciles() {
     let (dir, cluster, plugins, api) = setup().await;
@@ -237,12 +193,10 @@ async fn objects_patched_through_three_handovers_converge_without_overlapping_re
         assert!(status.success(), "exit {status}");
         logs.push(std::fs::read_to_string(dir.path().join(format!("host-{}.log", n + 4))).unwrap());
     }
-    let mut by_key: BTreeMap<String, Vec<Span>> = BTreeMap::new();
-    for (host, log) in logs.iter().enumerate() {
-        for span in spans(host, log) {
-            by_key.entry(span.key.clone()).or_default().push(span);
-        }
-    }
+    let spans = (logs.iter().enumerate())
+        .flat_map(|(host, log)| reconciles::spans(host, log, None))
+        .collect();
+    let by_key = reconciles::assert_no_overlap(spans);
     let reconciled_by: std::collections::BTreeSet<usize> =
         by_key.values().flatten().map(|s| s.host).collect();
     assert!(
@@ -250,18 +204,6 @@ async fn objects_patched_through_three_handovers_converge_without_overlapping_re
         "the leaders of all four terms reconciled: {reconciled_by:?}"
     );
     assert_eq!(by_key.len(), names.len());
-    for (key, spans) in &by_key {
-        for a in spans {
-            for b in spans.iter().filter(|b| b.host != a.host) {
-                assert!(
-                    a.end < b.start || b.end < a.start,
-                    "{key} reconciled by hosts {} and {} at overlapping times: {a:?} {b:?}",
-                    a.host,
-                    b.host
-                );
-            }
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

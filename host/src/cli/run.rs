@@ -22,6 +22,7 @@ use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
 use crate::sharding::{self, Shards};
 use crate::sql::{self, Databases};
+use wasmctrl_scope::shard;
 
 /// Options shared by `run` and `dev`: where plugins come from and the limits they run under.
 #[derive(Debug, Clone, clap::Args)]
@@ -206,6 +207,21 @@ pub struct LeaderElectionArgs {
     /// The shard group: replicas with the same group (and namespace) share the keys.
     #[arg(long, default_value = "wasmctrl", value_name = "NAME")]
     pub shard_group: String,
+    /// What places a key on a replica: the reconciled object's `uid` (keys spread evenly; the
+    /// caches of owned kinds stay whole on every replica) or its `namespace` (an owner and its
+    /// children together, owned kinds' caches sharded too; even only over many, differently
+    /// named namespaces). Every replica of a group must use the same.
+    #[arg(long, value_enum, default_value_t = ShardKey::Uid)]
+    pub shard_key: ShardKey,
+}
+
+/// `--shard-key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShardKey {
+    /// `metadata.uid` of the reconciled object.
+    Uid,
+    /// `metadata.namespace` of the reconciled object (its name when cluster-scoped).
+    Namespace,
 }
 
 impl LeaderElectionArgs {
@@ -218,8 +234,9 @@ impl LeaderElectionArgs {
         Ok(Some(config))
     }
 
-    /// The shard group to join, if any (its Leases are timed as the election's).
-    pub fn sharding(&self) -> anyhow::Result<Option<leader::Config>> {
+    /// The shard group to join, if any (its Leases are timed as the election's), and the field
+    /// keys are placed by.
+    pub fn sharding(&self) -> anyhow::Result<Option<(leader::Config, shard::Field)>> {
         if !self.sharding {
             return Ok(None);
         }
@@ -237,7 +254,11 @@ impl LeaderElectionArgs {
                 "--shard-group {group:?}: must be at most 46 lowercase letters, digits and '-', starting and ending with a letter or digit"
             );
         }
-        Ok(Some(self.lease(group)?))
+        let field = match self.shard_key {
+            ShardKey::Uid => shard::Field::Uid,
+            ShardKey::Namespace => shard::Field::Namespace,
+        };
+        Ok(Some((self.lease(group)?, field)))
     }
 
     fn lease(&self, name: &str) -> anyhow::Result<leader::Config> {
@@ -398,8 +419,9 @@ pub(crate) type Grant = Box<
 pub(crate) struct Extras {
     /// Reconcile only while this replica holds the Lease; release it last.
     pub election: Option<leader::Config>,
-    /// Share the reconciling with the other members of this shard group; leave it last.
-    pub sharding: Option<leader::Config>,
+    /// Share the reconciling with the other members of this shard group, placing keys by the
+    /// field's hash; leave it last.
+    pub sharding: Option<(leader::Config, shard::Field)>,
     /// Keep the host's RBAC in step with its plugins.
     pub grant: Option<Grant>,
     /// Serve plugin resources, pulling with this client.
@@ -429,8 +451,8 @@ pub(crate) async fn serve(
         }
         None => (Leadership::sole(), None),
     };
-    let sharding = sharding.map(|config| {
-        let shards = Shards::new();
+    let sharding = sharding.map(|(config, field)| {
+        let shards = Shards::new(field);
         let (leadership, member) = sharding::join(client.clone(), config, shards.clone());
         (leadership, member, shards)
     });

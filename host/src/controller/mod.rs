@@ -8,7 +8,7 @@ mod mapping;
 mod outcomes;
 mod worker;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wasmctrl_scope::Kind;
+use wasmctrl_scope::{Kind, shard};
 
 use crate::applier::Applier;
 use crate::events::Note;
@@ -30,7 +30,10 @@ use crate::plugin::Manifest;
 use crate::queue::{self, Queue};
 use crate::runtime::Plugin;
 use crate::selector::Selector;
-use crate::sharding::Shards;
+use crate::sharding::{Shards, SlotSet};
+
+/// Keys being reconciled, with their shard slot (`None` outside a shard group).
+type InFlight = HashMap<ObjectKey, Option<usize>>;
 use mapping::{Filter, Keys, Mapper, by_mapping, by_owner};
 use worker::{CallTime, Worker};
 
@@ -157,7 +160,8 @@ struct Controller {
     /// Cancelled when the controller stops, so workers still waiting for caches end at once.
     stop: CancellationToken,
     stats: Arc<Stats>,
-    in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
+    /// Keys being reconciled, with their shard slot in a shard group.
+    in_flight: Arc<Mutex<InFlight>>,
     /// What each key's last reconcile did, for its next one.
     outcomes: Arc<outcomes::Outcomes>,
     queue: Queue<ObjectKey>,
@@ -301,7 +305,7 @@ impl Manager {
             if let Some(shards) = &self.shards {
                 let active = shards.active();
                 let owned = (c.watched.iter().flat_map(|w| w.entries()))
-                    .filter(|e| active.contains(crate::sharding::key_slot(&e.key)))
+                    .filter(|e| active.contains(shards.entry_slot(e)))
                     .count();
                 m.shard_owned_keys
                     .get_or_create(&controller)
@@ -355,13 +359,16 @@ impl Manager {
         }
     }
 
-    /// Queues again, at low priority, every cached key `which` picks (slots a shard replica
-    /// has just taken up); how many.
-    pub fn requeue_where(&self, which: impl Fn(&ObjectKey) -> bool) -> usize {
+    /// Queues again, at low priority, every cached key in `slots` (slots a shard replica has
+    /// just taken up); how many.
+    pub fn requeue_slots(&self, slots: &SlotSet) -> usize {
+        let Some(shards) = &self.shards else {
+            return 0;
+        };
         let mut queued = 0;
         for c in lock(&self.controllers).values() {
             for entry in c.watched.iter().flat_map(|w| w.entries()) {
-                if which(&entry.key) {
+                if slots.contains(shards.entry_slot(&entry)) {
                     c.queue.add_low(entry.key.clone());
                     queued += 1;
                 }
@@ -370,10 +377,26 @@ impl Manager {
         queued
     }
 
-    /// Whether any key `which` picks is being reconciled now (slots a shard replica is giving
-    /// up wait for it not to be).
-    pub fn busy(&self, which: impl Fn(&ObjectKey) -> bool) -> bool {
-        (lock(&self.controllers).values()).any(|c| lock(&c.in_flight).iter().any(&which))
+    /// How many cached keys of the reconciled kinds each shard slot has (none outside a shard
+    /// group).
+    pub fn keys_per_slot(&self) -> [usize; crate::sharding::SLOTS] {
+        let mut keys = [0; crate::sharding::SLOTS];
+        if let Some(shards) = &self.shards {
+            for c in lock(&self.controllers).values() {
+                for entry in c.watched.iter().flat_map(|w| w.entries()) {
+                    keys[shards.entry_slot(&entry)] += 1;
+                }
+            }
+        }
+        keys
+    }
+
+    /// Whether a key in `slots` is being reconciled now (slots a shard replica is giving up
+    /// wait for none to be).
+    pub fn busy(&self, slots: &SlotSet) -> bool {
+        (lock(&self.controllers).values()).any(|c| {
+            (lock(&c.in_flight).values()).any(|slot| slot.is_some_and(|s| slots.contains(s)))
+        })
     }
 
     /// The caches of running plugins that have not finished their first list yet.
@@ -570,13 +593,17 @@ impl Manager {
         let name = manifest.name.clone();
         let observer = Arc::new(self.metrics.queue_observer(&name));
         let queue: Queue<ObjectKey> = Queue::with_observer(queue::Config::default(), observer);
+        let gone = Arc::new(Mutex::new(HashMap::new()));
+        let by_uid = (self.shards.as_ref()).is_some_and(|s| s.field() == shard::Field::Uid);
         let mut keys = KeySources {
             manager: self,
             queue: queue.clone(),
             scope: scope.clone(),
             subscriptions: Vec::new(),
             sharded: self.shards.is_some(),
-            owner_namespaced,
+            // Children share their owner's namespace, hence its slot when sharding by it.
+            children_sharded: owner_namespaced && !by_uid,
+            gone: by_uid.then(|| gone.clone()),
         };
         let watched = keys.subscribe_declared(&manifest);
         let subscriptions = keys.subscriptions;
@@ -589,7 +616,7 @@ impl Manager {
             informers.clone(),
         ))];
         let stats = lock(&self.stats).entry(name).or_default().clone();
-        let in_flight = Arc::new(Mutex::new(HashSet::new()));
+        let in_flight = Arc::new(Mutex::new(InFlight::new()));
         let caches = Arc::new(Caches::new(&informers));
         let echoes = Arc::new(echoes::Echoes::default());
         let outcomes = Arc::new(outcomes::Outcomes::default());
@@ -604,6 +631,7 @@ impl Manager {
             metrics: self.metrics.clone(),
             stats: stats.clone(),
             in_flight: in_flight.clone(),
+            gone: gone.clone(),
             leadership: self.leadership.clone(),
             shards: self.shards.clone(),
             echoes: echoes.clone(),
@@ -661,9 +689,11 @@ struct KeySources<'a> {
     subscriptions: Vec<(Arc<Informer>, u64)>,
     /// Whether the reconciled kind's cache is sharded (in a shard group).
     sharded: bool,
-    /// Whether the reconciled kind is known to be namespaced (its children are then sharded
-    /// with it).
-    owner_namespaced: bool,
+    /// Whether the owned kinds' caches are sharded with it (by namespace, the reconciled kind
+    /// known to be namespaced).
+    children_sharded: bool,
+    /// Sharding by uid: where the slots of deleted reconciled objects are kept.
+    gone: Option<Arc<Mutex<HashMap<ObjectKey, usize>>>>,
 }
 
 impl KeySources<'_> {
@@ -685,14 +715,19 @@ impl KeySources<'_> {
                 manifest: manifest.clone(),
                 scope: self.scope.clone(),
             };
+            let gone = self.gone.clone();
             self.subscribe(
                 informer.clone(),
-                Box::new(move |notice, out| filter.primary(notice, out)),
+                Box::new(move |notice, out| {
+                    if let Some(gone) = &gone {
+                        remember_gone(gone, notice);
+                    }
+                    filter.primary(notice, out)
+                }),
             );
         }
         for kind in manifest.owns() {
-            // Children share their owner's namespace, hence its slot, when the owner has one.
-            let sharded = self.sharded && self.owner_namespaced;
+            let sharded = self.children_sharded;
             for informer in
                 manager.caches(kind, own_namespaces.clone(), &Selector::default(), sharded)
             {
@@ -793,6 +828,21 @@ impl Controller {
         // Only now: a reconcile finishing in the grace period still reads a full cache.
         for (informer, id) in &self.subscriptions {
             informers.unsubscribe(informer, *id);
+        }
+    }
+}
+
+/// Keeps the slot of a reconciled object deleted from a uid-sharded cache until its key is
+/// reconciled (its last reconcile has no object to read the uid from); forgets it if the object
+/// comes back.
+fn remember_gone(gone: &Mutex<HashMap<ObjectKey, usize>>, notice: &Notice) {
+    match &notice.change {
+        Change::Deleted(entry) => {
+            let slot = crate::sharding::slot_of(entry.uid_hash);
+            lock(gone).insert(entry.key.clone(), slot);
+        }
+        Change::Applied { new, .. } => {
+            lock(gone).remove(&new.key);
         }
     }
 }

@@ -4,7 +4,6 @@
 //! back to the queue (forget, requeue-after, rate-limited retry, or nothing for terminal
 //! errors), recording it in the controller's tallies, the metrics and one log record.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -44,8 +43,11 @@ pub(super) struct Worker {
     pub(super) applier: Arc<Applier>,
     pub(super) metrics: Arc<Metrics>,
     pub(super) stats: Arc<Stats>,
-    /// Keys being reconciled; the queue guarantees a key is never in here twice.
-    pub(super) in_flight: Arc<Mutex<HashSet<ObjectKey>>>,
+    /// Keys being reconciled, with their shard slot; the queue guarantees a key is never in
+    /// here twice.
+    pub(super) in_flight: Arc<Mutex<super::InFlight>>,
+    /// Slots of reconciled objects deleted from a uid-sharded cache.
+    pub(super) gone: Arc<Mutex<std::collections::HashMap<ObjectKey, usize>>>,
     /// Keys are taken only while this replica leads.
     pub(super) leadership: Leadership,
     /// In a shard group, only the keys of this replica's slots.
@@ -123,14 +125,20 @@ impl Worker {
             let manifest = plugin.manifest();
             let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
             let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, reconcile.id = id, outcome = tracing::field::Empty);
-            if !lock(&self.in_flight).insert(key.clone()) {
+            let slot = self
+                .shards
+                .as_ref()
+                .and_then(|shards| self.slot(shards, &key));
+            if lock(&self.in_flight).insert(key.clone(), slot).is_some() {
                 self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
             }
             // Checked once the key is in flight: a replica giving the key's slot up first
             // stops taking its keys, then waits until none is in flight, so either this sees
             // the slot gone or the handover waits for this reconcile.
-            if self.shards.as_ref().is_some_and(|s| !s.owns(&key)) {
+            if let Some(shards) = &self.shards
+                && slot.is_none_or(|s| !shards.active().contains(s))
+            {
                 // Another replica's key (or soon to be): it queues the key itself.
                 lock(&self.in_flight).remove(&key);
                 self.queue.forget(&key);
@@ -156,6 +164,19 @@ impl Worker {
             });
             self.queue.done(&key);
         }
+    }
+
+    /// The shard slot of `key`: its namespace's, or its object's uid's (the cached object's, or
+    /// a deleted one's, remembered); `None` when this replica knows no object of the key.
+    fn slot(&self, shards: &Shards, key: &ObjectKey) -> Option<usize> {
+        if shards.field() == wasmctrl_scope::shard::Field::Namespace {
+            return Some(crate::sharding::key_slot(key));
+        }
+        let gone = lock(&self.gone).remove(key);
+        let cached = (self.watched.iter())
+            .filter(|w| w.covers(key.namespace()))
+            .find_map(|w| w.get(key));
+        cached.map(|e| shards.entry_slot(&e)).or(gone)
     }
 
     async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> ReconcileResult {

@@ -183,6 +183,8 @@ pub struct Entry {
     pub generation: Option<i64>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// The 64-bit FNV-1a hash of `metadata.uid`: its shard, in a shard group.
+    pub uid_hash: u64,
     /// `metadata.ownerReferences` is not empty (so the owner index needs [`meta`](Self::meta)).
     owned: bool,
     /// The object as JSON without `managedFields`.
@@ -250,6 +252,7 @@ impl Entry {
             resource_version: Version::new(meta.resource_version.unwrap_or_default()),
             generation: meta.generation,
             deleting: meta.deletion_timestamp.is_some(),
+            uid_hash: wasmctrl_scope::shard::hash(meta.uid.as_deref().unwrap_or_default()),
             owned: meta.owner_references.is_some_and(|o| !o.is_empty()),
             json,
         }
@@ -512,17 +515,22 @@ impl Informer {
     /// Whether it would hold an object of its kind in `namespace` (given its labels match): it
     /// watches that namespace, all of them, or a cluster-scoped kind.
     pub fn covers(&self, namespace: &str) -> bool {
-        let watched = match &self.watch.namespace {
+        match &self.watch.namespace {
             None => true,
             Some(ns) => {
                 ns == namespace || self.resource().is_some_and(|(_, namespaced)| !namespaced)
             }
-        };
-        // A sharded cache holds a namespace only while its slots include it.
-        watched
+        }
+    }
+
+    /// Whether it holds every object of its kind in `namespace` (given its labels match), so
+    /// that one it lacks does not exist: it [`covers`](Self::covers) the namespace and, when
+    /// sharded, holds the whole namespace's slot.
+    pub fn complete_in(&self, namespace: &str) -> bool {
+        self.covers(namespace)
             && lock(&self.shard)
                 .as_ref()
-                .is_none_or(|listed| listed.is_some_and(|at| at.holds(namespace)))
+                .is_none_or(|listed| listed.is_some_and(|at| at.holds_all_of(namespace)))
     }
 
     /// For a sharded cache, the version of the slots it last listed (`Some(None)` while it has
@@ -688,8 +696,11 @@ impl Informer {
     async fn run(self: Arc<Self>, client: kube::Client, sharding: Option<(kube::Client, Shards)>) {
         let (resource, namespaced) = self.resolve(&client).await;
         *lock(&self.resource) = Some((resource.clone(), namespaced));
-        // Only a namespaced kind is sharded: a key's slot is its namespace's.
-        let sharding = sharding.filter(|_| self.watch.sharded && namespaced);
+        // By namespace, only a namespaced kind is sharded (a cluster-scoped object has none).
+        let sharding = sharding.filter(|(_, shards)| {
+            self.watch.sharded
+                && (namespaced || shards.field() == wasmctrl_scope::shard::Field::Uid)
+        });
         let mut slots = sharding.as_ref().map(|(_, shards)| shards.cache_slots());
         if slots.is_some() {
             *lock(&self.shard) = Some(None);
@@ -709,7 +720,13 @@ impl Informer {
             // installs the new slots' objects and drops the old ones' in one step).
             let at = slots.as_mut().map(|rx| *rx.borrow_and_update());
             let keep = |obj: &DynamicObject| {
-                at.is_none_or(|at| at.holds(obj.metadata.namespace.as_deref().unwrap_or("")))
+                let meta = &obj.metadata;
+                at.is_none_or(|at| {
+                    at.holds(
+                        meta.uid.as_deref().unwrap_or(""),
+                        meta.namespace.as_deref().unwrap_or(""),
+                    )
+                })
             };
             if at.is_some_and(|at| at.slots.is_empty()) {
                 // No slots: nothing to ask the API server for.

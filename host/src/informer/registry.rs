@@ -69,7 +69,7 @@ impl Informers {
                 i.gvk() == kind
                     && i.watch().labels.is_empty()
                     && i.resource().is_some()
-                    && i.covers(namespace)
+                    && i.complete_in(namespace)
             })
             .cloned()
     }

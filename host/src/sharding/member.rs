@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -32,7 +33,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{GROUP_LABEL, SLOTS_ANNOTATION, Shards, SlotSet, assign, key_slot};
+use super::{GROUP_LABEL, SLOTS_ANNOTATION, Shards, SlotSet, assign};
 use crate::controller::Manager;
 use crate::leader::{self, FenceKeeper, Leadership};
 
@@ -211,44 +212,50 @@ impl Run {
             }
             return;
         }
-        let members = self.live_members();
+        let now = Instant::now();
+        let me = self.member.config.identity.clone();
+        let holdings = self.holdings(now);
+        let targets = assign::targets(holdings.iter().map(|(m, _)| m.as_str()));
         self.member
             .shards
             .inner
             .members
-            .store(members.len(), std::sync::atomic::Ordering::Relaxed);
-        let desired = {
-            let me = members
-                .iter()
-                .position(|m| *m == self.member.config.identity);
-            let sets = assign::assign(&members);
-            me.map(|i| sets[i]).unwrap_or_default()
-        };
-        if !self.release(desired).await {
+            .store(targets.len(), Ordering::Relaxed);
+        let target = targets.get(me.as_str()).copied().unwrap_or(0);
+        if !self.release(target).await || !self.activate() {
             return;
         }
-        if !self.activate() {
-            return;
-        }
-        self.claim(desired).await;
-        let settled = self.releasing.is_none() && self.acquiring.is_none() && self.held == desired;
+        let short: Vec<&str> = (holdings.iter())
+            .filter(|(m, held)| held.len() < targets.get(m.as_str()).copied().unwrap_or(0))
+            .map(|(m, _)| m.as_str())
+            .collect();
+        let need = target.saturating_sub(self.held.len());
+        let wanted = assign::claimable(&me, &short, &self.free(now), need);
+        self.claim(wanted).await;
+        let settled =
+            self.releasing.is_none() && self.acquiring.is_none() && self.held.len() == target;
         if settled && !self.member.shards.settled() {
-            tracing::info!(group = %self.group(), members = members.len(), slots = self.held.len(), "shard assignment settled");
+            tracing::info!(group = %self.group(), members = targets.len(), slots = self.held.len(), "shard assignment settled");
         }
         if settled {
             self.member
                 .shards
                 .inner
                 .settled
-                .store(true, std::sync::atomic::Ordering::Release);
+                .store(true, Ordering::Release);
         }
     }
 
-    /// Gives up held slots no longer assigned here: deactivates them, then drops the claim once
-    /// their reconciles have ended. True when nothing is left waiting.
-    async fn release(&mut self, desired: SlotSet) -> bool {
-        let surplus = self.held.difference(&desired);
-        let releasing = self.releasing.unwrap_or_default().union(&surplus);
+    /// Gives up held slots beyond `target`: deactivates them, then drops the claim once their
+    /// reconciles have ended. True when nothing is left waiting.
+    async fn release(&mut self, target: usize) -> bool {
+        let releasing = match self.releasing {
+            Some(releasing) => releasing,
+            None => {
+                let keys = self.host.keys_per_slot();
+                assign::surplus(&self.member.config.identity, &self.held, target, &keys)
+            }
+        };
         if releasing.is_empty() {
             return true;
         }
@@ -262,7 +269,7 @@ impl Run {
             tracing::info!(group = %self.group(), slots = %releasing, "giving slots up: taking no more of their keys, waiting for their reconciles to end");
         }
         self.releasing = Some(releasing);
-        if self.host.busy(|key| releasing.contains(key_slot(key))) {
+        if self.host.busy(&releasing) {
             return false;
         }
         let held = self.held.difference(&releasing);
@@ -290,17 +297,14 @@ impl Run {
         let shards = &self.member.shards;
         shards.set_active(shards.active().union(&slots));
         self.acquiring = None;
-        let keys = self.host.requeue_where(|key| slots.contains(key_slot(key)));
+        let keys = self.host.requeue_slots(&slots);
         tracing::info!(group = %self.group(), slots = %slots, keys, active = shards.active().len(), "took slots up: reconciling their keys");
         true
     }
 
-    /// Claims assigned slots no live member claims, withdrawing from any another claimed at
-    /// the same time, and has the caches list them.
-    async fn claim(&mut self, desired: SlotSet) {
-        let now = Instant::now();
-        let others = self.claimed_by_others(now);
-        let wanted = desired.difference(&self.held).difference(&others);
+    /// Claims `wanted` (free slots), withdrawing from any another live member claimed at the
+    /// same time, and has the caches list them.
+    async fn claim(&mut self, wanted: SlotSet) {
         if wanted.is_empty() {
             return;
         }
@@ -345,16 +349,21 @@ impl Run {
             .fold(SlotSet::default(), |all, p| all.union(&p.claims))
     }
 
-    fn live_members(&self) -> Vec<String> {
-        let now = Instant::now();
-        let mut members: Vec<String> = (self.peers.values())
+    /// Slots no live member claims.
+    fn free(&self, now: Instant) -> SlotSet {
+        SlotSet::all()
+            .difference(&self.held)
+            .difference(&self.claimed_by_others(now))
+    }
+
+    /// Every live member's identity and claimed slots, this one's included.
+    fn holdings(&self, now: Instant) -> Vec<(String, SlotSet)> {
+        let mut holdings: Vec<(String, SlotSet)> = (self.peers.values())
             .filter(|p| p.live(now))
-            .map(|p| p.identity.clone())
+            .map(|p| (p.identity.clone(), p.claims))
             .collect();
-        members.push(self.member.config.identity.clone());
-        members.sort();
-        members.dedup();
-        members
+        holdings.push((self.member.config.identity.clone(), self.held));
+        holdings
     }
 
     /// Renews the Lease (creating it at first): the member holds its slots while it can.
@@ -389,10 +398,7 @@ impl Run {
     fn lapse(&mut self) {
         let shards = &self.member.shards;
         shards.set_active(SlotSet::default());
-        shards
-            .inner
-            .settled
-            .store(false, std::sync::atomic::Ordering::Release);
+        shards.inner.settled.store(false, Ordering::Release);
         shards.set_cache_slots(SlotSet::default());
         self.held = SlotSet::default();
         self.releasing = None;
@@ -518,10 +524,7 @@ impl Run {
     async fn leave(mut self) {
         let shards = &self.member.shards;
         shards.set_active(SlotSet::default());
-        shards
-            .inner
-            .settled
-            .store(false, std::sync::atomic::Ordering::Release);
+        shards.inner.settled.store(false, Ordering::Release);
         self.member.fence.close();
         let _ = self.member.leading.send(false);
         let lease = self.member.lease_name.clone();

@@ -1,10 +1,15 @@
 //! Scale-out: several replicas of the host share the reconciling, each owning a part of the keys
 //! (`wasmctrl run --sharding`).
 //!
-//! - **Shard key.** A key's shard is the 64-bit FNV-1a hash of its namespace (of its name for a
-//!   cluster-scoped object), the hash KEP-5866's `shardSelector` uses. An owner and its children
-//!   share a namespace, so a child's events reach the replica that reconciles its owner. The
-//!   hash space is cut into [`SLOTS`] equal slots (by the top eight bits); replicas own slots.
+//! - **Shard key** (`--shard-key`). A key's shard is the 64-bit FNV-1a hash KEP-5866's
+//!   `shardSelector` uses, of the reconciled object's uid (the default: uids are random, so the
+//!   keys spread evenly whatever the namespaces are called) or of its namespace (then an owner
+//!   and its children, which share a namespace, share a shard, and the caches of owned kinds are
+//!   sharded too; but FNV-1a barely moves its high bits for names that differ only at the end,
+//!   `team-1` and `team-2`, so namespaces spread evenly only when there are many, differently
+//!   named). The hash space is cut into [`SLOTS`] equal slots (by the top eight bits);
+//!   replicas own slots. A child's events reach every replica (its cache is whole in uid mode),
+//!   and the one that owns its owner reconciles the owner.
 //! - **Membership** ([`member`]): each replica holds a Lease of its own in the group, renewed as
 //!   leader election renews and fenced the same way: a replica that cannot renew stops taking
 //!   keys, and its applier sends nothing, before its Lease can be judged expired. The Lease
@@ -34,7 +39,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 use wasmctrl_scope::shard;
 
-use crate::informer::ObjectKey;
+use crate::informer::{Entry, ObjectKey};
 
 pub use member::{Membership, join};
 pub use service::sharded_client;
@@ -53,7 +58,8 @@ pub fn slot_of(hash: u64) -> usize {
     (hash >> 56) as usize
 }
 
-/// The slot of a reconcile key: by its namespace, or its name when cluster-scoped.
+/// The slot of a reconcile key by namespace (`--shard-key namespace`): its namespace's, or its
+/// name's when cluster-scoped.
 pub fn key_slot(key: &ObjectKey) -> usize {
     let basis = match key.namespace() {
         "" => key.name(),
@@ -182,25 +188,38 @@ impl fmt::Debug for SlotSet {
     }
 }
 
-/// What the sharded caches list and watch: the slots, and a version that grows with each change
-/// (a cache reports the version it last listed at, see [`Shards::cache_version`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the sharded caches list and watch: the slots of a field's hash, and a version that grows
+/// with each change (a cache reports the version it last listed at, see
+/// [`Shards::cache_version`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheSlots {
     /// Version of this set; 0 before membership starts.
     pub version: u64,
     /// The slots whose objects the caches hold.
     pub slots: SlotSet,
+    /// The field whose hash places an object in a slot.
+    pub field: shard::Field,
 }
 
 impl CacheSlots {
-    /// The `shardSelector` for these slots (by namespace); `None` when there are none.
+    /// The `shardSelector` for these slots; `None` when there are none.
     pub fn selector(&self) -> Option<shard::Selector> {
-        shard::Selector::new(shard::Field::Namespace, self.slots.ranges())
+        shard::Selector::new(self.field, self.slots.ranges())
     }
 
-    /// Whether an object in `namespace` belongs in the caches.
-    pub fn holds(&self, namespace: &str) -> bool {
-        self.slots.contains(slot_of(shard::hash(namespace)))
+    /// Whether an object with this uid and namespace belongs in the caches.
+    pub fn holds(&self, uid: &str, namespace: &str) -> bool {
+        let value = match self.field {
+            shard::Field::Uid => uid,
+            shard::Field::Namespace => namespace,
+        };
+        self.slots.contains(slot_of(shard::hash(value)))
+    }
+
+    /// Whether the caches hold every object in `namespace` (so that one missing there does
+    /// not exist): only when sharding by namespace, and that namespace's slot is held.
+    pub fn holds_all_of(&self, namespace: &str) -> bool {
+        self.field == shard::Field::Namespace && self.holds("", namespace)
     }
 }
 
@@ -225,19 +244,18 @@ struct State {
     members: std::sync::atomic::AtomicUsize,
 }
 
-impl Default for Shards {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Shards {
-    /// No slots yet.
-    pub fn new() -> Self {
+    /// No slots yet; keys are placed by the hash of `field`.
+    pub fn new(field: shard::Field) -> Self {
+        let caches = CacheSlots {
+            version: 0,
+            slots: SlotSet::default(),
+            field,
+        };
         Self {
             inner: Arc::new(State {
                 active: RwLock::new(SlotSet::default()),
-                caches: watch::Sender::new(CacheSlots::default()),
+                caches: watch::Sender::new(caches),
                 server: AtomicU8::new(UNKNOWN),
                 settled: AtomicBool::new(false),
                 members: std::sync::atomic::AtomicUsize::new(0),
@@ -245,9 +263,17 @@ impl Shards {
         }
     }
 
-    /// Whether this replica reconciles `key` now.
-    pub fn owns(&self, key: &ObjectKey) -> bool {
-        self.active().contains(key_slot(key))
+    /// The field whose hash places a key in a slot.
+    pub fn field(&self) -> shard::Field {
+        self.inner.caches.borrow().field
+    }
+
+    /// The slot of a cached object of the reconciled kind.
+    pub fn entry_slot(&self, entry: &Entry) -> usize {
+        match self.field() {
+            shard::Field::Uid => slot_of(entry.uid_hash),
+            shard::Field::Namespace => key_slot(&entry.key),
+        }
     }
 
     /// The slots whose keys are taken now.
@@ -340,6 +366,7 @@ mod tests {
         let cache = CacheSlots {
             version: 1,
             slots: set,
+            field: shard::Field::Namespace,
         };
         let selector = cache.selector().unwrap().to_string();
         assert_eq!(
@@ -352,9 +379,29 @@ mod tests {
             let ns = format!("ns-{i}");
             let key = ObjectKey::new(&ns, "x");
             assert_eq!(parsed.selects(&ns), set.contains(key_slot(&key)), "{ns}");
-            assert_eq!(cache.holds(&ns), set.contains(key_slot(&key)));
+            assert_eq!(cache.holds("", &ns), set.contains(key_slot(&key)));
+            assert_eq!(cache.holds_all_of(&ns), set.contains(key_slot(&key)));
         }
         assert_eq!(SlotSet::all().len(), SLOTS);
-        assert!(CacheSlots::default().selector().is_none());
+        let by_uid = CacheSlots {
+            field: shard::Field::Uid,
+            ..cache
+        };
+        assert!(
+            by_uid
+                .selector()
+                .unwrap()
+                .to_string()
+                .contains("object.metadata.uid")
+        );
+        assert!(
+            !by_uid.holds_all_of("ns-1"),
+            "uid shards never hold a whole namespace"
+        );
+        let none = CacheSlots {
+            slots: SlotSet::default(),
+            ..cache
+        };
+        assert!(none.selector().is_none());
     }
 }

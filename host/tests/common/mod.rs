@@ -5,6 +5,7 @@
 pub mod http;
 pub mod postgres;
 pub mod process;
+pub mod reconciles;
 pub mod registry;
 
 use std::path::PathBuf;
