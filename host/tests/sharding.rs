@@ -46,8 +46,12 @@ fn vms(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
 }
 
 fn keys() -> Vec<(String, String)> {
-    (0..NAMESPACES)
-        .flat_map(|n| (0..PER_NAMESPACE).map(move |i| (format!("vm-{n:03}"), format!("vm-{i:02}"))))
+    keys_in(NAMESPACES, PER_NAMESPACE)
+}
+
+fn keys_in(namespaces: usize, each: usize) -> Vec<(String, String)> {
+    (0..namespaces)
+        .flat_map(|n| (0..each).map(move |i| (format!("vm-{n:03}"), format!("vm-{i:02}"))))
         .collect()
 }
 
@@ -173,21 +177,17 @@ async fn wait_converged(client: &kube::Client, which: &[(String, String)], cpu: 
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = Cluster::in_memory(dir.path());
-    let client = cluster.client().await;
+/// Installs the VirtualMachine CRD and creates the VMs `keys` names, with their namespaces.
+async fn create_vms(client: &kube::Client, keys: &[(String, String)]) {
     common::install_crd(
-        &client,
+        client,
         common::yaml_objects("examples/virtualmachine/crd.yaml").remove(0),
     )
     .await;
-    let plugins = plugin_dir(dir.path(), &[("virtualmachine", None)]);
-    let keys = keys();
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    for n in 0..NAMESPACES {
-        let ns = json!({"metadata": {"name": format!("vm-{n:03}")}});
+    let names: BTreeSet<&String> = keys.iter().map(|(ns, _)| ns).collect();
+    for name in names {
+        let ns = json!({"metadata": {"name": name}});
         namespaces
             .create(&PostParams::default(), &serde_json::from_value(ns).unwrap())
             .await
@@ -196,7 +196,7 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
     let vm = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
     futures::stream::iter(keys.iter().cloned())
         .map(|(ns, name)| {
-            let (api, mut vm) = (vms(&client, &ns), vm.clone());
+            let (api, mut vm) = (vms(client, &ns), vm.clone());
             vm["metadata"] = json!({"name": name, "namespace": ns});
             async move {
                 api.create(&PostParams::default(), &serde_json::from_value(vm).unwrap())
@@ -207,6 +207,51 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
         .buffer_unordered(32)
         .collect::<()>()
         .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_server_side_sharding_hosts_filter_their_caches_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory_with(dir.path(), &["--shard-selectors=false"]);
+    let client = cluster.client().await;
+    let plugins = plugin_dir(dir.path(), &[("virtualmachine", None)]);
+    let keys = keys_in(20, 15);
+    create_vms(&client, &keys).await;
+    let hosts = [member(&cluster, &plugins), member(&cluster, &plugins)];
+    for host in &hosts {
+        wait_ready(host);
+    }
+    wait_converged(&client, &keys, 2, 60).await;
+    let total = keys.len() as f64;
+    let mut owned_sum = 0.0;
+    for host in &hosts {
+        wait_for(30, "the metrics to show two members", || {
+            host.sample("wasmctrl_shard_members") == Some(2.0)
+        });
+        assert_eq!(host.sample("wasmctrl_shard_server_side"), Some(0.0));
+        assert!(
+            host.log()
+                .contains("the API server does not shard lists and watches")
+        );
+        // Every object came over the wire; the cache kept only this host's.
+        let owned = host.sample(OWNED).unwrap();
+        assert_eq!(host.sample(CACHED), Some(owned));
+        assert!(owned >= 0.3 * total, "{owned} of {total}");
+        owned_sum += owned;
+    }
+    assert_eq!(owned_sum, total);
+    set_cpu(&client, &keys, 3).await;
+    wait_converged(&client, &keys, 3, 60).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let client = cluster.client().await;
+    let plugins = plugin_dir(dir.path(), &[("virtualmachine", None)]);
+    let keys = keys();
+    create_vms(&client, &keys).await;
 
     // Three hosts: each reconciles and caches about a third.
     let mut hosts: Vec<Option<Process>> =

@@ -179,6 +179,9 @@ pub(crate) struct Inner {
     pub(crate) auth: auth::Auth,
     /// The listener's certificates.
     pub(crate) tls: tls::Tls,
+    /// Lists and watches take KEP-5866's `shardSelector` (else it is ignored, as a server
+    /// before Kubernetes 1.36, or without the alpha feature, does).
+    pub(crate) shard_selectors: bool,
     /// Closed when this, the last field, is dropped: every other field is freed by then. See
     /// [`ApiServer::released`].
     released: tokio::sync::watch::Sender<()>,
@@ -195,6 +198,7 @@ pub struct Builder {
     workloads: Vec<&'static str>,
     kubelet: Option<Kubelet>,
     admin: bool,
+    shard_selectors: bool,
 }
 
 impl Default for Builder {
@@ -208,6 +212,7 @@ impl Default for Builder {
             workloads: Vec::new(),
             kubelet: None,
             admin: false,
+            shard_selectors: true,
         }
     }
 }
@@ -282,6 +287,14 @@ impl Builder {
         self
     }
 
+    /// Whether lists and watches take KEP-5866's `shardSelector` (on by default, as with the
+    /// feature on); off, the parameter is ignored and lists carry no `shardInfo`, as from a
+    /// server before Kubernetes 1.36, for testing clients' fallback.
+    pub fn shard_selectors(mut self, on: bool) -> Self {
+        self.shard_selectors = on;
+        self
+    }
+
     /// Builds the server (loading the data directory, starting controllers).
     pub fn build(self) -> Result<ApiServer, Error> {
         let log = match &self.data_dir {
@@ -324,6 +337,7 @@ impl Builder {
             closing: std::sync::atomic::AtomicBool::new(false),
             auth,
             tls,
+            shard_selectors: self.shard_selectors,
             released: tokio::sync::watch::Sender::new(()),
         });
         if self.gc

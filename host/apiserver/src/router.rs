@@ -237,7 +237,10 @@ async fn resource(
     req: Request<Body>,
     user: &User,
 ) -> ApiResult<Response<Body>> {
-    let q = handlers::query(&req);
+    let mut q = handlers::query(&req);
+    if !inner.shard_selectors {
+        q.remove("shardSelector");
+    }
     let verb = handlers::verb(req.method(), &t, &q);
     let text_of = |v: Option<&String>| v.cloned().unwrap_or_default();
     inner.audit.record(audit::Request {

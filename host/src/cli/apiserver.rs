@@ -70,6 +70,11 @@ pub struct ClusterArgs {
     /// `OnFailure`, as Jobs') run before exiting 0, with `--pods=auto`.
     #[arg(long, default_value_t = 5.0, value_parser = seconds)]
     pub pod_run_seconds: f64,
+    /// Take KEP-5866's `shardSelector` on lists and watches, as Kubernetes 1.36 and later with
+    /// the alpha feature on; `--shard-selectors=false` ignores it, as older servers do (for
+    /// trying `run --sharding`'s client-side filtering).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, require_equals = true)]
+    pub shard_selectors: bool,
 }
 
 impl ClusterArgs {
@@ -136,7 +141,8 @@ impl ClusterArgs {
             .namespace_cleanup(on.contains(&"namespace-controller"))
             .service_accounts(on.contains(&"serviceaccount-controller"))
             .workload_controllers(on.iter().copied())
-            .kubelet(self.kubelet(default)))
+            .kubelet(self.kubelet(default))
+            .shard_selectors(self.shard_selectors))
     }
 }
 
