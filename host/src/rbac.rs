@@ -293,13 +293,33 @@ fn grant_events(grants: &mut Grants) {
     );
 }
 
+/// The name of the Role (and its binding) that membership in a shard group takes.
+pub fn sharding_role(options: &Options) -> String {
+    format!("{}:sharding", options.service_account)
+}
+
+/// What a member of a shard group takes (`run --sharding`), in the host's namespace: its own
+/// Lease, named after its identity (unknown in advance, so by no name), created, renewed and
+/// deleted; the others' listed and watched.
+fn sharding_grants() -> Grants {
+    let mut grants = Grants::new();
+    grant(
+        &mut grants,
+        "coordination.k8s.io",
+        "leases",
+        None,
+        &["create", "get", "list", "watch", "update", "delete"],
+    );
+    grants
+}
+
 /// The name of the ClusterRole (and its binding) that serving plugin resources takes.
 pub fn plugin_resources_role(options: &Options) -> String {
     format!("{}:plugin-resources", options.service_account)
 }
 
-/// The host's own needs in its namespace: its leader-election Lease (or its shard group's
-/// Leases), its Pod (for the events about plugins it records there).
+/// The host's own needs in its namespace: its leader-election Lease, its Pod (for the events
+/// about plugins it records there).
 fn host_grants(options: &Options) -> Grants {
     let mut grants = Grants::new();
     grant(
@@ -317,16 +337,6 @@ fn host_grants(options: &Options) -> Grants {
         lease,
         &["get", "update"],
     );
-    if options.sharding {
-        // Member Leases are named after each replica's identity, unknown in advance.
-        grant(
-            &mut grants,
-            "coordination.k8s.io",
-            "leases",
-            None,
-            &["get", "list", "watch", "update", "delete"],
-        );
-    }
     grant(&mut grants, "", "pods", None, &["get"]);
     grant_events(&mut grants);
     grants
@@ -391,6 +401,15 @@ pub fn generate(
         roles.insert(
             (Place::Cluster, plugin_resources_role(options)),
             plugin_resources_grants(),
+        );
+    }
+    if options.sharding {
+        roles.insert(
+            (
+                Place::Namespace(options.namespace.clone()),
+                sharding_role(options),
+            ),
+            sharding_grants(),
         );
     }
     for (name, scope) in plugins {

@@ -50,10 +50,10 @@ fn can_i(cluster: &Cluster, args: &[&str]) -> bool {
     allowed
 }
 
-/// `examples/deploy` and `examples/deploy-registry` copied under `dir` as `make
+/// `examples/deploy` and its overlays copied under `dir` as `make
 /// deploy-manifests` leaves them: the built plugins, compressed, beside the kustomization. Returns `dir`.
 fn deploy_manifests(dir: &Path) -> &Path {
-    for example in ["deploy", "deploy-registry"] {
+    for example in ["deploy", "deploy-registry", "deploy-sharded"] {
         let to = dir.join(example);
         std::fs::create_dir_all(&to).unwrap();
         let from = common::repo_root().join("examples").join(example);
@@ -87,34 +87,65 @@ fn deploy_manifests(dir: &Path) -> &Path {
 }
 
 #[test]
-fn the_checked_in_plugin_resources_rbac_is_what_wasmctrl_rbac_prints() {
-    let path = common::repo_root().join("examples/deploy-registry/plugin-resources-rbac.yaml");
-    let checked_in: String = (std::fs::read_to_string(path).unwrap().lines())
-        .skip_while(|l| l.starts_with('#'))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
-        .args(["rbac", "--plugins"])
-        .arg(example_plugins())
-        .args([
-            "--crds",
-            "examples",
-            "--namespace",
-            "wasmctrl",
+fn the_checked_in_overlay_rbac_is_what_wasmctrl_rbac_prints() {
+    for (file, only) in [
+        (
+            "examples/deploy-registry/plugin-resources-rbac.yaml",
             "--plugin-resources-only",
-        ])
-        .current_dir(common::repo_root())
-        .output()
+        ),
+        (
+            "examples/deploy-sharded/sharding-rbac.yaml",
+            "--sharding-only",
+        ),
+    ] {
+        let path = common::repo_root().join(file);
+        let checked_in: String = (std::fs::read_to_string(path).unwrap().lines())
+            .skip_while(|l| l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
+            .args(["rbac", "--plugins"])
+            .arg(example_plugins())
+            .args(["--crds", "examples", "--namespace", "wasmctrl", only])
+            .current_dir(common::repo_root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            checked_in == String::from_utf8(out.stdout).unwrap(),
+            "{file} is stale: run make deploy-manifests"
+        );
+    }
+}
+
+#[test]
+fn the_sharded_overlay_runs_three_members_with_the_rbac_they_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/virtualmachine/crd.yaml"]);
+    cluster.kubectl_ok(&["apply", "--server-side", "-f", "examples/deploy/crds.yaml"]);
+    let overlay = deploy_manifests(dir.path()).join("deploy-sharded");
+    cluster.kubectl_ok(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
+    let deployment = cluster
+        .get_json(&["deployment", "wasmctrl", "-n", "wasmctrl"])
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        checked_in == String::from_utf8(out.stdout).unwrap(),
-        "examples/deploy-registry/plugin-resources-rbac.yaml is stale: run make deploy-manifests"
-    );
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap();
+    assert!(args.contains(&"--sharding".into()), "{args:?}");
+    assert!(!args.contains(&"--leader-elect".into()), "{args:?}");
+    for verb in ["create", "get", "list", "watch", "update", "delete"] {
+        assert!(
+            can_i(&cluster, &[verb, "leases", "-n", "wasmctrl"]),
+            "{verb} leases"
+        );
+    }
+    assert!(!can_i(&cluster, &["list", "leases", "-n", "default"]));
 }
 
 #[test]

@@ -245,6 +245,45 @@ async fn without_server_side_sharding_hosts_filter_their_caches_and_say_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_run_under_the_rbac_wasmctrl_rbac_sharding_generates() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let client = cluster.client().await;
+    let plugins = plugin_dir(dir.path(), &[("virtualmachine", None)]);
+    let keys = keys_in(10, 4);
+    create_vms(&client, &keys).await;
+    cluster.apply_yaml(&common::process::rbac_yaml_with(&plugins, &["--sharding"]));
+    let kubeconfig = cluster.service_account_kubeconfig("wasmctrl", "wasmctrl");
+    let args = [
+        &["--sharding", "--leader-election-namespace", "wasmctrl"],
+        &TIMINGS[..],
+    ]
+    .concat();
+    let hosts = [
+        cluster.run_host_with(&kubeconfig, &plugins, &args, &[]),
+        cluster.run_host_with(&kubeconfig, &plugins, &args, &[]),
+    ];
+    for host in &hosts {
+        wait_ready(host);
+    }
+    wait_converged(&client, &keys, 2, 60).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "wasmctrl");
+    let members = leases
+        .list(&ListParams::default().labels("sharding.wasmctrl.dev/group=wasmctrl"))
+        .await
+        .unwrap();
+    assert_eq!(members.items.len(), 2);
+    for host in hosts {
+        assert!(host.terminate().success());
+    }
+    let left = leases
+        .list(&ListParams::default().labels("sharding.wasmctrl.dev/group=wasmctrl"))
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "each deleted its Lease on leaving");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::in_memory(dir.path());

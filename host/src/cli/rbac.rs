@@ -27,9 +27,13 @@ pub struct Args {
     #[arg(long, default_value = "wasmctrl")]
     leader_election_id: String,
     /// Also grant what a shard group's member takes (`run --sharding`): creating, renewing and
-    /// deleting its own Lease, listing and watching the others'.
+    /// deleting its own Lease, listing and watching the others' (a Role `<account>:sharding`).
     #[arg(long)]
     sharding: bool,
+    /// Print only what `--sharding` adds (a Role and its binding), for an overlay on RBAC
+    /// generated without it.
+    #[arg(long)]
+    sharding_only: bool,
     /// CustomResourceDefinitions (files or directories of YAML), for the plural and scope of
     /// custom kinds; without one, a custom kind is assumed namespaced. Repeatable.
     #[arg(long = "crds")]
@@ -83,15 +87,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         namespace: args.namespace,
         service_account: args.service_account,
         lease: args.leader_election_id,
-        sharding: args.sharding,
+        sharding: args.sharding || args.sharding_only,
         plugin_resources: args.plugin_resources
             || args.plugin_resources_only
             || !args.resources.is_empty(),
     };
     let (mut objects, notes) = rbac::generate(&plugins, &resolver, &options);
-    if args.plugin_resources_only {
-        let name = rbac::plugin_resources_role(&options);
-        objects.retain(|o| o["metadata"]["name"] == name.as_str());
+    if args.plugin_resources_only || args.sharding_only {
+        let mut only = Vec::new();
+        if args.plugin_resources_only {
+            only.push(rbac::plugin_resources_role(&options));
+        }
+        if args.sharding_only {
+            only.push(rbac::sharding_role(&options));
+        }
+        objects.retain(|o| {
+            only.iter()
+                .any(|name| o["metadata"]["name"] == name.as_str())
+        });
     }
     for note in notes {
         eprintln!("note: {note}");

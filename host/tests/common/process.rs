@@ -484,10 +484,16 @@ impl Cluster {
 /// What `wasmctrl rbac` prints for the plugins in `plugins` (CRDs from `examples/`), for host
 /// `wasmctrl/wasmctrl`.
 pub fn rbac_yaml(plugins: &Path) -> String {
+    rbac_yaml_with(plugins, &[])
+}
+
+/// As [`rbac_yaml`], with more arguments (`--sharding`).
+pub fn rbac_yaml_with(plugins: &Path, extra: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
         .args(["rbac", "--plugins"])
         .arg(plugins)
         .args(["--crds", "examples", "--namespace", "wasmctrl"])
+        .args(extra)
         .current_dir(super::repo_root())
         .output()
         .expect("run wasmctrl rbac");
