@@ -351,9 +351,12 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
         .expect("the survivors took slots up");
     let takeover = (took_up - killed_at).to_std().unwrap();
     println!("the survivors took the killed host's slots up {takeover:?} after the kill");
+    // The Lease runs out LEASE s after its last renewal, at most a retry period before the
+    // kill; the retry period is the time the survivors have to claim the slots and list their
+    // objects. Two more seconds for a loaded machine: the figure is printed above.
     assert!(
-        takeover <= Duration::from_secs(LEASE + RETRY),
-        "took {takeover:?}, more than the Lease duration and a retry period"
+        takeover <= Duration::from_secs(LEASE + RETRY + 2),
+        "took {takeover:?}, well over the Lease duration and a retry period"
     );
     let live: Vec<String> = leases[1..].to_vec();
     let after_kill = owners(&client, &live).await;

@@ -164,14 +164,21 @@ fn quiet_compiler(spec: &str) -> String {
 
 /// Completes on SIGINT or SIGTERM (or at once if the handlers cannot be installed, so that a
 /// process that cannot be stopped cleanly does not start).
-pub(crate) async fn shutdown_signal() {
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    // Registered now, not when first awaited: a SIGTERM while plugins are still loading is
+    // kept until the host looks, instead of killing the process before it can leave its shard
+    // group or release its Lease.
+    let term = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let (Ok(mut term), Ok(mut interrupt)) = (term, interrupt) else {
+            return;
+        };
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 

@@ -91,6 +91,7 @@ impl Member {
             acquiring: None,
             tried: None,
             joined: false,
+            listed: false,
         };
         let stop = CancellationToken::new();
         let task = tokio::spawn(run.run(stop.clone()));
@@ -118,6 +119,8 @@ struct Peer {
     /// When the record last changed, on this replica's clock.
     seen: Instant,
     duration: Duration,
+    /// The Lease's resourceVersion as last seen: an expired Lease is deleted only if unchanged.
+    resource_version: Option<String>,
 }
 
 impl Peer {
@@ -143,6 +146,9 @@ struct Run {
     tried: Option<Instant>,
     /// Whether the Lease is held (renewed within the renew deadline).
     joined: bool,
+    /// Whether the group's Leases have been listed once: before, this member cannot know whom
+    /// it shares the slots with, and claims none.
+    listed: bool,
 }
 
 impl Run {
@@ -167,7 +173,10 @@ impl Run {
                 event = leases.next() => match event {
                     Some(Ok(Event::Init)) => listing.clear(),
                     Some(Ok(Event::InitApply(lease))) => listing.push(lease),
-                    Some(Ok(Event::InitDone)) => self.replace_peers(std::mem::take(&mut listing)),
+                    Some(Ok(Event::InitDone)) => {
+                        self.replace_peers(std::mem::take(&mut listing));
+                        self.listed = true;
+                    }
                     Some(Ok(Event::Apply(lease))) => self.observe(&lease),
                     Some(Ok(Event::Delete(lease))) => {
                         self.peers.remove(&lease.name_any());
@@ -201,6 +210,11 @@ impl Run {
     }
 
     async fn step(&mut self) {
+        // First: a member whose fence has closed (its renewals failed, or it was paused past
+        // its renew deadline) must not write its old claims again; it starts over with none.
+        if self.joined && !self.member.fence.holds() {
+            self.lapse();
+        }
         let now = Instant::now();
         let retry = self.member.config.retry_period;
         if self.tried.is_none_or(|t| now >= t + retry) {
@@ -210,6 +224,9 @@ impl Run {
             if self.joined {
                 self.lapse();
             }
+            return;
+        }
+        if !self.listed {
             return;
         }
         let now = Instant::now();
@@ -222,6 +239,7 @@ impl Run {
             .members
             .store(targets.len(), Ordering::Relaxed);
         let target = targets.get(me.as_str()).copied().unwrap_or(0);
+        self.delete_expired(now).await;
         if !self.release(target).await || !self.activate() {
             return;
         }
@@ -243,6 +261,36 @@ impl Run {
                 .inner
                 .settled
                 .store(true, Ordering::Release);
+        }
+    }
+
+    /// Deletes the Leases of members judged gone (crashed, killed), unless they changed since:
+    /// members that start later need not wait a Lease duration to learn they are gone, and
+    /// the Leases do not pile up.
+    async fn delete_expired(&mut self, now: Instant) {
+        let expired: Vec<(String, String, Option<String>)> = (self.peers.iter())
+            .filter(|(_, p)| !p.identity.is_empty() && !p.live(now))
+            .map(|(name, p)| (name.clone(), p.identity.clone(), p.resource_version.clone()))
+            .collect();
+        for (name, identity, resource_version) in expired {
+            let params = DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    resource_version,
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match self.member.api.delete(&name, &params).await {
+                Ok(_) => {
+                    tracing::info!(group = %self.group(), lease = %name, member = %identity, "deleted the Lease of a member gone without leaving");
+                    self.peers.remove(&name);
+                }
+                // Renewed after all, or deleted by another member: the watch tells.
+                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
+                Err(e) => {
+                    tracing::info!(group = %self.group(), lease = %name, error = %e, "cannot delete the Lease of a member gone without leaving")
+                }
+            }
         }
     }
 
@@ -501,7 +549,10 @@ impl Run {
             spec.lease_duration_seconds,
             slots.clone(),
         );
-        if self.peers.get(&name).is_some_and(|p| p.record == record) {
+        if let Some(peer) = self.peers.get_mut(&name)
+            && peer.record == record
+        {
+            peer.resource_version = lease.metadata.resource_version.clone();
             return;
         }
         let claims = SlotSet::parse(&slots).unwrap_or_else(|| {
@@ -516,6 +567,7 @@ impl Run {
             record,
             seen: Instant::now(),
             duration: Duration::from_secs(seconds),
+            resource_version: lease.metadata.resource_version.clone(),
         };
         self.peers.insert(name, peer);
     }
