@@ -33,13 +33,13 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use wasmctrl::sharding::{SLOTS, SlotSet, slot_of};
 use wasmctrl_scope::shard::hash;
 
 use common::process::{Process, wait_for};
-use support::{env_or, mib, rss, serve};
+use support::{env_or, mib, rss, run_host_with, serve};
 
 const NAMESPACES: usize = 1000;
 const GROUP: &str = "sharding.wasmctrl.dev/group=wasmctrl";
@@ -93,16 +93,26 @@ struct Converged {
 }
 
 impl Converged {
-    fn watch(client: &kube::Client, cpu: i64) -> Self {
+    /// Starts watching; returns once the watch has listed every VM (so that its list does not
+    /// weigh on what is measured next).
+    async fn watch(client: &kube::Client, cpu: i64) -> Self {
         let keys = Arc::new(Mutex::new(HashSet::new()));
         let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
         let seen = keys.clone();
+        let (listed, mut ready) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             let mut events = watcher(all, watcher::Config::default())
                 .default_backoff()
-                .applied_objects()
                 .boxed();
-            while let Some(Ok(vm)) = events.next().await {
+            while let Some(Ok(event)) = events.next().await {
+                let vm = match event {
+                    watcher::Event::Apply(vm) | watcher::Event::InitApply(vm) => vm,
+                    watcher::Event::InitDone => {
+                        listed.send_replace(true);
+                        continue;
+                    }
+                    _ => continue,
+                };
                 let status = &vm.data["status"];
                 if status["server"]["cpu"] == cpu
                     && status["observedGeneration"] == json!(vm.metadata.generation.unwrap())
@@ -112,6 +122,7 @@ impl Converged {
                 }
             }
         });
+        ready.wait_for(|listed| *listed).await.unwrap();
         Self { keys, task }
     }
 
@@ -140,22 +151,11 @@ impl Drop for Converged {
     }
 }
 
-/// A shard member over `plugins`, logging to `log`.
+/// A shard member over `plugins`, logging to `log` (no per-reconcile records: 100,000 of them
+/// would cost the host more than its work).
 fn member(kubeconfig: &Path, plugins: &Path, log: std::path::PathBuf) -> Process {
-    let args = [
-        "run",
-        "--plugins",
-        plugins.to_str().unwrap(),
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--health-probe-bind-address",
-        "127.0.0.1:0",
-        "--metrics-bind-address",
-        "127.0.0.1:0",
-        "--metrics-secure=false",
-        "--sharding",
-    ];
-    Process::wasmctrl(&args, log, &[("RUST_LOG", "info")])
+    let args = ["--metrics-secure=false", "--sharding"];
+    run_host_with(kubeconfig, plugins, &args, &[("RUST_LOG", "info")], log)
 }
 
 /// The name of `host`'s membership Lease, from its log.
@@ -304,7 +304,7 @@ async fn bench() {
     for (round, &replicas) in counts.iter().enumerate() {
         let cpu = 10 + round as i64;
         set_cpu(&client, &keys, cpu).await;
-        let converged = Converged::watch(&client, cpu);
+        let converged = Converged::watch(&client, cpu).await;
         let mut hosts: Vec<Process> = (0..replicas)
             .map(|_| member(&kubeconfig, &plugins, log()))
             .collect();
@@ -335,7 +335,7 @@ async fn bench() {
                 .map(|(k, _)| k.clone())
                 .take(SAMPLE)
                 .collect();
-            let after_kill = Converged::watch(&client, cpu + 100);
+            let after_kill = Converged::watch(&client, cpu + 100).await;
             let killed = Instant::now();
             hosts.remove(0).kill();
             set_cpu(&client, &theirs, cpu + 100).await;

@@ -211,7 +211,6 @@ async fn a_leader_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     use std::sync::Arc;
     use wasmctrl::apiserver::ApiServer;
     use wasmctrl::controller::{Manager, Tuning};
-    use wasmctrl::leader::{self, Config};
     use wasmctrl::metrics::Metrics;
     use wasmctrl::runtime::Runtime;
 
@@ -219,15 +218,8 @@ async fn a_leader_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     let client = server.client();
     common::things::install(&client).await;
     let api = common::things::api(&client);
-    // Short timings with controller-runtime's proportions, so the test takes seconds.
-    let config = Config {
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(500),
-        ..Config::new("fenced", "default", leader::identity())
-    };
-    config.check().unwrap();
-    let (mut leadership, election) = leader::campaign(client.clone(), config);
+    let config = common::short_lease("fenced");
+    let (mut leadership, election) = wasmctrl::leader::campaign(client.clone(), config);
     let host = Manager::led(client.clone(), Arc::new(Metrics::new()), leadership.clone());
     let runtime = Runtime::new(wasmctrl::runtime::Config::default()).unwrap();
     let plugin = runtime

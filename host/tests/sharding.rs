@@ -432,7 +432,6 @@ async fn a_member_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     use std::sync::Arc;
     use wasmctrl::apiserver::ApiServer;
     use wasmctrl::controller::{Manager, Tuning};
-    use wasmctrl::leader::{self, Config};
     use wasmctrl::metrics::Metrics;
     use wasmctrl::runtime::Runtime;
     use wasmctrl::sharding::Shards;
@@ -441,13 +440,7 @@ async fn a_member_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     let client = server.client();
     common::things::install(&client).await;
     let api = common::things::api(&client);
-    let config = Config {
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(500),
-        ..Config::new("fenced", "default", leader::identity())
-    };
-    config.check().unwrap();
+    let config = common::short_lease("fenced");
     let shards = Shards::new(wasmctrl_scope::shard::Field::Uid);
     let (mut membership, member) = sharding::join(client.clone(), config, shards.clone());
     let sharded = sharding::sharded_client(client.clone(), shards.clone());

@@ -3,8 +3,9 @@
 //! Serves every resource kube-apiserver 1.32 serves by default (`registry`, from the list kept
 //! in `data/builtin-resources.json`: names, scope, verbs, short names, categories) and any CRD
 //! registered at run time, with the
-//! behaviour real clients depend on: discovery, list/watch with resourceVersions, the four patch
-//! types, server-side apply, status subresources, finalizers and `Status` errors. It runs
+//! behaviour real clients depend on: discovery, list/watch with resourceVersions (and Kubernetes
+//! 1.36's sharded list and watch, KEP-5866's `shardSelector`), the four patch types, server-side
+//! apply, status subresources, finalizers and `Status` errors. It runs
 //! in-process ([`ApiServer::client`], no sockets) or over HTTP ([`ApiServer::serve`]).
 //!
 //! ```no_run
@@ -24,7 +25,8 @@
 //!    duplicate fields).
 //! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
 //!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots);
-//!    `events` (the two Event APIs over one storage), `selector` (label and field selectors),
+//!    `events` (the two Event APIs over one storage), `selector` (label, field and shard
+//!    selectors),
 //!    `printers` + `table` (kubectl's columns).
 //! 3. Requests: `handlers` (targets, content negotiation, get/list), `auth` (RBAC),
 //!    `admission` (kube's validation of metadata, and of specs through `validate`),

@@ -85,6 +85,24 @@ pub async fn serve(dir: &Path) -> (ApiServer, HttpServer, PathBuf) {
 /// `wasmctrl run` (the bench-profile binary) over `plugins`, probes and metrics on free ports,
 /// with the artifact cache in `cache` when given, logging to `log`.
 pub fn run_host(kubeconfig: &Path, plugins: &Path, cache: Option<&Path>, log: PathBuf) -> Process {
+    let cache = cache.map(|c| ["--cache-dir", c.to_str().unwrap()]);
+    run_host_with(
+        kubeconfig,
+        plugins,
+        cache.as_ref().map_or(&[][..], |c| &c[..]),
+        &[],
+        log,
+    )
+}
+
+/// As [`run_host`], with more arguments and environment variables.
+pub fn run_host_with(
+    kubeconfig: &Path,
+    plugins: &Path,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+    log: PathBuf,
+) -> Process {
     let mut args = vec![
         "run",
         "--plugins",
@@ -96,10 +114,8 @@ pub fn run_host(kubeconfig: &Path, plugins: &Path, cache: Option<&Path>, log: Pa
         "--metrics-bind-address",
         "127.0.0.1:0",
     ];
-    if let Some(cache) = cache {
-        args.extend(["--cache-dir", cache.to_str().unwrap()]);
-    }
-    Process::wasmctrl(&args, log, &[])
+    args.extend_from_slice(extra);
+    Process::wasmctrl(&args, log, envs)
 }
 
 /// One row of figures: its label and how to read it off a round.

@@ -299,10 +299,12 @@ impl Run {
     async fn release(&mut self, target: usize) -> bool {
         let releasing = match self.releasing {
             Some(releasing) => releasing,
-            None => {
+            // Counting the cached keys by slot walks the caches: only when something must go.
+            None if self.held.len() > target => {
                 let keys = self.host.keys_per_slot();
                 assign::surplus(&self.member.config.identity, &self.held, target, &keys)
             }
+            None => SlotSet::default(),
         };
         if releasing.is_empty() {
             return true;

@@ -40,6 +40,20 @@ pub fn plugin_path(name: &str) -> PathBuf {
         })
 }
 
+/// controller-runtime's Lease proportions (15 : 10 : 2 s), short enough for a test: a Lease
+/// `name` in `default` running out after 3 s, renewed every 0.5 s, given up after 2 s.
+pub fn short_lease(name: &str) -> wasmctrl::leader::Config {
+    use std::time::Duration;
+    let config = wasmctrl::leader::Config {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(500),
+        ..wasmctrl::leader::Config::new(name, "default", wasmctrl::leader::identity())
+    };
+    config.check().expect("consistent timings");
+    config
+}
+
 /// A built plugin's bytes.
 pub fn plugin_bytes(name: &str) -> Vec<u8> {
     std::fs::read(plugin_path(name)).expect("read plugin")
