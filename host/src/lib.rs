@@ -11,7 +11,7 @@
 //! plugin directory and hot-reloads it; [`oci`] pushes plugins to OCI registries and pulls them
 //! back by digest, and [`resources`] declares them as cluster resources (`WasmPlugin`,
 //! `ClusterWasmPlugin`). [`leader`] elects the one replica that reconciles; [`sharding`] spreads
-//! the reconciling over replicas instead.
+//! the reconciling over replicas instead, [`membership`] keeping each replica's share.
 //! [`probes`] serves the kubelet's health and readiness probes, [`metrics`] the Prometheus
 //! metrics (over HTTPS, behind TokenReview and SubjectAccessReview, by default); [`tls`] is the
 //! HTTPS both it and the API server serve. [`memory`] hands freed heap back to the system.
@@ -32,6 +32,7 @@ pub mod informer;
 pub mod kinds;
 pub mod leader;
 pub mod loader;
+pub mod membership;
 pub mod memory;
 pub mod metrics;
 pub mod oci;

@@ -16,6 +16,7 @@ use crate::cluster_plugins::{self, ClusterPlugins};
 use crate::controller::Manager;
 use crate::leader::{self, Leadership};
 use crate::loader::{self, Loader};
+use crate::membership;
 use crate::metrics::{Metrics, Secure};
 use crate::oci::Registry;
 use crate::probes::{self, Check, Readiness};
@@ -453,7 +454,7 @@ pub(crate) async fn serve(
     };
     let sharding = sharding.map(|(config, field)| {
         let shards = Shards::new(field);
-        let (leadership, member) = sharding::join(client.clone(), config, shards.clone());
+        let (leadership, member) = membership::join(client.clone(), config, shards.clone());
         (leadership, member, shards)
     });
     let leadership = match &sharding {

@@ -305,7 +305,7 @@ impl Manager {
             if let Some(shards) = &self.shards {
                 let active = shards.active();
                 let owned = (c.watched.iter().flat_map(|w| w.entries()))
-                    .filter(|e| active.contains(shards.entry_slot(e)))
+                    .filter(|e| active.contains(entry_slot(shards, e)))
                     .count();
                 m.shard_owned_keys
                     .get_or_create(&controller)
@@ -368,7 +368,7 @@ impl Manager {
         let mut queued = 0;
         for c in lock(&self.controllers).values() {
             for entry in c.watched.iter().flat_map(|w| w.entries()) {
-                if slots.contains(shards.entry_slot(&entry)) {
+                if slots.contains(entry_slot(shards, &entry)) {
                     c.queue.add_low(entry.key.clone());
                     queued += 1;
                 }
@@ -384,7 +384,7 @@ impl Manager {
         if let Some(shards) = &self.shards {
             for c in lock(&self.controllers).values() {
                 for entry in c.watched.iter().flat_map(|w| w.entries()) {
-                    keys[shards.entry_slot(&entry)] += 1;
+                    keys[entry_slot(shards, &entry)] += 1;
                 }
             }
         }
@@ -830,6 +830,11 @@ impl Controller {
             informers.unsubscribe(informer, *id);
         }
     }
+}
+
+/// The shard slot of a cached object of the reconciled kind.
+fn entry_slot(shards: &Shards, entry: &crate::informer::Entry) -> usize {
+    shards.slot(entry.uid_hash, entry.key.namespace(), entry.key.name())
 }
 
 /// Keeps the slot of a reconciled object deleted from a uid-sharded cache until its key is

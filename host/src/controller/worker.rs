@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::echoes::Echoes;
+use super::entry_slot;
 use super::outcomes::Outcomes;
 use super::{ReconcileResult, Stats, current, lock};
 use crate::applier::{self, Applier, Subject};
@@ -170,13 +171,13 @@ impl Worker {
     /// a deleted one's, remembered); `None` when this replica knows no object of the key.
     fn slot(&self, shards: &Shards, key: &ObjectKey) -> Option<usize> {
         if shards.field() == wasmctrl_scope::shard::Field::Namespace {
-            return Some(crate::sharding::key_slot(key));
+            return Some(crate::sharding::key_slot(key.namespace(), key.name()));
         }
         let gone = lock(&self.gone).remove(key);
         let cached = (self.watched.iter())
             .filter(|w| w.covers(key.namespace()))
             .find_map(|w| w.get(key));
-        cached.map(|e| shards.entry_slot(&e)).or(gone)
+        cached.map(|e| entry_slot(shards, &e)).or(gone)
     }
 
     async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> ReconcileResult {

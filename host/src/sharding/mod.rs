@@ -10,7 +10,7 @@
 //!   named). The hash space is cut into [`SLOTS`] equal slots (by the top eight bits);
 //!   replicas own slots. A child's events reach every replica (its cache is whole in uid mode),
 //!   and the one that owns its owner reconciles the owner.
-//! - **Membership** ([`member`]): each replica holds a Lease of its own in the group, renewed as
+//! - **Membership** ([`crate::membership`]): each replica holds a Lease of its own in the group, renewed as
 //!   leader election renews and fenced the same way: a replica that cannot renew stops taking
 //!   keys, and its applier sends nothing, before its Lease can be judged expired. The Lease
 //!   records the slots the replica claims.
@@ -29,7 +29,6 @@
 //!   host says so in its log and `wasmctrl_shard_server_side` and filters on its side.
 
 pub mod assign;
-pub mod member;
 mod service;
 
 use std::fmt;
@@ -39,9 +38,6 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 use wasmctrl_scope::shard;
 
-use crate::informer::{Entry, ObjectKey};
-
-pub use member::{Membership, join};
 pub use service::sharded_client;
 
 /// Slots the hash space is cut into (and the most replicas that can share the work).
@@ -58,11 +54,11 @@ pub fn slot_of(hash: u64) -> usize {
     (hash >> 56) as usize
 }
 
-/// The slot of a reconcile key by namespace (`--shard-key namespace`): its namespace's, or its
-/// name's when cluster-scoped.
-pub fn key_slot(key: &ObjectKey) -> usize {
-    let basis = match key.namespace() {
-        "" => key.name(),
+/// The slot of a reconcile key `namespace/name` by namespace (`--shard-key namespace`): its
+/// namespace's, or its name's when cluster-scoped.
+pub fn key_slot(namespace: &str, name: &str) -> usize {
+    let basis = match namespace {
+        "" => name,
         namespace => namespace,
     };
     slot_of(shard::hash(basis))
@@ -268,11 +264,11 @@ impl Shards {
         self.inner.caches.borrow().field
     }
 
-    /// The slot of a cached object of the reconciled kind.
-    pub fn entry_slot(&self, entry: &Entry) -> usize {
+    /// The slot of an object of the reconciled kind: by its uid's hash, or its key's namespace.
+    pub fn slot(&self, uid_hash: u64, namespace: &str, name: &str) -> usize {
         match self.field() {
-            shard::Field::Uid => slot_of(entry.uid_hash),
-            shard::Field::Namespace => key_slot(&entry.key),
+            shard::Field::Uid => slot_of(uid_hash),
+            shard::Field::Namespace => key_slot(namespace, name),
         }
     }
 
@@ -281,7 +277,7 @@ impl Shards {
         *self.inner.active.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn set_active(&self, slots: SlotSet) {
+    pub(crate) fn set_active(&self, slots: SlotSet) {
         *self.inner.active.write().unwrap_or_else(|p| p.into_inner()) = slots;
     }
 
@@ -296,7 +292,7 @@ impl Shards {
     }
 
     /// Makes the caches hold `slots`; the new version.
-    fn set_cache_slots(&self, slots: SlotSet) -> u64 {
+    pub(crate) fn set_cache_slots(&self, slots: SlotSet) -> u64 {
         let mut version = 0;
         self.inner.caches.send_modify(|c| {
             if c.slots != slots || c.version == 0 {
@@ -342,6 +338,14 @@ impl Shards {
     pub fn members(&self) -> usize {
         self.inner.members.load(Ordering::Relaxed)
     }
+
+    pub(crate) fn set_members(&self, members: usize) {
+        self.inner.members.store(members, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_settled(&self, settled: bool) {
+        self.inner.settled.store(settled, Ordering::Release);
+    }
 }
 
 #[cfg(test)]
@@ -377,10 +381,10 @@ mod tests {
         let parsed = shard::Selector::parse(&selector).unwrap();
         for i in 0..2000 {
             let ns = format!("ns-{i}");
-            let key = ObjectKey::new(&ns, "x");
-            assert_eq!(parsed.selects(&ns), set.contains(key_slot(&key)), "{ns}");
-            assert_eq!(cache.holds("", &ns), set.contains(key_slot(&key)));
-            assert_eq!(cache.holds_all_of(&ns), set.contains(key_slot(&key)));
+            let slot = key_slot(&ns, "x");
+            assert_eq!(parsed.selects(&ns), set.contains(slot), "{ns}");
+            assert_eq!(cache.holds("", &ns), set.contains(slot));
+            assert_eq!(cache.holds_all_of(&ns), set.contains(slot));
         }
         assert_eq!(SlotSet::all().len(), SLOTS);
         let by_uid = CacheSlots {

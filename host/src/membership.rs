@@ -1,4 +1,6 @@
-//! A replica's membership in its shard group, and the handover of slots between members.
+//! A replica's membership in its shard group (`--sharding`, see [`crate::sharding`]), and the
+//! handover of slots between members. Above the controller (it asks the [`Manager`] what is in
+//! flight and queues the keys of slots taken up); the shard state it moves is below it.
 //!
 //! Each member holds a Lease of its own, `<group>-<hash of its identity>`, labelled with the group
 //! and annotated with the slots it claims. It renews the Lease every retry period; every
@@ -20,7 +22,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -33,9 +34,9 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{GROUP_LABEL, SLOTS_ANNOTATION, Shards, SlotSet, assign};
 use crate::controller::Manager;
 use crate::leader::{self, FenceKeeper, Leadership};
+use crate::sharding::{GROUP_LABEL, SLOTS_ANNOTATION, Shards, SlotSet, assign};
 
 /// How often a member looks again while a handover step waits (drain, cache list).
 const STEP: Duration = Duration::from_millis(25);
@@ -233,11 +234,7 @@ impl Run {
         let me = self.member.config.identity.clone();
         let holdings = self.holdings(now);
         let targets = assign::targets(holdings.iter().map(|(m, _)| m.as_str()));
-        self.member
-            .shards
-            .inner
-            .members
-            .store(targets.len(), Ordering::Relaxed);
+        self.member.shards.set_members(targets.len());
         let target = targets.get(me.as_str()).copied().unwrap_or(0);
         self.delete_expired(now).await;
         if !self.release(target).await || !self.activate() {
@@ -256,11 +253,7 @@ impl Run {
             tracing::info!(group = %self.group(), members = targets.len(), slots = self.held.len(), "shard assignment settled");
         }
         if settled {
-            self.member
-                .shards
-                .inner
-                .settled
-                .store(true, Ordering::Release);
+            self.member.shards.set_settled(true);
         }
     }
 
@@ -448,7 +441,7 @@ impl Run {
     fn lapse(&mut self) {
         let shards = &self.member.shards;
         shards.set_active(SlotSet::default());
-        shards.inner.settled.store(false, Ordering::Release);
+        shards.set_settled(false);
         shards.set_cache_slots(SlotSet::default());
         self.held = SlotSet::default();
         self.releasing = None;
@@ -578,7 +571,7 @@ impl Run {
     async fn leave(mut self) {
         let shards = &self.member.shards;
         shards.set_active(SlotSet::default());
-        shards.inner.settled.store(false, Ordering::Release);
+        shards.set_settled(false);
         self.member.fence.close();
         let _ = self.member.leading.send(false);
         let lease = self.member.lease_name.clone();
