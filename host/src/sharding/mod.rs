@@ -10,23 +10,28 @@
 //!   named). The hash space is cut into [`SLOTS`] equal slots (by the top eight bits);
 //!   replicas own slots. A child's events reach every replica (its cache is whole in uid mode),
 //!   and the one that owns its owner reconciles the owner.
-//! - **Membership** ([`crate::membership`]): each replica holds a Lease of its own in the group, renewed as
-//!   leader election renews and fenced the same way: a replica that cannot renew stops taking
-//!   keys, and its applier sends nothing, before its Lease can be judged expired. The Lease
-//!   records the slots the replica claims.
-//! - **Assignment** ([`assign`]): every replica computes the same balanced slot assignment from
-//!   the live members' identities; a join or leave moves about one member's share.
+//! - **Membership** ([`crate::membership`]): each replica holds a Lease of its own in the
+//!   group, renewed as leader election renews and fenced the same way: a replica that cannot
+//!   renew stops taking keys, and its applier sends nothing, before its Lease can be judged
+//!   expired. The Lease records the slots the replica claims.
+//! - **Assignment** ([`assign`]): each member's share is `SLOTS / n`; from what the members
+//!   hold now, those over their share give slots up and those short of it take free ones, so a
+//!   join or leave moves exactly the share that must move.
 //! - **Handover**: a replica gives a slot up by no longer taking its keys, waiting for its
 //!   in-flight reconciles to end, then removing the claim from its Lease. A replica takes a slot
 //!   up only once no live member's Lease claims it: it writes its claim, reads every Lease again
 //!   and withdraws if another live member claims it too, lists the slot's objects into its
 //!   caches, and only then takes its keys (all queued again). So no key is reconciled by two
 //!   replicas at once, and none is dropped.
-//! - **Server-side sharding**: the caches of the reconciled kind and its owned kinds list and
-//!   watch with a `shardSelector` of the replica's slots, so each replica receives and keeps only
-//!   its share. The API server says it applied the selector by echoing it in the list's
-//!   `shardInfo`; when it does not (before Kubernetes 1.36, or without the alpha feature), the
-//!   host says so in its log and `wasmctrl_shard_server_side` and filters on its side.
+//! - **Server-side sharding**: the caches of the reconciled kind (and, sharding by namespace,
+//!   of its owned kinds) list and watch with a `shardSelector` of the replica's slots, so each
+//!   replica receives and keeps only its share. The API server says it applied the selector by
+//!   echoing it in the list's `shardInfo`; when it does not (before Kubernetes 1.36, or without
+//!   the alpha feature), the host says so in its log and `wasmctrl_shard_server_side` and
+//!   filters on its side.
+//!
+//! This module is the shard state the informers and workers read ([`Shards`]), below both; the
+//! membership task that moves it is above the controller.
 
 pub mod assign;
 mod service;
