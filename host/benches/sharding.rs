@@ -31,14 +31,14 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use wasmctrl::sharding::{SLOTS, SlotSet, slot_of};
 use wasmctrl_scope::shard::hash;
 
 use common::process::{Process, wait_for};
+use common::vms::{resource, set_cpu};
 use support::{env_or, mib, rss, run_host_with, serve};
 
 const NAMESPACES: usize = 1000;
@@ -46,11 +46,6 @@ const GROUP: &str = "sharding.wasmctrl.dev/group=wasmctrl";
 const CACHED: &str = r#"wasmctrl_cached_objects{kind="cloudnative.tw/v1alpha1/VirtualMachine"}"#;
 const OWNED: &str = r#"wasmctrl_shard_owned_keys{controller="virtualmachine"}"#;
 const SAMPLE: usize = 1000;
-
-fn resource() -> ApiResource {
-    let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
-    ApiResource::from_gvk_with_plural(&gvk, "virtualmachines")
-}
 
 type Key = (String, String);
 
@@ -67,23 +62,6 @@ async fn uids(client: &kube::Client) -> BTreeMap<Key, String> {
         ((m.namespace.unwrap(), m.name.unwrap()), m.uid.unwrap())
     })
     .collect()
-}
-
-/// Sets every listed VM's CPUs to `cpu`.
-async fn set_cpu(client: &kube::Client, keys: &[Key], cpu: i64) {
-    futures::stream::iter(keys.iter().cloned())
-        .map(|(ns, name)| {
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource());
-            async move {
-                let patch = json!({"spec": {"resource": {"cpu": cpu}}});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .unwrap();
-            }
-        })
-        .buffer_unordered(64)
-        .collect::<()>()
-        .await;
 }
 
 /// Keys of VMs whose status shows `cpu` for their latest generation, kept current by a watch.

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use common::http;
 use common::process::{Cluster, Process, plugin_dir, wait_for};
 use common::reconciles;
+use common::vms::{self, resource, set_cpu};
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasmctrl::sharding::{self, SlotSet};
 
@@ -35,15 +35,6 @@ const NAMESPACES: usize = 100;
 const PER_NAMESPACE: usize = 30;
 const CACHED: &str = r#"wasmctrl_cached_objects{kind="cloudnative.tw/v1alpha1/VirtualMachine"}"#;
 const OWNED: &str = r#"wasmctrl_shard_owned_keys{controller="virtualmachine"}"#;
-
-fn resource() -> ApiResource {
-    let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
-    ApiResource::from_gvk_with_plural(&gvk, "virtualmachines")
-}
-
-fn vms(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), namespace, &resource())
-}
 
 fn keys() -> Vec<(String, String)> {
     keys_in(NAMESPACES, PER_NAMESPACE)
@@ -133,23 +124,6 @@ fn slots_taken_up(log: &str) -> Vec<chrono::DateTime<chrono::FixedOffset>> {
         .collect()
 }
 
-/// Sets `spec.resource.cpu` of the given VMs.
-async fn set_cpu(client: &kube::Client, which: &[(String, String)], cpu: i64) {
-    futures::stream::iter(which.iter().cloned())
-        .map(|(ns, name)| {
-            let api = vms(client, &ns);
-            async move {
-                let patch = json!({"spec": {"resource": {"cpu": cpu}}});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .unwrap();
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<()>()
-        .await;
-}
-
 /// Waits until every VM in `which` reports `cpu` for its latest generation.
 async fn wait_converged(client: &kube::Client, which: &[(String, String)], cpu: i64, secs: u64) {
     let wanted: BTreeSet<(String, String)> = which.iter().cloned().collect();
@@ -196,7 +170,7 @@ async fn create_vms(client: &kube::Client, keys: &[(String, String)]) {
     let vm = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
     futures::stream::iter(keys.iter().cloned())
         .map(|(ns, name)| {
-            let (api, mut vm) = (vms(client, &ns), vm.clone());
+            let (api, mut vm) = (vms::api(client, &ns), vm.clone());
             vm["metadata"] = json!({"name": name, "namespace": ns});
             async move {
                 api.create(&PostParams::default(), &serde_json::from_value(vm).unwrap())

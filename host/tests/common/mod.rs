@@ -129,6 +129,43 @@ pub fn events(client: &kube::Client, namespace: &str) -> kube::Api<kube::api::Dy
     )
 }
 
+/// The VirtualMachine example's kind (`examples/virtualmachine`), as the sharding test and
+/// benchmark drive it.
+pub mod vms {
+    use futures::StreamExt as _;
+    use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+    use kube::core::GroupVersionKind;
+    use serde_json::json;
+
+    /// The VirtualMachine resource.
+    pub fn resource() -> ApiResource {
+        let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
+        ApiResource::from_gvk_with_plural(&gvk, "virtualmachines")
+    }
+
+    /// VirtualMachines in `namespace`.
+    pub fn api(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), namespace, &resource())
+    }
+
+    /// Sets the CPUs of every VM `which` names (`(namespace, name)`), 32 patches at a time.
+    pub async fn set_cpu(client: &kube::Client, which: &[(String, String)], cpu: i64) {
+        futures::stream::iter(which.iter().cloned())
+            .map(|(ns, name)| {
+                let api = api(client, &ns);
+                async move {
+                    let patch = json!({"spec": {"resource": {"cpu": cpu}}});
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .expect("patch a VirtualMachine");
+                }
+            })
+            .buffer_unordered(32)
+            .collect::<()>()
+            .await;
+    }
+}
+
 /// `Thing` (example.com/v1), the kind the hostile test plugin reconciles.
 pub mod things {
     use kube::api::{Api, ApiResource, DynamicObject};
