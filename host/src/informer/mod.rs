@@ -50,8 +50,9 @@ pub struct Watch {
     pub namespace: Option<String>,
     /// Only objects with these labels.
     pub labels: Selector,
-    /// In a shard group, only the objects of this replica's slots (the caches of reconciled and
-    /// owned kinds); the API server is asked for them with a `shardSelector` where it can be.
+    /// In a shard group, only the objects of this replica's slots (the reconciled kind's caches,
+    /// and its owned kinds' when keys are placed by namespace); the API server is asked for them
+    /// with a `shardSelector` where it can be.
     pub sharded: bool,
 }
 
@@ -447,8 +448,9 @@ pub struct Informer {
     next_id: Mutex<u64>,
     synced: watch::Sender<bool>,
     resource: Mutex<Option<(ApiResource, bool)>>,
-    /// For a cache sharded in fact (a namespaced kind in a shard group): the slots it last
-    /// listed, `None` until it has.
+    /// For a cache sharded in fact (a [`Watch::sharded`] one whose kind has the field keys are
+    /// placed by: any kind by uid, a namespaced one by namespace): the slots it last listed,
+    /// `None` until it has.
     shard: Mutex<Option<Option<CacheSlots>>>,
 }
 
