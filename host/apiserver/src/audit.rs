@@ -30,6 +30,8 @@ pub struct Request {
     pub label_selector: String,
     /// `fieldSelector`, empty for none.
     pub field_selector: String,
+    /// `shardSelector` (KEP-5866), empty for none or when the server does not shard.
+    pub shard_selector: String,
     /// The client's User-Agent.
     pub user_agent: String,
 }

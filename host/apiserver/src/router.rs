@@ -252,6 +252,7 @@ async fn resource(
         name: text_of(t.name.as_ref()),
         label_selector: text_of(q.get("labelSelector")),
         field_selector: text_of(q.get("fieldSelector")),
+        shard_selector: text_of(q.get("shardSelector")),
         user_agent: req
             .headers()
             .get(header::USER_AGENT)
