@@ -418,10 +418,8 @@ async fn a_member_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     let shards = Shards::new(wasmctrl_scope::shard::Field::Uid);
     let (mut membership, member) =
         wasmctrl::membership::join(client.clone(), config, shards.clone());
-    let sharded = sharding::sharded_client(client.clone(), shards.clone());
     let host = Arc::new(Manager::sharded(
         client.clone(),
-        sharded,
         Arc::new(Metrics::new()),
         membership.clone(),
         shards.clone(),

@@ -21,7 +21,7 @@ use crate::metrics::{Metrics, Secure};
 use crate::oci::Registry;
 use crate::probes::{self, Check, Readiness};
 use crate::runtime::{self, Runtime};
-use crate::sharding::{self, Shards};
+use crate::sharding::Shards;
 use crate::sql::{self, Databases};
 use wasmctrl_scope::shard;
 
@@ -475,14 +475,7 @@ pub(crate) async fn serve(
     let runtime = Runtime::new(config)?;
     let mut host = match &sharding {
         Some((_, _, shards)) => {
-            let sharded = sharding::sharded_client(client.clone(), shards.clone());
-            Manager::sharded(
-                client.clone(),
-                sharded,
-                metrics,
-                leadership.clone(),
-                shards.clone(),
-            )
+            Manager::sharded(client.clone(), metrics, leadership.clone(), shards.clone())
         }
         None => Manager::led(client.clone(), metrics, leadership.clone()),
     };

@@ -213,17 +213,16 @@ impl Manager {
     }
 
     /// A replica of a shard group: it reconciles while `leadership` (its membership) holds, only
-    /// the keys of the slots `shards` gives it, and its caches of reconciled and owned kinds
-    /// list and watch through `sharded`, a client that asks the API server for those slots.
+    /// the keys of the slots `shards` gives it, and its caches of reconciled (and, by
+    /// namespace, owned) kinds ask the API server for those slots' objects only.
     pub fn sharded(
         client: kube::Client,
-        sharded: kube::Client,
         metrics: Arc<Metrics>,
         leadership: Leadership,
         shards: Shards,
     ) -> Self {
         let mut host = Self::led(client, metrics, leadership);
-        host.informers.shard(sharded, shards.clone());
+        host.informers.shard(shards.clone());
         host.shards = Some(shards);
         host
     }

@@ -33,6 +33,7 @@ use wasmctrl_scope::Kind;
 
 mod caches;
 mod registry;
+mod sharded;
 
 pub use caches::Caches;
 pub use registry::Informers;
@@ -423,10 +424,6 @@ impl Store {
         }
     }
 
-    fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
-        self.objects.iter().map(|s| &s.0.key)
-    }
-
     fn entries(&self) -> impl Iterator<Item = &Arc<Entry>> {
         self.objects.iter().map(|s| &s.0)
     }
@@ -662,18 +659,23 @@ impl Informer {
         }
     }
 
-    /// Installs a complete (re)list in one step, as kube-runtime's reflector does: readers see
-    /// the old contents or the new, never a half-loaded cache (a plugin pruning what it cannot
-    /// see would otherwise forget objects not loaded yet). Objects cached but not listed were
-    /// deleted while we were not watching.
-    fn replace(&self, entries: Vec<Arc<Entry>>, initial: bool) {
+    /// Installs a complete (re)list of the objects `within` selects in one step, as
+    /// kube-runtime's reflector does: readers see the old contents or the new, never a
+    /// half-loaded cache (a plugin pruning what it cannot see would otherwise forget objects not
+    /// loaded yet). Objects cached, selected and not listed were deleted while we were not
+    /// watching (or, in a sharded cache, are no longer this replica's).
+    fn replace_within(
+        &self,
+        entries: Vec<Arc<Entry>>,
+        initial: bool,
+        within: impl Fn(&Entry) -> bool,
+    ) {
         let keys: HashSet<ObjectKey> = entries.iter().map(|e| e.key.clone()).collect();
         let _delivering = lock(&self.delivering);
         let mut store = self.write();
-        let gone: Vec<ObjectKey> = store
-            .keys()
-            .filter(|k| !keys.contains(k))
-            .cloned()
+        let gone: Vec<ObjectKey> = (store.entries())
+            .filter(|e| within(e) && !keys.contains(&e.key))
+            .map(|e| e.key.clone())
             .collect();
         let mut changes = Vec::with_capacity(entries.len() + gone.len());
         for entry in entries {
@@ -695,83 +697,64 @@ impl Informer {
         self.publish(changes, initial);
     }
 
-    async fn run(self: Arc<Self>, client: kube::Client, sharding: Option<(kube::Client, Shards)>) {
+    async fn run(self: Arc<Self>, client: kube::Client, sharding: Option<(Shards, Duration)>) {
         let (resource, namespaced) = self.resolve(&client).await;
-        *lock(&self.resource) = Some((resource.clone(), namespaced));
         // By namespace, only a namespaced kind is sharded (a cluster-scoped object has none).
-        let sharding = sharding.filter(|(_, shards)| {
+        let sharding = sharding.filter(|(shards, _)| {
             self.watch.sharded
                 && (namespaced || shards.field() == wasmctrl_scope::shard::Field::Uid)
         });
-        let mut slots = sharding.as_ref().map(|(_, shards)| shards.cache_slots());
-        if slots.is_some() {
+        if sharding.is_some() {
+            // Known to be sharded, and holding no slots yet, before the kind is known.
             *lock(&self.shard) = Some(None);
         }
-        let client = sharding.map_or(client, |(sharded, _)| sharded);
-        let api: Api<DynamicObject> = match &self.watch.namespace {
-            Some(ns) if namespaced => Api::namespaced_with(client, ns, &resource),
-            _ => Api::all_with(client, &resource),
-        };
+        *lock(&self.resource) = Some((resource.clone(), namespaced));
+        let namespace = self.watch.namespace.clone().filter(|_| namespaced);
         let mut config = watcher::Config::default().any_semantic();
         if !self.watch.labels.is_empty() {
             config = config.labels(&self.watch.labels.to_string());
         }
-        let mut first = true;
-        loop {
-            // The slots this pass lists; a change of them starts a new pass (a relist, which
-            // installs the new slots' objects and drops the old ones' in one step).
-            let at = slots.as_mut().map(|rx| *rx.borrow_and_update());
-            let keep = |obj: &DynamicObject| {
-                let meta = &obj.metadata;
-                at.is_none_or(|at| {
-                    at.holds(
-                        meta.uid.as_deref().unwrap_or(""),
-                        meta.namespace.as_deref().unwrap_or(""),
-                    )
-                })
-            };
-            if at.is_some_and(|at| at.slots.is_empty()) {
-                // No slots: nothing to ask the API server for.
-                self.replace(Vec::new(), first);
-                first = false;
-                *lock(&self.shard) = Some(at);
-                self.synced.send_replace(true);
-                slots_changed(&mut slots).await;
-                continue;
+        match sharding {
+            Some((shards, merge_after)) => {
+                let slots = shards.cache_slots();
+                let watches = sharded::Sharded::new(
+                    &self,
+                    client,
+                    resource,
+                    namespace,
+                    config,
+                    shards,
+                    merge_after,
+                );
+                watches.run(slots).await;
             }
-            let mut stream = watcher::watcher(api.clone(), config.clone())
-                .default_backoff()
-                .boxed();
-            let mut listed = Vec::new();
-            loop {
-                let event = tokio::select! {
-                    event = stream.next() => event,
-                    () = slots_changed(&mut slots) => break,
-                };
-                let Some(event) = event else { return };
-                match event {
-                    Ok(Event::Init) => listed.clear(),
-                    // Turned into an entry at once: the decoded object is freed page by page
-                    // rather than all held until the list is complete.
-                    Ok(Event::InitApply(obj)) if keep(&obj) => {
-                        listed.push(Arc::new(Entry::from_object(obj)))
-                    }
-                    Ok(Event::InitApply(_)) => {}
-                    Ok(Event::InitDone) => {
-                        self.replace(std::mem::take(&mut listed), first);
-                        first = false;
-                        if at.is_some() {
-                            *lock(&self.shard) = Some(at);
-                        }
-                        self.synced.send_replace(true);
-                    }
-                    Ok(Event::Apply(obj)) if keep(&obj) => self.apply(obj),
-                    // Another replica's (the API server does not shard, or the slots moved).
-                    Ok(Event::Apply(obj)) => self.delete(&obj),
-                    Ok(Event::Delete(obj)) => self.delete(&obj),
-                    Err(e) => {
-                        tracing::warn!(kind = %self.watch.kind.kind, error = %e, "watch failed; retrying with backoff")
-                    }
+            None => {
+                self.watch_all(api(client, &resource, namespace.as_deref()), config)
+                    .await
+            }
+        }
+    }
+
+    /// Keeps the cache holding every object `api` and `config` select.
+    async fn watch_all(&self, api: Api<DynamicObject>, config: watcher::Config) {
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        let mut listed = Vec::new();
+        let mut first = true;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Init) => listed.clear(),
+                // Turned into an entry at once: the decoded object is freed page by page rather
+                // than all held until the list is complete.
+                Ok(Event::InitApply(obj)) => listed.push(Arc::new(Entry::from_object(obj))),
+                Ok(Event::InitDone) => {
+                    self.replace_within(std::mem::take(&mut listed), first, |_| true);
+                    first = false;
+                    self.synced.send_replace(true);
+                }
+                Ok(Event::Apply(obj)) => self.apply(obj),
+                Ok(Event::Delete(obj)) => self.delete(&obj),
+                Err(e) => {
+                    tracing::warn!(kind = %self.watch.kind.kind, error = %e, "watch failed; retrying with backoff")
                 }
             }
         }
@@ -794,14 +777,16 @@ impl Informer {
     }
 }
 
-/// Waits for the next change of the shard slots; never, for a cache that is not sharded.
-async fn slots_changed(slots: &mut Option<watch::Receiver<CacheSlots>>) {
-    if let Some(rx) = slots
-        && rx.changed().await.is_ok()
-    {
-        return;
+/// The API of `resource` in `namespace` (`None`: all namespaces, or a cluster-scoped kind).
+fn api(
+    client: kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, resource),
+        None => Api::all_with(client, resource),
     }
-    std::future::pending().await
 }
 
 #[cfg(test)]

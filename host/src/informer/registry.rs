@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use wasmctrl_scope::Kind;
 
@@ -13,8 +14,10 @@ use crate::sharding::Shards;
 pub struct Informers {
     client: kube::Client,
     informers: Mutex<HashMap<Watch, (Arc<Informer>, tokio::task::AbortHandle)>>,
-    /// In a shard group: the client sharded caches list and watch through, and the slots.
-    sharding: OnceLock<(kube::Client, Shards)>,
+    /// In a shard group: the slots.
+    sharding: OnceLock<Shards>,
+    /// How long a sharded cache's slots stay unchanged before its watches are merged.
+    merge_after: Duration,
 }
 
 impl Informers {
@@ -24,13 +27,21 @@ impl Informers {
             client,
             informers: Mutex::new(HashMap::new()),
             sharding: OnceLock::new(),
+            merge_after: super::sharded::MERGE_AFTER,
         }
     }
 
-    /// Makes the caches of [`Watch::sharded`] watches hold only `shards`' slots, listing and
-    /// watching through `client` (which asks the API server for them). Before any cache starts.
-    pub fn shard(&self, client: kube::Client, shards: Shards) {
-        if self.sharding.set((client, shards)).is_err() {
+    /// Merges a sharded cache's watches once its slots have stayed unchanged for `after`.
+    #[cfg(test)]
+    pub(crate) fn merge_after(mut self, after: Duration) -> Self {
+        self.merge_after = after;
+        self
+    }
+
+    /// Makes the caches of [`Watch::sharded`] watches hold only `shards`' slots, asking the
+    /// API server for those only (`shardSelector`). Before any cache starts.
+    pub fn shard(&self, shards: Shards) {
+        if self.sharding.set(shards).is_err() {
             tracing::warn!("the caches were sharded already");
         }
     }
@@ -53,7 +64,7 @@ impl Informers {
             return informer.clone();
         }
         let informer = Arc::new(Informer::new(watch.clone()));
-        let sharding = self.sharding.get().cloned();
+        let sharding = (self.sharding.get()).map(|shards| (shards.clone(), self.merge_after));
         let task = tokio::spawn(informer.clone().run(self.client.clone(), sharding));
         map.insert(watch.clone(), (informer.clone(), task.abort_handle()));
         informer

@@ -21,7 +21,8 @@
 //!   in-flight reconciles to end, then removing the claim from its Lease. A replica takes a slot
 //!   up only once no live member's Lease claims it: it writes its claim, reads every Lease again
 //!   and withdraws if another live member claims it too, lists the slot's objects into its
-//!   caches, and only then takes its keys (all queued again). So no key is reconciled by two
+//!   caches (a watch of the slots taken up: what the caches hold already is not listed again),
+//!   and only then takes its keys (all queued again). So no key is reconciled by two
 //!   replicas at once, and none is dropped.
 //! - **Server-side sharding**: the caches of the reconciled kind (and, sharding by namespace,
 //!   of its owned kinds) list and watch with a `shardSelector` of the replica's slots, so each

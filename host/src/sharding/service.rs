@@ -1,5 +1,6 @@
-//! The client of the sharded caches: every list and watch it sends carries the replica's
-//! `shardSelector`, and every list it receives tells whether the server applied it.
+//! The clients of the sharded caches' watches: every list and watch one sends carries the
+//! `shardSelector` of its watch's slots, and every list it receives tells whether the server
+//! applied it.
 //!
 //! A client rather than a watcher option because kube-runtime's `watcher::Config` has no
 //! `shardSelector` (kube 5 predates KEP-5866): the informers keep kube-runtime's watcher
@@ -15,18 +16,29 @@ use http_body_util::BodyExt as _;
 use kube::client::Body;
 use serde::Deserialize;
 
-use super::Shards;
+use wasmctrl_scope::shard;
 
-/// A client over `client` whose GETs carry `shards`' current cache selector.
-pub fn sharded_client(client: kube::Client, shards: Shards) -> kube::Client {
+use super::{Shards, SlotSet};
+
+/// A client over `client` whose GETs carry the `shardSelector` of `slots` (by `shards`' field),
+/// and that tells `shards` whether the server applied it.
+pub fn sharded_client(client: kube::Client, shards: Shards, slots: SlotSet) -> kube::Client {
     let namespace = client.default_namespace().to_string();
-    kube::Client::new(Sharded { client, shards }, namespace)
+    let selector = shard::Selector::new(shards.field(), slots.ranges()).map(|s| s.to_string());
+    let service = Sharded {
+        client,
+        shards,
+        selector,
+    };
+    kube::Client::new(service, namespace)
 }
 
 #[derive(Clone)]
 struct Sharded {
     client: kube::Client,
     shards: Shards,
+    /// Rendered once: it goes on every request.
+    selector: Option<String>,
 }
 
 impl tower::Service<Request<Body>> for Sharded {
@@ -40,17 +52,17 @@ impl tower::Service<Request<Body>> for Sharded {
     }
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
-        let selector = (request.method() == Method::GET)
-            .then(|| self.shards.cache_version().selector())
-            .flatten();
+        let selector = (self.selector)
+            .as_ref()
+            .filter(|_| request.method() == Method::GET);
         let mut list = false;
-        if let Some(selector) = &selector {
+        if let Some(selector) = selector {
             let uri = request.uri();
             let query = uri.query().unwrap_or("");
             list = !url::form_urlencoded::parse(query.as_bytes())
                 .any(|(k, v)| k == "watch" && (v == "true" || v == "1"));
             let added = url::form_urlencoded::Serializer::new(String::new())
-                .append_pair("shardSelector", &selector.to_string())
+                .append_pair("shardSelector", selector)
                 .finish();
             let joined = if query.is_empty() {
                 format!("{}?{added}", uri.path())
