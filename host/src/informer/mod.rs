@@ -663,13 +663,13 @@ impl Informer {
     /// kube-runtime's reflector does: readers see the old contents or the new, never a
     /// half-loaded cache (a plugin pruning what it cannot see would otherwise forget objects not
     /// loaded yet). Objects cached, selected and not listed were deleted while we were not
-    /// watching (or, in a sharded cache, are no longer this replica's).
+    /// watching (or, in a sharded cache, are no longer this replica's). How many went.
     fn replace_within(
         &self,
         entries: Vec<Arc<Entry>>,
         initial: bool,
         within: impl Fn(&Entry) -> bool,
-    ) {
+    ) -> usize {
         let keys: HashSet<ObjectKey> = entries.iter().map(|e| e.key.clone()).collect();
         let _delivering = lock(&self.delivering);
         let mut store = self.write();
@@ -688,6 +688,7 @@ impl Informer {
                 changes.push(Change::Applied { old, new: entry });
             }
         }
+        let removed = gone.len();
         for key in gone {
             if let Some(old) = store.remove(&key) {
                 changes.push(Change::Deleted(old));
@@ -695,6 +696,7 @@ impl Informer {
         }
         drop(store);
         self.publish(changes, initial);
+        removed
     }
 
     async fn run(self: Arc<Self>, client: kube::Client, sharding: Option<(Shards, Duration)>) {

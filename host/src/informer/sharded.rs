@@ -10,7 +10,9 @@
 //! object come from one watch, in order.
 //!
 //! Once every watch has listed and the slots have stayed unchanged for [`MERGE_AFTER`], one
-//! watch of all the slots is started, and when its list is complete it replaces the others
+//! watch of all the slots is started (also after a quarter or more of the cache was dropped,
+//! so that the objects kept are gathered again into fresh memory and the allocator can hand
+//! back what the dropped ones held), and when its list is complete it replaces the others
 //! (which also repairs the one disorder disjoint watches allow: an object deleted and created
 //! again under the same name with a uid of another watch's slots, whose events the two watches
 //! may deliver out of order). So a replica whose slots changed many times keeps one watch, and
@@ -68,6 +70,10 @@ pub(super) struct Sharded<'a> {
     complete_once: bool,
     /// When the watches are to be merged.
     merge_at: Option<Instant>,
+    /// A large share of the cache was dropped since it was last listed whole: the memory freed
+    /// lies scattered among the kept objects' pages, where the allocator cannot hand it back.
+    /// A fresh list of all the slots (a merge, even of one watch) gathers the objects again.
+    scattered: bool,
     merge_after: Duration,
 }
 
@@ -95,6 +101,7 @@ impl<'a> Sharded<'a> {
             next: 0,
             complete_once: false,
             merge_at: None,
+            scattered: false,
             merge_after,
         }
     }
@@ -160,7 +167,9 @@ impl<'a> Sharded<'a> {
         let given_up = |e: &Entry| {
             !(want.slots).contains(shards.slot(e.uid_hash, e.key.namespace(), e.key.name()))
         };
-        self.informer.replace_within(Vec::new(), false, given_up);
+        let cached = self.informer.sizes().0;
+        let dropped = self.informer.replace_within(Vec::new(), false, given_up);
+        self.scattered |= dropped > 0 && dropped * 4 >= cached;
         let added = want.slots.difference(&covered);
         if !added.is_empty() {
             tracing::debug!(kind = %self.informer.watch.kind.kind, slots = %added, "listing the slots taken up");
@@ -212,6 +221,7 @@ impl<'a> Sharded<'a> {
                 part.synced = true;
                 let initial = !self.complete_once;
                 if std::mem::take(&mut part.merging) {
+                    self.scattered = false;
                     // It holds every slot: the others go, and its list replaces the cache.
                     self.parts.retain(|other, part| {
                         if *other != id {
@@ -248,14 +258,17 @@ impl<'a> Sharded<'a> {
         self.informer.synced.send_replace(true);
         self.complete_once = true;
         let merging = self.parts.values().any(|p| p.merging);
-        self.merge_at =
-            (listing.count() > 1 && !merging).then(|| Instant::now() + self.merge_after);
+        let merge = listing.count() > 1 || self.scattered;
+        self.merge_at = (merge && !merging).then(|| Instant::now() + self.merge_after);
     }
 
     /// Starts the watch of all the slots that replaces the others once it has listed.
     fn merge(&mut self) {
         self.merge_at = None;
-        if self.parts.len() > 1 {
+        if self.parts.is_empty() {
+            // Nothing cached, nothing scattered.
+            self.scattered = false;
+        } else if self.parts.len() > 1 || self.scattered {
             tracing::debug!(kind = %self.informer.watch.kind.kind, watches = self.parts.len(), "merging the watches of the cache's slots into one");
             self.start(self.want.slots, true);
         }
@@ -433,9 +446,20 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         f.churn(both, 0).await;
-        // The merged watch narrows like any other.
+        // The merged watch narrows like any other, without a list; then, as half the cache
+        // went, B is listed afresh.
+        let before = f.server.requests().len();
         assert_eq!(f.hold(b).await, Vec::<String>::new());
         f.churn(b, 1).await;
+        let started = Instant::now();
+        while !f.lists_since(before).contains(&selector(b)) {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "never listed afresh"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        f.churn(b, 2).await;
     }
 
     #[tokio::test]
