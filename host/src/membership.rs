@@ -18,7 +18,9 @@
 //!    is then read again, and slots another live member claims too are given back (two members
 //!    that claim at once both see the other, or one sees the other: never neither);
 //! 3. the caches are told to hold the claimed slots; once they have listed them, the slots are
-//!    activated and their cached keys queued.
+//!    activated and their cached keys queued: first those whose objects changed after the
+//!    slot's last holder was last seen claiming it (a resourceVersion after its Lease's), which
+//!    it may not have reconciled; the others, which it most likely did, at low priority.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::controller::Manager;
 use crate::leader::{self, FenceKeeper, Leadership};
-use crate::sharding::{GROUP_LABEL, SLOTS_ANNOTATION, Shards, SlotSet, assign};
+use crate::sharding::{GROUP_LABEL, SLOTS, SLOTS_ANNOTATION, Shards, SlotSet, assign};
 
 /// How often a member looks again while a handover step waits (drain, cache list).
 const STEP: Duration = Duration::from_millis(25);
@@ -93,6 +95,7 @@ impl Member {
             tried: None,
             joined: false,
             listed: false,
+            last_claimed: [None; SLOTS],
         };
         let stop = CancellationToken::new();
         let task = tokio::spawn(run.run(stop.clone()));
@@ -150,6 +153,9 @@ struct Run {
     /// Whether the group's Leases have been listed once: before, this member cannot know whom
     /// it shares the slots with, and claims none.
     listed: bool,
+    /// For each slot, the resourceVersion of the last Lease seen claiming it (another
+    /// member's): objects changed after it are changes its holder may not have reconciled.
+    last_claimed: [Option<u64>; SLOTS],
 }
 
 impl Run {
@@ -340,8 +346,9 @@ impl Run {
         let shards = &self.member.shards;
         shards.set_active(shards.active().union(&slots));
         self.acquiring = None;
-        let keys = self.host.requeue_slots(&slots);
-        tracing::info!(group = %self.group(), slots = %slots, keys, active = shards.active().len(), "took slots up: reconciling their keys");
+        let last_claimed = self.last_claimed;
+        let (changed, keys) = self.host.requeue_slots(&slots, |slot| last_claimed[slot]);
+        tracing::info!(group = %self.group(), slots = %slots, keys, changed, active = shards.active().len(), "took slots up: reconciling their keys, those changed since their last holder was seen first");
         true
     }
 
@@ -537,6 +544,7 @@ impl Run {
         if name == self.member.lease_name {
             return;
         }
+        let revision = (lease.metadata.resource_version.as_deref()).and_then(|v| v.parse().ok());
         let spec = lease.spec.clone().unwrap_or_default();
         let slots = (lease.annotations().get(SLOTS_ANNOTATION).cloned()).unwrap_or_default();
         let record = (
@@ -548,6 +556,8 @@ impl Run {
             && peer.record == record
         {
             peer.resource_version = lease.metadata.resource_version.clone();
+            let claims = peer.claims;
+            self.claimed_at(&claims, revision);
             return;
         }
         let claims = SlotSet::parse(&slots).unwrap_or_else(|| {
@@ -564,7 +574,17 @@ impl Run {
             duration: Duration::from_secs(seconds),
             resource_version: lease.metadata.resource_version.clone(),
         };
+        self.claimed_at(&claims, revision);
         self.peers.insert(name, peer);
+    }
+
+    /// Records that a Lease at `revision` claimed `slots`.
+    fn claimed_at(&mut self, slots: &SlotSet, revision: Option<u64>) {
+        if let Some(revision) = revision {
+            slots
+                .iter()
+                .for_each(|s| self.last_claimed[s] = Some(revision));
+        }
     }
 
     /// Takes no more keys and deletes the Lease.

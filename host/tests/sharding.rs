@@ -113,14 +113,26 @@ async fn owners(client: &kube::Client, leases: &[String]) -> BTreeMap<(String, S
     owners
 }
 
-/// When a host's JSON log says it took slots up.
-fn slots_taken_up(log: &str) -> Vec<chrono::DateTime<chrono::FixedOffset>> {
+/// A host's JSON log's records of slots taken up.
+struct TakenUp {
+    at: chrono::DateTime<chrono::FixedOffset>,
+    /// Keys queued again.
+    keys: u64,
+    /// Of those, keys whose objects changed since the slots' last holder was seen.
+    changed: u64,
+}
+
+fn slots_taken_up(log: &str) -> Vec<TakenUp> {
     (log.lines())
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|l| {
             (l["fields"]["message"].as_str()).is_some_and(|m| m.starts_with("took slots up"))
         })
-        .map(|l| chrono::DateTime::parse_from_rfc3339(l["timestamp"].as_str().unwrap()).unwrap())
+        .map(|l| TakenUp {
+            at: chrono::DateTime::parse_from_rfc3339(l["timestamp"].as_str().unwrap()).unwrap(),
+            keys: l["fields"]["keys"].as_u64().unwrap(),
+            changed: l["fields"]["changed"].as_u64().unwrap(),
+        })
         .collect()
 }
 
@@ -307,6 +319,7 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
     let killed = Instant::now();
     hosts[0].take().unwrap().kill();
     set_cpu(&client, &orphaned, 3).await;
+    let patched_at = chrono::Utc::now().fixed_offset();
     wait_converged(&client, &orphaned, 3, 60).await;
     let took = killed.elapsed();
     println!(
@@ -318,11 +331,27 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
         "the killed host's keys took {took:?}"
     );
     // When the survivors took the killed host's slots up, from their logs.
-    let took_up = (hosts.iter().flatten())
+    let taken: Vec<TakenUp> = (hosts.iter().flatten())
         .flat_map(|h| slots_taken_up(&h.log()))
-        .filter(|at| *at > killed_at)
+        .filter(|t| t.at > killed_at)
+        .collect();
+    let took_up = taken
+        .iter()
+        .map(|t| t.at)
         .max()
         .expect("the survivors took slots up");
+    // Every key of the killed host was queued again; those patched after the kill first, as
+    // changed since it was last seen (all of them, when the patches landed before the take-up).
+    let requeued: u64 = taken.iter().map(|t| t.keys).sum();
+    let changed: u64 = taken.iter().map(|t| t.changed).sum();
+    assert_eq!(requeued, orphaned.len() as u64, "keys queued on take-up");
+    println!("{changed} of them queued first, as changed since the killed host was last seen");
+    if taken.iter().all(|t| t.at > patched_at) {
+        assert_eq!(
+            changed, requeued,
+            "keys patched after the kill count as changed"
+        );
+    }
     let takeover = (took_up - killed_at).to_std().unwrap();
     println!("the survivors took the killed host's slots up {takeover:?} after the kill");
     // The Lease runs out LEASE s after its last renewal, at most a retry period before the

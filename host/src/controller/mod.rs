@@ -20,7 +20,7 @@ use wasmctrl_scope::{Kind, shard};
 
 use crate::applier::Applier;
 use crate::events::Note;
-use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Watch};
+use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Version, Watch};
 use crate::leader::Leadership;
 use crate::loader;
 use crate::metrics::{
@@ -358,22 +358,43 @@ impl Manager {
         }
     }
 
-    /// Queues again, at low priority, every cached key in `slots` (slots a shard replica has
-    /// just taken up); how many.
-    pub fn requeue_slots(&self, slots: &SlotSet) -> usize {
+    /// Queues again every cached key in `slots` (slots a shard replica has just taken up): at
+    /// normal priority the keys whose objects changed after revision `changed_after(slot)`
+    /// (when the slot's previous holder was last seen: changes it may not have reconciled),
+    /// the others at low priority, as an initial list's. How many changed, how many in all.
+    ///
+    /// The revisions of a Lease and of an object compare as etcd's revisions where both are
+    /// kept in one etcd (as in most clusters, and in the embedded server; Kubernetes 1.35 makes
+    /// resourceVersions comparable within a resource, KEP-5504). Where the API server keeps
+    /// them apart (`--etcd-servers-overrides`), the split is arbitrary: only the order of the
+    /// requeue suffers, every key is queued. A resourceVersion that is not a number never counts
+    /// as changed.
+    pub fn requeue_slots(
+        &self,
+        slots: &SlotSet,
+        changed_after: impl Fn(usize) -> Option<u64>,
+    ) -> (usize, usize) {
         let Some(shards) = &self.shards else {
-            return 0;
+            return (0, 0);
         };
-        let mut queued = 0;
+        let (mut changed, mut queued) = (0, 0);
         for c in lock(&self.controllers).values() {
             for entry in c.watched.iter().flat_map(|w| w.entries()) {
-                if slots.contains(entry_slot(shards, &entry)) {
-                    c.queue.add_low(entry.key.clone());
-                    queued += 1;
+                let slot = entry_slot(shards, &entry);
+                if !slots.contains(slot) {
+                    continue;
+                }
+                queued += 1;
+                match (&entry.resource_version, changed_after(slot)) {
+                    (Version::Revision(at), Some(after)) if *at > after => {
+                        c.queue.add(entry.key.clone());
+                        changed += 1;
+                    }
+                    _ => c.queue.add_low(entry.key.clone()),
                 }
             }
         }
-        queued
+        (changed, queued)
     }
 
     /// How many cached keys of the reconciled kinds each shard slot has (none outside a shard
