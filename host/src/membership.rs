@@ -17,10 +17,12 @@
 //! 2. slots it should hold, that no live member claims, are claimed in the Lease; every Lease
 //!    is then read again, and slots another live member claims too are given back (two members
 //!    that claim at once both see the other, or one sees the other: never neither);
-//! 3. the caches are told to hold the claimed slots; once they have listed them, the slots are
-//!    activated and their cached keys queued: first those whose objects changed after the
-//!    slot's last holder was last seen claiming it (a resourceVersion after its Lease's), which
-//!    it may not have reconciled; the others, which it most likely did, at low priority.
+//! 3. the caches are told to hold the claimed slots (listed ahead when they were another
+//!    member's that stopped renewing: see [`Run::foresee`]); once they have listed them, the
+//!    slots are activated and their cached keys queued: first those whose objects changed
+//!    after the slot's last holder was last seen claiming it (a resourceVersion after its
+//!    Lease's), which it may not have reconciled; the others, which it most likely did, at low
+//!    priority.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -92,6 +94,7 @@ impl Member {
             held: SlotSet::default(),
             releasing: None,
             acquiring: None,
+            foreseen: SlotSet::default(),
             tried: None,
             joined: false,
             listed: false,
@@ -146,6 +149,9 @@ struct Run {
     releasing: Option<SlotSet>,
     /// Slots claimed and waiting for the caches to list them at a version.
     acquiring: Option<(SlotSet, u64)>,
+    /// Slots of overdue members (see [`Run::foresee`]) this member would take up once their
+    /// Leases run out: the caches list them ahead, so taking them up waits for no list.
+    foreseen: SlotSet,
     /// When the last renewal was tried.
     tried: Option<Instant>,
     /// Whether the Lease is held (renewed within the renew deadline).
@@ -208,9 +214,9 @@ impl Run {
         });
         let expiry = (self.peers.values())
             .filter(|p| p.live(now))
-            .map(|p| {
-                (p.seen + p.duration).saturating_duration_since(now) + Duration::from_millis(10)
-            })
+            .flat_map(|p| [p.seen + self.overdue_after(p), p.seen + p.duration])
+            .filter(|at| *at > now)
+            .map(|at| at.saturating_duration_since(now) + Duration::from_millis(10))
             .min()
             .unwrap_or(Duration::MAX);
         renewal.min(expiry)
@@ -253,6 +259,7 @@ impl Run {
         let need = target.saturating_sub(self.held.len());
         let wanted = assign::claimable(&me, &short, &self.free(now), need);
         self.claim(wanted).await;
+        self.foresee(Instant::now());
         let settled =
             self.releasing.is_none() && self.acquiring.is_none() && self.held.len() == target;
         if settled && !self.member.shards.settled() {
@@ -328,8 +335,7 @@ impl Run {
         }
         self.held = held;
         self.releasing = None;
-        let holding = held.union(&self.acquiring.map(|(s, _)| s).unwrap_or_default());
-        shards.set_cache_slots(holding);
+        shards.set_cache_slots(self.caching());
         tracing::info!(group = %self.group(), slots = %releasing, held = held.len(), "gave slots up");
         true
     }
@@ -387,9 +393,57 @@ impl Run {
         }
         let taken = wanted.difference(&contested);
         if !taken.is_empty() {
-            let version = self.member.shards.set_cache_slots(self.held);
+            let version = self.member.shards.set_cache_slots(self.caching());
             self.acquiring = Some((taken, version));
             tracing::info!(group = %self.group(), slots = %taken, "claimed slots; listing their objects");
+        }
+    }
+
+    /// The slots whose objects the caches hold: those held (claimed, and being taken up) and
+    /// those foreseen.
+    fn caching(&self) -> SlotSet {
+        let acquiring = self.acquiring.map(|(s, _)| s).unwrap_or_default();
+        self.held.union(&acquiring).union(&self.foreseen)
+    }
+
+    /// How long a peer's Lease may go unrenewed before it is overdue: this member's renew
+    /// deadline (within the peer's Lease duration). A member that has not renewed for its renew
+    /// deadline has stopped reconciling (its fence closed); its Lease runs out later.
+    fn overdue_after(&self, peer: &Peer) -> Duration {
+        self.member.config.renew_deadline.min(peer.duration)
+    }
+
+    /// Has the caches list ahead the slots this member would take up if the overdue members'
+    /// Leases ran out (the assignment without them), and drop them again if those renew.
+    fn foresee(&mut self, now: Instant) {
+        let overdue: Vec<&Peer> = (self.peers.values())
+            .filter(|p| p.live(now) && now >= p.seen + self.overdue_after(p))
+            .collect();
+        let mut foreseen = SlotSet::default();
+        if !overdue.is_empty() {
+            let orphaned = overdue
+                .iter()
+                .fold(SlotSet::default(), |all, p| all.union(&p.claims));
+            let gone: Vec<&str> = overdue.iter().map(|p| p.identity.as_str()).collect();
+            let mut holdings = self.holdings(now);
+            holdings.retain(|(m, _)| !gone.contains(&m.as_str()));
+            let targets = assign::targets(holdings.iter().map(|(m, _)| m.as_str()));
+            let me = self.member.config.identity.as_str();
+            let target = targets.get(me).copied().unwrap_or(0);
+            let short: Vec<&str> = (holdings.iter())
+                .filter(|(m, held)| held.len() < targets.get(m.as_str()).copied().unwrap_or(0))
+                .map(|(m, _)| m.as_str())
+                .collect();
+            let need = target.saturating_sub(self.held.len());
+            let free = self.free(now).union(&orphaned);
+            foreseen = assign::claimable(me, &short, &free, need).intersection(&orphaned);
+        }
+        if foreseen != self.foreseen {
+            if !foreseen.is_empty() {
+                tracing::info!(group = %self.group(), slots = %foreseen, "members overdue: listing the slots this one would take up if their Leases run out");
+            }
+            self.foreseen = foreseen;
+            self.member.shards.set_cache_slots(self.caching());
         }
     }
 
@@ -453,6 +507,7 @@ impl Run {
         self.held = SlotSet::default();
         self.releasing = None;
         self.acquiring = None;
+        self.foreseen = SlotSet::default();
         self.joined = false;
         self.member.fence.close();
         let _ = self.member.leading.send(false);

@@ -122,14 +122,22 @@ struct TakenUp {
     changed: u64,
 }
 
-fn slots_taken_up(log: &str) -> Vec<TakenUp> {
+/// A host's JSON log's records whose message starts with `prefix`.
+fn records(log: &str, prefix: &str) -> Vec<Value> {
     (log.lines())
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| {
-            (l["fields"]["message"].as_str()).is_some_and(|m| m.starts_with("took slots up"))
-        })
+        .filter(|l| (l["fields"]["message"].as_str()).is_some_and(|m| m.starts_with(prefix)))
+        .collect()
+}
+
+fn at(record: &Value) -> chrono::DateTime<chrono::FixedOffset> {
+    chrono::DateTime::parse_from_rfc3339(record["timestamp"].as_str().unwrap()).unwrap()
+}
+
+fn slots_taken_up(log: &str) -> Vec<TakenUp> {
+    (records(log, "took slots up").into_iter())
         .map(|l| TakenUp {
-            at: chrono::DateTime::parse_from_rfc3339(l["timestamp"].as_str().unwrap()).unwrap(),
+            at: at(&l),
             keys: l["fields"]["keys"].as_u64().unwrap(),
             changed: l["fields"]["changed"].as_u64().unwrap(),
         })
@@ -350,6 +358,20 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
         assert_eq!(
             changed, requeued,
             "keys patched after the kill count as changed"
+        );
+    }
+    // Each survivor that took slots up had listed them ahead, once the killed host's Lease
+    // went unrenewed for the renew deadline, before it ran out.
+    for host in hosts.iter().flatten() {
+        let log = host.log();
+        let Some(first) = (slots_taken_up(&log).iter().map(|t| t.at)).find(|t| *t > killed_at)
+        else {
+            continue;
+        };
+        let foreseen = records(&log, "members overdue");
+        assert!(
+            foreseen.iter().any(|r| at(r) > killed_at && at(r) < first),
+            "no slots listed ahead before the take-up at {first}"
         );
     }
     let takeover = (took_up - killed_at).to_std().unwrap();
