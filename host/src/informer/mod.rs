@@ -719,15 +719,13 @@ impl Informer {
         match sharding {
             Some((shards, merge_after)) => {
                 let slots = shards.cache_slots();
-                let watches = sharded::Sharded::new(
-                    &self,
+                let source = sharded::Source {
                     client,
                     resource,
                     namespace,
                     config,
-                    shards,
-                    merge_after,
-                );
+                };
+                let watches = sharded::Sharded::new(&self, source, shards, merge_after);
                 watches.run(slots).await;
             }
             None => {

@@ -52,14 +52,20 @@ struct Part {
     stop: AbortHandle,
 }
 
+/// What the watches of a sharded cache ask for, but their slots.
+pub(super) struct Source {
+    /// The client underneath: each watch asks through its own, which adds its selector.
+    pub client: kube::Client,
+    pub resource: ApiResource,
+    /// The namespace watched (`None`: all, or a cluster-scoped kind).
+    pub namespace: Option<String>,
+    pub config: watcher::Config,
+}
+
 /// The watches of one sharded cache.
 pub(super) struct Sharded<'a> {
     informer: &'a Informer,
-    /// The client underneath: each watch asks through its own, which adds its selector.
-    client: kube::Client,
-    resource: ApiResource,
-    namespace: Option<String>,
-    config: watcher::Config,
+    source: Source,
     shards: Shards,
     /// The slots the cache is to hold.
     want: CacheSlots,
@@ -80,20 +86,14 @@ pub(super) struct Sharded<'a> {
 impl<'a> Sharded<'a> {
     pub(super) fn new(
         informer: &'a Informer,
-        client: kube::Client,
-        resource: ApiResource,
-        namespace: Option<String>,
-        config: watcher::Config,
+        source: Source,
         shards: Shards,
         merge_after: Duration,
     ) -> Self {
         let want = shards.cache_version();
         Self {
             informer,
-            client,
-            resource,
-            namespace,
-            config,
+            source,
             shards,
             want,
             parts: BTreeMap::new(),
@@ -182,10 +182,11 @@ impl<'a> Sharded<'a> {
     fn start(&mut self, slots: SlotSet, merging: bool) {
         let id = self.next;
         self.next += 1;
-        let client = sharding::sharded_client(self.client.clone(), self.shards.clone(), slots);
-        let api = api(client, &self.resource, self.namespace.as_deref());
+        let source = &self.source;
+        let client = sharding::sharded_client(source.client.clone(), self.shards.clone(), slots);
+        let api = api(client, &source.resource, source.namespace.as_deref());
         let (stream, stop) = futures::stream::abortable(
-            watcher::watcher(api, self.config.clone()).default_backoff(),
+            watcher::watcher(api, source.config.clone()).default_backoff(),
         );
         self.events
             .push(stream.map(move |event| (id, event)).boxed());
