@@ -446,8 +446,8 @@ pub struct Informer {
     synced: watch::Sender<bool>,
     resource: Mutex<Option<(ApiResource, bool)>>,
     /// For a cache sharded in fact (a [`Watch::sharded`] one whose kind has the field keys are
-    /// placed by: any kind by uid, a namespaced one by namespace): the slots it last listed,
-    /// `None` until it has.
+    /// placed by: any kind by uid, a namespaced one by namespace): the slots it holds every
+    /// object of (each of its watches has listed), `None` until it does.
     shard: Mutex<Option<Option<CacheSlots>>>,
 }
 
@@ -532,8 +532,8 @@ impl Informer {
                 .is_none_or(|listed| listed.is_some_and(|at| at.holds_all_of(namespace)))
     }
 
-    /// For a sharded cache, the version of the slots it last listed (`Some(None)` while it has
-    /// listed none yet); `None` for a cache that is not sharded (yet).
+    /// For a sharded cache, the version of the slots it holds every object of (`Some(None)`
+    /// while it has listed none yet); `None` for a cache that is not sharded (yet).
     pub fn shard_version(&self) -> Option<Option<u64>> {
         lock(&self.shard).map(|listed| listed.map(|at| at.version))
     }
