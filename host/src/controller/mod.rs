@@ -304,7 +304,7 @@ impl Manager {
             if let Some(shards) = &self.shards {
                 let active = shards.active();
                 let owned = (c.watched.iter().flat_map(|w| w.entries()))
-                    .filter(|e| active.contains(entry_slot(shards, e)))
+                    .filter(|e| active.contains(e.slot(shards)))
                     .count();
                 m.shard_owned_keys
                     .get_or_create(&controller)
@@ -380,7 +380,7 @@ impl Manager {
         let (mut changed, mut queued) = (0, 0);
         for c in lock(&self.controllers).values() {
             for entry in c.watched.iter().flat_map(|w| w.entries()) {
-                let slot = entry_slot(shards, &entry);
+                let slot = entry.slot(shards);
                 if !slots.contains(slot) {
                     continue;
                 }
@@ -404,7 +404,7 @@ impl Manager {
         if let Some(shards) = &self.shards {
             for c in lock(&self.controllers).values() {
                 for entry in c.watched.iter().flat_map(|w| w.entries()) {
-                    keys[entry_slot(shards, &entry)] += 1;
+                    keys[entry.slot(shards)] += 1;
                 }
             }
         }
@@ -850,11 +850,6 @@ impl Controller {
             informers.unsubscribe(informer, *id);
         }
     }
-}
-
-/// The shard slot of a cached object of the reconciled kind.
-fn entry_slot(shards: &Shards, entry: &crate::informer::Entry) -> usize {
-    shards.slot(entry.uid_hash, entry.key.namespace(), entry.key.name())
 }
 
 /// Keeps the slot of a reconciled object deleted from a uid-sharded cache until its key is

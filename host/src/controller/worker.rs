@@ -11,7 +11,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::echoes::Echoes;
-use super::entry_slot;
 use super::outcomes::Outcomes;
 use super::{ReconcileResult, Stats, current, lock};
 use crate::applier::{self, Applier, Subject};
@@ -177,7 +176,7 @@ impl Worker {
         let cached = (self.watched.iter())
             .filter(|w| w.covers(key.namespace()))
             .find_map(|w| w.get(key));
-        cached.map(|e| entry_slot(shards, &e)).or(gone)
+        cached.map(|e| e.slot(shards)).or(gone)
     }
 
     async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> ReconcileResult {

@@ -273,6 +273,12 @@ impl Entry {
             .unwrap_or_default()
     }
 
+    /// Its shard slot, as an object of a reconciled kind in a shard group: by its uid's hash or
+    /// its key's namespace, as `shards` places keys.
+    pub fn slot(&self, shards: &Shards) -> usize {
+        shards.slot(self.uid_hash, self.key.namespace(), self.key.name())
+    }
+
     /// The owner references (none without parsing when there are none).
     pub fn owners(&self) -> Vec<Owner> {
         if self.owned {

@@ -164,9 +164,7 @@ impl<'a> Sharded<'a> {
             keep
         });
         let shards = &self.shards;
-        let given_up = |e: &Entry| {
-            !(want.slots).contains(shards.slot(e.uid_hash, e.key.namespace(), e.key.name()))
-        };
+        let given_up = |e: &Entry| !want.slots.contains(e.slot(shards));
         let cached = self.informer.sizes().0;
         let dropped = self.informer.replace_within(Vec::new(), false, given_up);
         self.scattered |= dropped > 0 && dropped * 4 >= cached;
@@ -233,9 +231,7 @@ impl<'a> Sharded<'a> {
                     self.informer.replace_within(listed, initial, |_| true);
                 } else {
                     let (slots, shards) = (part.slots, &self.shards);
-                    let within = |e: &Entry| {
-                        slots.contains(shards.slot(e.uid_hash, e.key.namespace(), e.key.name()))
-                    };
+                    let within = |e: &Entry| slots.contains(e.slot(shards));
                     self.informer.replace_within(listed, initial, within);
                 }
                 self.check_complete();
@@ -408,8 +404,7 @@ mod tests {
     }
 
     fn selector(slots: SlotSet) -> String {
-        let selector = wasmctrl_scope::shard::Selector::new(Field::Uid, slots.ranges());
-        selector.unwrap().to_string()
+        slots.selector(Field::Uid).unwrap().to_string()
     }
 
     #[tokio::test]

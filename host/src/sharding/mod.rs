@@ -147,6 +147,11 @@ impl SlotSet {
             .collect()
     }
 
+    /// The `shardSelector` for these slots of `field`'s hash; `None` when there are none.
+    pub fn selector(&self, field: shard::Field) -> Option<shard::Selector> {
+        shard::Selector::new(field, self.ranges())
+    }
+
     /// Parses what [`Display`](fmt::Display) writes (`0-84,170`); `None` if malformed.
     pub fn parse(text: &str) -> Option<Self> {
         let mut set = Self::default();
@@ -204,11 +209,6 @@ pub struct CacheSlots {
 }
 
 impl CacheSlots {
-    /// The `shardSelector` for these slots; `None` when there are none.
-    pub fn selector(&self) -> Option<shard::Selector> {
-        shard::Selector::new(self.field, self.slots.ranges())
-    }
-
     /// Whether an object with this uid and namespace belongs in the caches.
     pub fn holds(&self, uid: &str, namespace: &str) -> bool {
         let value = match self.field {
@@ -378,7 +378,7 @@ mod tests {
             slots: set,
             field: shard::Field::Namespace,
         };
-        let selector = cache.selector().unwrap().to_string();
+        let selector = set.selector(cache.field).unwrap().to_string();
         assert_eq!(
             selector,
             "shardRange(object.metadata.namespace, '0x0000000000000000', '0x0300000000000000') || shardRange(object.metadata.namespace, '0x0700000000000000', '0x0800000000000000') || shardRange(object.metadata.namespace, '0xff00000000000000', '0x10000000000000000')"
@@ -398,8 +398,7 @@ mod tests {
             ..cache
         };
         assert!(
-            by_uid
-                .selector()
+            (by_uid.slots.selector(by_uid.field))
                 .unwrap()
                 .to_string()
                 .contains("object.metadata.uid")
@@ -412,6 +411,6 @@ mod tests {
             slots: SlotSet::default(),
             ..cache
         };
-        assert!(none.selector().is_none());
+        assert!(SlotSet::default().selector(none.field).is_none());
     }
 }

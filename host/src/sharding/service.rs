@@ -16,15 +16,13 @@ use http_body_util::BodyExt as _;
 use kube::client::Body;
 use serde::Deserialize;
 
-use wasmctrl_scope::shard;
-
 use super::{Shards, SlotSet};
 
 /// A client over `client` whose GETs carry the `shardSelector` of `slots` (by `shards`' field),
 /// and that tells `shards` whether the server applied it.
 pub fn sharded_client(client: kube::Client, shards: Shards, slots: SlotSet) -> kube::Client {
     let namespace = client.default_namespace().to_string();
-    let selector = shard::Selector::new(shards.field(), slots.ranges()).map(|s| s.to_string());
+    let selector = slots.selector(shards.field()).map(|s| s.to_string());
     let service = Sharded {
         client,
         shards,
