@@ -120,7 +120,7 @@ struct Inner {
     linker: Linker<State>,
     config: Config,
     artifacts: artifacts::Artifacts,
-    permits: Permits,
+    permits: Arc<Permits>,
     pooling: bool,
 }
 
@@ -148,10 +148,12 @@ impl Runtime {
         // wasm32-wasip1 (adapted) and wasm32-wasip2 plugins import wasi:*@0.2; a deny-all
         // context (host/wasi.rs) serves them. Others never touch it.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SetupError)?;
+        // ... with waits on pollables (sleeps) ended at the call's deadline.
+        imports::wasi_poll::add_to_linker(&mut linker).map_err(SetupError)?;
         start_ticker(&engine);
         let artifacts =
             artifacts::Artifacts::new(&engine, compile_config, config.cache_dir.clone());
-        let permits = Permits::new(config.max_instances as usize);
+        let permits = Arc::new(Permits::new(config.max_instances as usize));
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
@@ -241,6 +243,7 @@ impl Runtime {
             }),
             log_throttle: Arc::default(),
             memory_peak: Default::default(),
+            _share: None,
         };
         let wit_manifest = plugin
             .call_manifest()
@@ -267,6 +270,7 @@ impl Runtime {
             scope = scope.confine(namespace);
         }
         plugin.name = Arc::from(manifest.name.as_str());
+        plugin._share = Some(self.inner.permits.load(&plugin.name));
         plugin.scope = Some(Arc::new(scope));
         plugin.manifest = Arc::new(manifest);
         Ok(plugin)
@@ -479,6 +483,9 @@ pub struct Plugin {
     memory_peak: std::sync::atomic::AtomicUsize,
     /// The most linear memory one instance may grow to.
     memory_limit: usize,
+    /// Its part in the sharing of instances among the plugins loaded (from when it is
+    /// loaded).
+    _share: Option<permits::Loaded>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -607,7 +614,7 @@ impl Plugin {
         f: impl FnOnce(&Exports, &mut Store<State>) -> wasmtime::Result<R>,
     ) -> Result<R, ErrorKind> {
         let inner = &self.runtime.inner;
-        let _permit = inner.permits.acquire();
+        let _permit = inner.permits.acquire(&self.name);
         let state = State {
             plugin: self.name.clone(),
             key: key.to_string(),
@@ -651,10 +658,11 @@ impl Plugin {
     }
 }
 
-/// Raised by the epoch callback when a call has used up its wall-clock budget.
+/// Raised by the epoch callback when a call has used up its wall-clock budget, and by a host
+/// call that waited until then.
 #[derive(Debug, thiserror::Error)]
 #[error("deadline exceeded")]
-struct DeadlineExceeded;
+pub(crate) struct DeadlineExceeded;
 
 fn classify(store: &Store<State>, e: wasmtime::Error, instantiating: bool) -> ErrorKind {
     let state = store.data();

@@ -7,6 +7,7 @@ mod sql;
 mod wasi;
 
 pub(crate) use log::Throttle;
+pub(crate) use wasi::poll as wasi_poll;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -230,3 +230,88 @@ impl AsyncWrite for Output {
         std::task::Poll::Ready(Ok(()))
     }
 }
+
+/// `wasi:io/poll` under the call's deadline. The epoch deadline interrupts wasm code only; a
+/// guest blocked in a host call (a `sleep`, which WASI turns into a wait on a pollable) would
+/// hold its instance and its permit past the deadline. This implementation, linked over
+/// wasmtime-wasi's own, waits as it does but at most until the deadline, then fails the call
+/// with [`crate::DeadlineExceeded`].
+pub(crate) mod poll {
+    use std::time::Instant;
+
+    use wasmtime::component::{HasData, Resource, ResourceTable};
+    use wasmtime_wasi::WasiView;
+    use wasmtime_wasi::p2::DynPollable;
+    use wasmtime_wasi::p2::bindings::io::poll as io;
+    use wasmtime_wasi::p2::bindings::sync::io::poll as sync;
+
+    use super::State;
+
+    /// The pollables of one call, and when the call must end.
+    pub(crate) struct Guarded<'a> {
+        table: &'a mut ResourceTable,
+        until: Instant,
+    }
+
+    pub(crate) struct Deadlined;
+
+    impl HasData for Deadlined {
+        type Data<'a> = Guarded<'a>;
+    }
+
+    fn guarded(state: &mut State) -> Guarded<'_> {
+        let until = state.started + state.deadline;
+        Guarded {
+            table: state.ctx().table,
+            until,
+        }
+    }
+
+    /// Links `wasi:io/poll` over wasmtime-wasi's (which must be linked already).
+    pub(crate) fn add_to_linker(
+        linker: &mut wasmtime::component::Linker<State>,
+    ) -> wasmtime::Result<()> {
+        linker.allow_shadowing(true);
+        let linked = sync::add_to_linker::<State, Deadlined>(linker, guarded);
+        linker.allow_shadowing(false);
+        linked
+    }
+
+    impl Guarded<'_> {
+        /// `wait` run to completion, or the call's deadline, whichever comes first.
+        fn within<T>(
+            until: Instant,
+            wait: impl Future<Output = wasmtime::Result<T>>,
+        ) -> wasmtime::Result<T> {
+            let left = until.saturating_duration_since(Instant::now());
+            wasmtime_wasi::runtime::in_tokio(async {
+                tokio::time::timeout(left, wait)
+                    .await
+                    .unwrap_or_else(|_| Err(wasmtime::Error::new(crate::DeadlineExceeded)))
+            })
+        }
+    }
+
+    impl sync::Host for Guarded<'_> {
+        fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+            let until = self.until;
+            Self::within(until, io::Host::poll(self.table, pollables))
+        }
+    }
+
+    impl sync::HostPollable for Guarded<'_> {
+        fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
+            let until = self.until;
+            Self::within(until, io::HostPollable::ready(self.table, pollable))
+        }
+
+        fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+            let until = self.until;
+            Self::within(until, io::HostPollable::block(self.table, pollable))
+        }
+
+        fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+            io::HostPollable::drop(self.table, pollable)
+        }
+    }
+}

@@ -3,7 +3,9 @@
 //! random work while files, the environment and sockets are denied.
 //!
 //! Settings: `{"file": <path to read>, "create": <path to create>, "env": <variable>, "connect":
-//! <host:port>}`; each probe reports `{"ok": ...}` or `{"error": ...}`. It also prints one line to
+//! <host:port>, "sleepMs": <ms>}`; each probe reports `{"ok": ...}` or `{"error": ...}`; with
+//! `sleepMs` it first sleeps that long (a WASI wait on a clock, which the host must end at the
+//! call's deadline). It also prints one line to
 //! stdout and one to stderr, which the host puts in its log.
 //!
 //! Written against the contract with `wit-bindgen` alone, not the SDK: what it probes is the
@@ -43,6 +45,8 @@ struct Settings {
     create: String,
     env: String,
     connect: String,
+    #[serde(rename = "sleepMs")]
+    sleep_ms: u64,
 }
 
 impl Guest for WasiProbe {
@@ -79,6 +83,9 @@ impl Guest for WasiProbe {
         };
         let key = format!("{}/{}", request.namespace, request.name);
 
+        if s.sleep_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(s.sleep_ms));
+        }
         let started = Instant::now();
         let clock = report(
             SystemTime::now()
