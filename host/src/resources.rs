@@ -31,17 +31,20 @@ pub struct PluginSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]
     pub settings: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Keys reconciled at once (default 1).
+    /// Keys reconciled at once (default: the host's `--concurrency`); the host lowers it to
+    /// its `--max-plugin-concurrency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1024))]
     pub concurrency: Option<u32>,
-    /// The deadline of one reconcile, in milliseconds.
+    /// The deadline of one reconcile, in milliseconds (at most ten minutes); the host lowers
+    /// it to its `--max-plugin-deadline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 600000))]
     pub deadline_ms: Option<u64>,
-    /// The most memory one reconcile may use, in MiB.
+    /// The most memory one reconcile may use, in MiB (at most 4096); the host lowers it to its
+    /// `--max-plugin-memory`.
     #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 4096))]
     pub memory_mib: Option<u32>,
     /// Permissions a new version may add to what the running one holds (as `wasmctrl inspect`
     /// prints them); a version asking for more than it is approved for is refused, and the

@@ -170,7 +170,13 @@ async fn a_tenants_plugin_declared_for_all_namespaces_acts_in_its_own_only() {
     );
     let setup_done = setup(&cluster, &client).await;
     let absent = dir.path().join("no-plugin-directory");
-    let serve = ["--plugin-resources", "--insecure-registry", &registry.addr];
+    let serve = [
+        "--plugin-resources",
+        "--insecure-registry",
+        &registry.addr,
+        "--tenant-registries",
+        &registry.addr,
+    ];
     let host = cluster.run_host(&absent, &serve, &[]);
     cluster.apply_yaml(&format!(
         "apiVersion: wasmctrl.io/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: hostile\n  namespace: team-a\nspec:\n  module: oci://{}/plugins/hostile:1\n  concurrency: 1\n  settings:\n    mode: scope\n    allNamespaces: true\n",

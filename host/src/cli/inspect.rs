@@ -100,9 +100,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let runtime = review_runtime()?;
     let name = args.plugin.display().to_string();
     let mut report = if name.starts_with("oci://") {
-        let pulled = super::oci::pull_blocking(&args.registry, &name)?;
+        let (pulled, component) = super::oci::pull_blocking(&args.registry, &name)?;
         let config = args.config.as_deref();
-        let plugin = load_bytes(&runtime, &name, &pulled.component, config)?;
+        let plugin = load_bytes(&runtime, &name, &component, config)?;
         let mut report = report(&plugin, config.map(Path::to_path_buf));
         report["reference"] = json!(pulled.pinned);
         report

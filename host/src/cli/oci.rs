@@ -1,12 +1,12 @@
 //! `wasmctrl push` and `wasmctrl pull`: plugins to and from OCI registries (see [`crate::oci`]).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use crate::oci::{DECLARATION_ANNOTATION, Options, Pulled, Registry};
+use crate::oci::{DECLARATION_ANNOTATION, Limits, Options, Pulled, Registry};
 
 /// How to reach a registry.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -22,6 +22,18 @@ pub struct RegistryArgs {
     /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`).
     #[arg(long, value_name = "FILE")]
     docker_config: Option<PathBuf>,
+    /// The largest plugin a pull takes: its layer's declared size is checked before the
+    /// download and its bytes while they arrive (`64Mi`, `128Mi`, `1Gi`, or bytes).
+    #[arg(long, value_name = "SIZE", default_value = "64Mi", value_parser = parse_size)]
+    max_plugin_size: u64,
+    /// How long one pull (or one resolution of a tag) may take in all (`30s`, `5m`).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_timeout)]
+    registry_timeout: std::time::Duration,
+    /// Follow a registry's redirects and token realms to loopback, link-local and private
+    /// addresses other than its own (refused by default: a registry must not make the host
+    /// read internal endpoints).
+    #[arg(long)]
+    allow_private_registry_redirects: bool,
 }
 
 impl RegistryArgs {
@@ -30,8 +42,48 @@ impl RegistryArgs {
             insecure: self.insecure.clone(),
             ca_files: self.ca_files.clone(),
             docker_config: self.docker_config.clone(),
+            limits: Limits {
+                plugin_bytes: self.max_plugin_size,
+                timeout: self.registry_timeout,
+                private_redirects: self.allow_private_registry_redirects,
+                ..Limits::default()
+            },
         }
     }
+}
+
+/// A size as Kubernetes quantities write bytes: a whole number, optionally with `Ki`, `Mi` or
+/// `Gi`.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a size (such as 64Mi, 1Gi, 1048576)"
+            ));
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (such as 64Mi, 1Gi, 1048576)"))?;
+    n.checked_mul(1 << shift)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{text:?} is not a size greater than zero that fits in 64 bits"))
+}
+
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    crate::resources::parse_duration(text).and_then(|d| {
+        (!d.is_zero())
+            .then_some(d)
+            .ok_or_else(|| "a timeout must be longer than zero".to_string())
+    })
 }
 
 /// Arguments of `wasmctrl push`.
@@ -65,12 +117,23 @@ fn block_on<T>(work: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<
         .block_on(work)
 }
 
-/// Pulls `reference` (by its digest) for a command that reads it.
-pub(crate) fn pull_blocking(registry: &RegistryArgs, reference: &str) -> anyhow::Result<Pulled> {
+/// Pulls `reference` (by its digest) into a temporary file in `dir`.
+fn pull_into(registry: &RegistryArgs, reference: &str, dir: &Path) -> anyhow::Result<Pulled> {
     block_on(async {
         let client = Registry::new(&registry.options())?;
-        Ok(client.pull(reference).await?)
+        Ok(client.pull(reference, dir).await?)
     })
+}
+
+/// Pulls `reference` (by its digest) for a command that reads it: its digest, pinned
+/// reference and component.
+pub(crate) fn pull_blocking(
+    registry: &RegistryArgs,
+    reference: &str,
+) -> anyhow::Result<(Pulled, Vec<u8>)> {
+    let pulled = pull_into(registry, reference, &std::env::temp_dir())?;
+    let component = pulled.component()?;
+    Ok((pulled, component))
 }
 
 /// Loads the plugin as the host would (refusing one that does not load), then pushes it with its
@@ -106,7 +169,6 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
 
 /// Pulls a plugin by digest and writes its component. Prints the reference pinned to the digest.
 pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
-    let pulled = pull_blocking(&args.registry, &args.reference)?;
     let output = match args.output {
         Some(path) => path,
         None => {
@@ -119,8 +181,32 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
             PathBuf::from(format!("{name}.wasm"))
         }
     };
-    std::fs::write(&output, &pulled.component)
+    // Pulled beside the output, so that writing it is a rename.
+    let dir = match output.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let pulled = pull_into(&args.registry, &args.reference, &dir)?;
+    let pinned = pulled.pinned.clone();
+    (pulled.file.persist(&output))
+        .map_err(|e| e.error)
         .with_context(|| format!("cannot write {}", output.display()))?;
-    super::say(format!("{} -> {}", pulled.pinned, output.display()));
+    super::say(format!("{pinned} -> {}", output.display()));
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_quantities_of_bytes() {
+        assert_eq!(parse_size("64Mi"), Ok(64 << 20));
+        assert_eq!(parse_size("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("2Ki"), Ok(2048));
+        for bad in ["", "0", "64M", "Mi", "-1", "99999999999Gi", "1.5Mi"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
 }

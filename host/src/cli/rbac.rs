@@ -150,10 +150,10 @@ fn resource_scopes(
                 continue;
             };
             let module = &resource.source().module;
-            let pulled = super::oci::pull_blocking(registry, module)?;
+            let (pulled, component) = super::oci::pull_blocking(registry, module)?;
             let source = format!("{} ({})", resource.describe(), pulled.digest);
             let config = resource.config();
-            let plugin = runtime.load_with(&source, &pulled.component, &config.overrides())?;
+            let plugin = runtime.load_with(&source, &component, &config.overrides())?;
             config
                 .check_narrows(plugin.manifest())
                 .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;

@@ -296,6 +296,40 @@ pub struct Args {
     plugin_resources: bool,
     #[command(flatten)]
     registry: super::oci::RegistryArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// What plugin resources may ask for (with `--plugin-resources`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PolicyArgs {
+    /// Registries a tenant's `WasmPlugin` may name: `host[:port]`, or `host[:port]/path` for
+    /// the repositories below a path. Repeatable, or comma-separated. Default: none (a
+    /// `WasmPlugin` is refused, `RegistryNotAllowed`, and nothing is fetched).
+    /// `ClusterWasmPlugin`s may name any registry.
+    #[arg(long, value_name = "HOST[/PATH]", value_delimiter = ',')]
+    tenant_registries: Vec<String>,
+    /// The most workers a plugin resource may ask for (`spec.concurrency`); more is lowered
+    /// to this, and its `Loaded` condition says so.
+    #[arg(long, value_name = "N", default_value_t = cluster_plugins::MAX_CONCURRENCY)]
+    max_plugin_concurrency: usize,
+    /// The longest reconcile deadline a plugin resource may ask for (`spec.deadlineMs`).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::resources::parse_duration)]
+    max_plugin_deadline: Duration,
+    /// The most memory per instance, in MiB, a plugin resource may ask for (`spec.memoryMiB`).
+    #[arg(long, value_name = "MIB", default_value_t = cluster_plugins::MAX_MEMORY_MIB)]
+    max_plugin_memory: usize,
+}
+
+impl PolicyArgs {
+    fn policy(&self) -> cluster_plugins::Policy {
+        cluster_plugins::Policy {
+            tenant_registries: self.tenant_registries.clone(),
+            max_concurrency: self.max_plugin_concurrency.max(1),
+            max_deadline: self.max_plugin_deadline,
+            max_memory_mib: self.max_plugin_memory.max(1),
+        }
+    }
 }
 
 /// Runs the subcommand until SIGINT/SIGTERM.
@@ -325,7 +359,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_layer(&layer)
             .build();
         let registry = if args.plugin_resources {
-            Some(Registry::new(&args.registry.options())?)
+            Some((
+                Registry::new(&args.registry.options())?,
+                args.policy.policy(),
+            ))
         } else {
             None
         };
@@ -425,8 +462,8 @@ pub(crate) struct Extras {
     pub sharding: Option<(leader::Config, shard::Field)>,
     /// Keep the host's RBAC in step with its plugins.
     pub grant: Option<Grant>,
-    /// Serve plugin resources, pulling with this client.
-    pub registry: Option<Registry>,
+    /// Serve plugin resources, pulling with this client, under this policy.
+    pub registry: Option<(Registry, cluster_plugins::Policy)>,
 }
 
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
@@ -518,9 +555,10 @@ pub(crate) async fn serve(
         ));
     }
     let grace = Duration::from_secs(args.shutdown_grace_secs);
-    let cluster_plugins = registry.map(|registry| {
+    let cluster_plugins = registry.map(|(registry, policy)| {
         let options = cluster_plugins::Options {
             registry,
+            policy,
             cache_dir: args.cache_dir.clone(),
             host_namespace: leader::own_namespace(),
             concurrency: args.concurrency,

@@ -1,7 +1,7 @@
 //! Pulled plugins kept on disk by manifest digest (`<--cache-dir>/oci/sha256-<hex>.wasm`), so a
 //! host restarted while its registry is down serves the digests it last ran. Entries are
-//! written whole (a temporary file renamed into place) and never change: a digest names one
-//! content.
+//! written whole (the pull's temporary file, verified, renamed into place) and never change: a
+//! digest names one content.
 
 use std::path::{Path, PathBuf};
 
@@ -36,22 +36,20 @@ impl Cache {
         std::fs::read(self.path(digest)?).ok()
     }
 
-    /// Keeps `component` for `digest`. Best effort: a cache that cannot be written costs a
-    /// pull at the next start, nothing else.
-    pub fn put(&self, digest: &str, component: &[u8]) {
+    /// Where a pull writes its temporary file: the cache's own directory, so that keeping
+    /// the file is a rename; without a cache, the system's temporary directory.
+    pub fn staging(&self) -> PathBuf {
+        self.dir.clone().unwrap_or_else(std::env::temp_dir)
+    }
+
+    /// Keeps the pulled component in `file` for `digest` (renamed into place). Best effort: a
+    /// cache that cannot be written costs a pull at the next start, nothing else.
+    pub fn keep(&self, digest: &str, file: tempfile::NamedTempFile) {
         let Some(path) = self.path(digest) else {
             return;
         };
-        let written = (|| {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            std::fs::create_dir_all(dir)?;
-            let mut file = tempfile::NamedTempFile::new_in(dir)?;
-            std::io::Write::write_all(&mut file, component)?;
-            file.persist(&path).map_err(|e| e.error)?;
-            Ok::<_, std::io::Error>(())
-        })();
-        if let Err(e) = written {
-            tracing::warn!(path = %path.display(), error = %e, "cannot keep a pulled plugin in the cache");
+        if let Err(e) = file.persist(&path) {
+            tracing::warn!(path = %path.display(), error = %e.error, "cannot keep a pulled plugin in the cache");
         }
     }
 }
@@ -66,7 +64,10 @@ mod tests {
         let cache = Cache::new(Some(dir.path()));
         let digest = format!("sha256:{}", "ab".repeat(32));
         assert_eq!(cache.get(&digest), None);
-        cache.put(&digest, b"component");
+        std::fs::create_dir_all(cache.staging()).unwrap();
+        let mut file = tempfile::NamedTempFile::new_in(cache.staging()).unwrap();
+        std::io::Write::write_all(&mut file, b"component").unwrap();
+        cache.keep(&digest, file);
         assert_eq!(cache.get(&digest).as_deref(), Some(&b"component"[..]));
         assert!(cache.path("sha256:../../etc/passwd").is_none());
         assert!(Cache::new(None).get(&digest).is_none());

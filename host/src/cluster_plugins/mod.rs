@@ -13,6 +13,7 @@
 //! it writes itself: its own writes would otherwise wake it forever.
 
 mod cache;
+mod policy;
 mod slot;
 mod status;
 
@@ -34,6 +35,7 @@ use crate::resources::{ClusterWasmPlugin, PluginResource, WasmPlugin};
 use crate::runtime::Runtime;
 
 pub use cache::Cache;
+pub use policy::{MAX_CONCURRENCY, MAX_DEADLINE, MAX_MEMORY_MIB, Policy};
 
 /// How plugin resources are served.
 pub struct Options {
@@ -50,6 +52,8 @@ pub struct Options {
     pub grace: Duration,
     /// Status is written only while this replica leads.
     pub leadership: Leadership,
+    /// What resources may ask for.
+    pub policy: Policy,
 }
 
 /// A watch event, as the slots need it.

@@ -166,14 +166,27 @@ impl Slot {
         report: &mut Report,
     ) -> Result<Next, Failed> {
         let source = resource.source();
-        let config = resource.config();
+        let policy = &self.shared.options.policy;
+        let (config, clamped) = policy.clamp(resource.config());
         let refresh = source
             .refresh()
             .map_err(|e| Failed::new("Pulled", "InvalidRefreshInterval", e))?;
-        let pinned = oci::reference(&source.module)
-            .map_err(|e| Failed::new("Pulled", "InvalidReference", e.to_string()))?
-            .digest()
-            .is_some();
+        let reference = oci::reference(&source.module)
+            .map_err(|e| Failed::new("Pulled", "InvalidReference", e.to_string()))?;
+        if resource.tenant().is_some()
+            && !policy.tenant_may_pull(reference.registry(), reference.repository())
+        {
+            return Err(Failed::new(
+                "Pulled",
+                "RegistryNotAllowed",
+                format!(
+                    "{}/{} is not in a registry the operator allows WasmPlugins to name (--tenant-registries); nothing was fetched",
+                    reference.registry(),
+                    reference.repository()
+                ),
+            ));
+        }
+        let pinned = reference.digest().is_some();
         let registry = self.registry(resource).await?;
 
         // 1. The digest to run, and its artifact.
@@ -211,10 +224,7 @@ impl Slot {
             );
             report.set(
                 "Loaded",
-                Verdict::yes(
-                    "Loaded",
-                    format!("{} serves", describe(&serving.plugin, &digest)),
-                ),
+                Verdict::yes("Loaded", serves(&serving.plugin, &digest, &clamped)),
             );
             self.report_serving(report);
             return self.ready(report).await.map(|()| next);
@@ -257,7 +267,7 @@ impl Slot {
             .await;
         report.set(
             "Loaded",
-            Verdict::yes("Loaded", format!("{} serves", describe(&plugin, &digest))),
+            Verdict::yes("Loaded", serves(&plugin, &digest, &clamped)),
         );
         self.event(
             resource,
@@ -304,7 +314,12 @@ impl Slot {
                 .map_err(|e| failed(format!("imagePullSecret {namespace}/{name}: {e}")))?;
             credentials.extend(auths);
         }
-        Ok(shared.options.registry.with_credentials(credentials))
+        // A tenant's pull carries its own Secrets' credentials only, never the host's.
+        let inherit = resource.tenant().is_none();
+        Ok(shared
+            .options
+            .registry
+            .with_credentials(credentials, inherit))
     }
 
     /// Resolves the module to a digest and finds its artifact: the cache's copy, else pulled
@@ -371,13 +386,15 @@ impl Slot {
             .map_err(|e| Failed::new("Pulled", "InvalidReference", e.to_string()))?
             .clone_with_digest(digest.clone())
             .to_string();
-        let pulled = registry.pull(&pinned).await.map_err(|e| pull_failure(&e))?;
-        cache.put(&digest, &pulled.component);
+        let pulled =
+            (registry.pull(&pinned, &cache.staging()).await).map_err(|e| pull_failure(&e))?;
+        let component = pulled.component().map_err(|e| pull_failure(&e))?;
+        cache.keep(&digest, pulled.file);
         report.set(
             "Pulled",
             Verdict::yes("Pulled", format!("{module} is {digest}")),
         );
-        Ok((digest, Some(pulled.component)))
+        Ok((digest, Some(component)))
     }
 
     /// Loads the component on a blocking thread under the resource's config.
@@ -630,6 +647,17 @@ fn same_status(
     strip(a) == strip(b)
 }
 
+/// `vm 1.2.0 (sha256:0123456789ab) serves`, and what of the resource's asks the ceilings
+/// lowered.
+fn serves(plugin: &Plugin, digest: &str, clamped: &[String]) -> String {
+    let serves = format!("{} serves", describe(plugin, digest));
+    if clamped.is_empty() {
+        serves
+    } else {
+        format!("{serves}; {}", clamped.join("; "))
+    }
+}
+
 /// `vm 1.2.0 (sha256:0123456789ab)`.
 fn describe(plugin: &Plugin, digest: &str) -> String {
     let short = digest.get(..19).unwrap_or(digest);
@@ -644,30 +672,25 @@ fn backoff(n: u32, max: Duration) -> Duration {
         .min(max)
 }
 
-/// A registry failure as the `Pulled` condition reports it: the reason names a digest
-/// mismatch or refused credentials, and the message carries what the registry said.
+/// A registry failure as the `Pulled` condition reports it: the reason names the failure
+/// (a digest mismatch, refused credentials, a bound exceeded), the message what the host saw,
+/// with no more of the registry's answer than its error codes and messages.
 fn pull_failure(error: &oci::Error) -> Failed {
-    let message = chain(error);
-    let lower = message.to_lowercase();
+    use oci::Error as E;
     let reason = match error {
-        oci::Error::DigestMismatch { .. } => "DigestMismatch",
-        oci::Error::Reference { .. } => "InvalidReference",
-        oci::Error::NotAPlugin { .. } => "NotAPlugin",
-        oci::Error::Unauthorized { .. } => "Unauthorized",
-        _ if lower.contains("digest")
-            && (lower.contains("expected") || lower.contains("mismatch")) =>
-        {
-            "DigestMismatch"
+        E::DigestMismatch { .. } => "DigestMismatch",
+        E::Reference { .. } => "InvalidReference",
+        E::NotAPlugin { .. } => "NotAPlugin",
+        E::Unauthorized { .. } => "Unauthorized",
+        E::TooLarge { what, .. } if what.contains("manifest") => "ManifestTooLarge",
+        E::TooLarge { .. } => "PluginTooLarge",
+        E::Timeout { .. } => "PullTimeout",
+        E::PrivateAddress { .. } => "RedirectRefused",
+        E::Registry { .. } | E::Refused { .. } | E::Transport { .. } | E::Setup { .. } => {
+            "PullFailed"
         }
-        _ if lower.contains("401")
-            || lower.contains("unauthorized")
-            || lower.contains("not authorized") =>
-        {
-            "Unauthorized"
-        }
-        _ => "PullFailed",
     };
-    Failed::new("Pulled", reason, message)
+    Failed::new("Pulled", reason, chain(error))
 }
 
 /// An error and its sources, on one line.

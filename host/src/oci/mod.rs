@@ -5,9 +5,15 @@
 //! here rather than with `oci-wasm`, whose `wit-component` is another release than the one
 //! wasmtime brings (a second copy of the wasm tooling in every build, for one small JSON file).
 //!
-//! A tag is resolved to a manifest digest once, and that digest is what is pulled: every blob
-//! is checked against its digest (`oci-client` hashes each as it arrives) and the manifest
-//! against the digest it was asked by.
+//! A tag is resolved to a manifest digest once, and that digest is what is pulled: the manifest
+//! is checked against the digest it was asked by and the layer against its own, every answer
+//! bounded in size and time ([`pull`]), and a registry sent on to a private address refused
+//! ([`guard`]). Pushing is `oci-client`'s.
+
+mod guard;
+mod pull;
+
+pub use pull::{Limits, MANIFEST_BYTES, PLUGIN_BYTES, TIMEOUT};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,6 +44,8 @@ pub struct Options {
     /// The docker `config.json` to take credentials from; `None`: `$DOCKER_CONFIG/config.json`,
     /// else `~/.docker/config.json`, when it exists.
     pub docker_config: Option<PathBuf>,
+    /// What a pull may take from a registry.
+    pub limits: Limits,
 }
 
 /// Why a registry operation failed, naming the reference.
@@ -59,14 +67,63 @@ pub enum Error {
         /// What the registry (or the connection) said.
         source: oci_client::errors::OciDistributionError,
     },
-    /// The registry refused the credentials (or asked for some): HTTP 401, with what the
-    /// registry said.
+    /// The registry refused the credentials (or asked for some): HTTP 401 or 403, with the
+    /// registry's error codes.
     #[error("{reference}: the registry refused the credentials: {answer}")]
     Unauthorized {
         /// As given.
         reference: String,
-        /// The registry's status line and body (its error envelope).
+        /// The status and the registry's error codes and messages (never the rest of a body).
         answer: String,
+    },
+    /// The registry answered with an error status.
+    #[error("{reference}: the registry answered {answer}")]
+    Refused {
+        /// As given.
+        reference: String,
+        /// The status and the registry's error codes and messages (never the rest of a body).
+        answer: String,
+    },
+    /// The registry could not be reached, did not answer in time, or sent the client on to
+    /// an address refused.
+    #[error("{reference}: {reason}")]
+    Transport {
+        /// As given.
+        reference: String,
+        /// What failed, without URLs.
+        reason: String,
+    },
+    /// The registry sent the pull on (a redirect, a token realm) to a loopback, link-local or
+    /// private address other than its own.
+    #[error("{reference}: {}", guard::PrivateTarget)]
+    PrivateAddress {
+        /// As given.
+        reference: String,
+    },
+    /// The pull took longer than `--registry-timeout`.
+    #[error("{reference}: the pull took longer than --registry-timeout ({}s)", limit.as_secs_f64())]
+    Timeout {
+        /// As given.
+        reference: String,
+        /// The limit.
+        limit: std::time::Duration,
+    },
+    /// Something the registry sent is larger than it may be.
+    #[error(
+        "{reference}: {what} is larger than {flag} allows ({limit} bytes){}",
+        size.map(|s| format!("; it declares {s} bytes")).unwrap_or_default()
+    )]
+    TooLarge {
+        /// As given.
+        reference: String,
+        /// What was too large (`the manifest`, `the plugin layer`).
+        what: &'static str,
+        /// The size it declared, when it declared one.
+        size: Option<u64>,
+        /// The bound, in bytes.
+        limit: u64,
+        /// What sets the bound.
+        flag: &'static str,
     },
     /// The artifact is not a wasm component artifact.
     #[error("{reference}: not a wasm plugin artifact: {reason}")]
@@ -106,16 +163,27 @@ pub struct Pushed {
 }
 
 /// A plugin pulled from a registry.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Pulled {
     /// The manifest's digest it was pulled by.
     pub digest: String,
     /// The reference pinned to it.
     pub pinned: String,
-    /// The component.
-    pub component: Vec<u8>,
+    /// The component, verified, in a temporary file in the directory the pull was asked to
+    /// write to: persist it, or read it.
+    pub file: tempfile::NamedTempFile,
     /// The manifest's annotations.
     pub annotations: BTreeMap<String, String>,
+}
+
+impl Pulled {
+    /// The component's bytes (at most `--max-plugin-size`).
+    pub fn component(&self) -> Result<Vec<u8>, Error> {
+        std::fs::read(self.file.path()).map_err(|e| Error::Setup {
+            path: self.file.path().display().to_string(),
+            reason: e.to_string(),
+        })
+    }
 }
 
 /// Parses `oci://registry/repository:tag` (or without the scheme; `@sha256:...` pins it).
@@ -138,6 +206,7 @@ pub struct Registry {
     credentials: BTreeMap<String, RegistryAuth>,
     insecure: Vec<String>,
     certificates: Vec<Vec<u8>>,
+    limits: Limits,
 }
 
 impl Registry {
@@ -158,6 +227,7 @@ impl Registry {
             options.insecure.clone(),
             certificates,
             credentials,
+            options.limits.clone(),
         ))
     }
 
@@ -165,6 +235,7 @@ impl Registry {
         insecure: Vec<String>,
         certificates: Vec<Vec<u8>>,
         credentials: BTreeMap<String, RegistryAuth>,
+        limits: Limits,
     ) -> Self {
         let config = ClientConfig {
             protocol: ClientProtocol::HttpsExcept(insecure.clone()),
@@ -181,16 +252,31 @@ impl Registry {
             credentials,
             insecure,
             certificates,
+            limits,
         }
     }
 
-    /// A client of its own with the same registries and authorities, and `credentials` (by
-    /// registry `host[:port]`, as [`parse_docker_config`] returns them) taking precedence over
-    /// the docker config's.
-    pub fn with_credentials(&self, credentials: BTreeMap<String, RegistryAuth>) -> Self {
-        let mut merged = self.credentials.clone();
+    /// A client of its own with the same registries, authorities and limits, and
+    /// `credentials` (by registry `host[:port]`, as [`parse_docker_config`] returns them)
+    /// taking precedence over the docker config's, or, without `inherit`, alone: a tenant's
+    /// pull never rides on the operator's credentials.
+    pub fn with_credentials(
+        &self,
+        credentials: BTreeMap<String, RegistryAuth>,
+        inherit: bool,
+    ) -> Self {
+        let mut merged = if inherit {
+            self.credentials.clone()
+        } else {
+            BTreeMap::new()
+        };
         merged.extend(credentials);
-        Self::build(self.insecure.clone(), self.certificates.clone(), merged)
+        Self::build(
+            self.insecure.clone(),
+            self.certificates.clone(),
+            merged,
+            self.limits.clone(),
+        )
     }
 
     /// The credentials for `reference`'s registry: the docker config's, else anonymous.
@@ -224,11 +310,11 @@ impl Registry {
             .await
         {
             Ok(pushed) => pushed,
-            Err(source) => return Err(self.failed(reference, &auth, source).await),
+            Err(source) => return Err(Self::failed(reference, source)),
         };
         let digest = match self.client.fetch_manifest_digest(&target, &auth).await {
             Ok(digest) => digest,
-            Err(source) => return Err(self.failed(reference, &auth, source).await),
+            Err(source) => return Err(Self::failed(reference, source)),
         };
         tracing::debug!(manifest = %pushed.manifest_url, %digest, "pushed");
         Ok(Pushed {
@@ -237,118 +323,102 @@ impl Registry {
         })
     }
 
-    /// Resolves `reference` to its manifest digest (a pinned reference is its own).
+    /// Resolves `reference` to its manifest digest (a pinned reference is its own), within
+    /// `--registry-timeout`.
     pub async fn resolve(&self, reference: &str) -> Result<String, Error> {
-        self.digest(&self::reference(reference)?, reference).await
-    }
-
-    /// The manifest digest `target` (parsed from `reference`) names, asked of the registry for
-    /// a tag.
-    async fn digest(&self, target: &Reference, reference: &str) -> Result<String, Error> {
+        let target = self::reference(reference)?;
         if let Some(digest) = target.digest() {
             return Ok(digest.to_string());
         }
-        let auth = self.auth(target);
-        match self.client.fetch_manifest_digest(target, &auth).await {
-            Ok(digest) => Ok(digest),
-            Err(source) => Err(self.failed(reference, &auth, source).await),
-        }
+        let tag = target.tag().unwrap_or("latest");
+        self.bounded(reference, async {
+            self.session(&target, reference)?.resolve(tag).await
+        })
+        .await
     }
 
-    /// The error for a failed request about `reference`. A refusal of the credentials is asked
-    /// again, plainly, for the registry's own words: `oci-client` reports only the URL.
-    async fn failed(
+    /// Pulls the plugin `reference` names, its tag resolved to a digest first, into a
+    /// temporary file in `dir` (beside where it will be kept, so keeping it is a rename): the
+    /// manifest checked against the digest and bounded, the layer's declared size bounded
+    /// before the download and its bytes while they stream, all within `--registry-timeout`.
+    pub async fn pull(&self, reference: &str, dir: &Path) -> Result<Pulled, Error> {
+        let target = self::reference(reference)?;
+        self.bounded(reference, async {
+            let mut session = self.session(&target, reference)?;
+            let digest = match target.digest() {
+                Some(digest) => digest.to_string(),
+                None => session.resolve(target.tag().unwrap_or("latest")).await?,
+            };
+            if !pull::is_sha256(&digest) {
+                return Err(Error::NotAPlugin {
+                    reference: reference.to_string(),
+                    reason: "only sha256 digests are pulled".into(),
+                });
+            }
+            let layer = session.pull(&digest, dir).await?;
+            Ok(Pulled {
+                pinned: pinned(&target, &digest),
+                digest: layer.digest,
+                file: layer.file,
+                annotations: layer.annotations,
+            })
+        })
+        .await
+    }
+
+    /// One pull's session with `target`'s registry.
+    fn session<'a>(
+        &'a self,
+        target: &Reference,
+        reference: &'a str,
+    ) -> Result<pull::Session<'a>, Error> {
+        let registry = target.resolve_registry();
+        let scheme = if self.insecure.iter().any(|r| r == registry) {
+            "http"
+        } else {
+            "https"
+        };
+        pull::Session::new(
+            scheme,
+            registry,
+            target.repository(),
+            self.auth(target),
+            &self.certificates,
+            &self.limits,
+            reference,
+        )
+    }
+
+    /// `work` within `--registry-timeout`.
+    async fn bounded<T>(
         &self,
         reference: &str,
-        auth: &RegistryAuth,
-        source: oci_client::errors::OciDistributionError,
-    ) -> Error {
-        use oci_client::errors::OciDistributionError as E;
-        let url = match &source {
-            E::UnauthorizedError { url } => url.clone(),
-            _ => {
-                return Error::Registry {
-                    reference: reference.to_string(),
-                    source,
-                };
-            }
-        };
-        let answer = match self.ask(&url, auth).await {
-            Ok(answer) => answer,
-            Err(e) => format!("401 Unauthorized at {url} ({e} when asking again)"),
-        };
-        Error::Unauthorized {
-            reference: reference.to_string(),
-            answer,
-        }
-    }
-
-    /// `GET url` with `auth` as HTTP basic or bearer credentials: the status line and the
-    /// first 512 bytes of the body.
-    async fn ask(&self, url: &str, auth: &RegistryAuth) -> Result<String, reqwest::Error> {
-        let mut client = reqwest::Client::builder();
-        for pem in &self.certificates {
-            if let Ok(certificate) = reqwest::Certificate::from_pem(pem) {
-                client = client.add_root_certificate(certificate);
-            }
-        }
-        let request = client.build()?.get(url);
-        let request = match auth {
-            RegistryAuth::Basic(user, password) => request.basic_auth(user, Some(password)),
-            RegistryAuth::Bearer(token) => request.bearer_auth(token),
-            _ => request,
-        };
-        let response = request.send().await?;
-        let status = response.status();
-        let body = response.text().await?;
-        let body = body.trim();
-        let body = body.get(..512.min(body.len())).unwrap_or(body);
-        Ok(format!("{status}: {body}"))
-    }
-
-    /// Pulls the plugin `reference` names: its tag resolved to a digest first, every blob
-    /// checked against its digest.
-    pub async fn pull(&self, reference: &str) -> Result<Pulled, Error> {
-        let target = self::reference(reference)?;
-        let digest = self.digest(&target, reference).await?;
-        let by_digest = target.clone_with_digest(digest.clone());
-        let auth = self.auth(&target);
-        let image = match (self.client)
-            .pull(&by_digest, &auth, vec![LAYER_MEDIA_TYPE])
+        work: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::time::timeout(self.limits.timeout, work)
             .await
-        {
-            Ok(image) => image,
-            Err(source) => return Err(self.failed(reference, &auth, source).await),
-        };
-        if let Some(actual) = image.digest.as_ref().filter(|d| **d != digest) {
-            return Err(Error::DigestMismatch {
+            .unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    reference: reference.to_string(),
+                    limit: self.limits.timeout,
+                })
+            })
+    }
+
+    /// The error for a failed push request about `reference` (the operator's own registry;
+    /// `oci-client` reports a refusal of the credentials by its URL only).
+    fn failed(reference: &str, source: oci_client::errors::OciDistributionError) -> Error {
+        use oci_client::errors::OciDistributionError as E;
+        match source {
+            E::UnauthorizedError { .. } => Error::Unauthorized {
                 reference: reference.to_string(),
-                expected: digest,
-                actual: actual.clone(),
-            });
+                answer: "HTTP 401".into(),
+            },
+            source => Error::Registry {
+                reference: reference.to_string(),
+                source,
+            },
         }
-        let not_a_plugin = |reason: String| Error::NotAPlugin {
-            reference: reference.to_string(),
-            reason,
-        };
-        if image.config.media_type != CONFIG_MEDIA_TYPE {
-            return Err(not_a_plugin(format!(
-                "its config is {}, not {CONFIG_MEDIA_TYPE}",
-                image.config.media_type
-            )));
-        }
-        let [layer] = <[ImageLayer; 1]>::try_from(image.layers).map_err(|layers| {
-            not_a_plugin(format!("{} layers, not one component", layers.len()))
-        })?;
-        let annotations = (image.manifest)
-            .and_then(|m| m.annotations)
-            .unwrap_or_default();
-        Ok(Pulled {
-            pinned: pinned(&target, &digest),
-            digest,
-            component: layer.data.to_vec(),
-            annotations,
-        })
     }
 }
 
