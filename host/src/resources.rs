@@ -55,6 +55,11 @@ pub struct PluginSource {
     /// `ClusterWasmPlugin`, the host's), holding the registry's credentials.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<SecretReference>,
+    /// Verify the plugin's signature (cosign's keyed format) before it loads: a digest not
+    /// signed by one of these keys is `Verified=False` and never loads; what serves keeps
+    /// serving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verification>,
     /// How often a tag is resolved again to the digest it points to (`5m`, `1h`); a pinned
     /// reference is never. Default 5m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,6 +76,38 @@ fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
     })
+}
+
+/// The keys a plugin's signature is verified with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct Verification {
+    /// A signature by any of these verifies.
+    #[schemars(length(min = 1))]
+    pub keys: Vec<VerificationKey>,
+}
+
+/// One public key: given inline, or in a Secret.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationKey {
+    /// An ECDSA P-256 public key, PEM (`-----BEGIN PUBLIC KEY-----`, as cosign writes
+    /// `cosign.pub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<String>,
+    /// The key in a Secret of the resource's namespace (for a `ClusterWasmPlugin`, the
+    /// host's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeyReference>,
+}
+
+/// A key of a Secret.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct SecretKeyReference {
+    /// The Secret's name.
+    pub name: String,
+    /// The key in its data (default `cosign.pub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// A Secret by name.

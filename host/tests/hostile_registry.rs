@@ -20,7 +20,6 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use common::process::Cluster;
-use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 /// Text that must never reach a status, an event or a log line.
@@ -201,11 +200,9 @@ fn peak_rss_mib(pid: u32) -> f64 {
 /// The `Pulled` condition of WasmPlugin `team-a/<name>` once it is False: reason and message.
 async fn pulled_false(cluster: &Cluster, name: &str) -> (String, String) {
     common::eventually(90, &format!("WasmPlugin {name} Pulled=False"), || async {
-        let object = cluster.get_json(&["wasmplugin", name, "-n", "team-a"])?;
-        let conditions = object["status"]["conditions"].as_array()?.clone();
-        let pulled = conditions.iter().find(|c| c["type"] == "Pulled")?;
-        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-        (pulled["status"] == "False").then(|| (text(&pulled["reason"]), text(&pulled["message"])))
+        let (status, reason, message) =
+            cluster.condition(&["wasmplugin", name, "-n", "team-a"], "Pulled")?;
+        (status == "False").then_some((reason, message))
     })
     .await
 }

@@ -80,22 +80,6 @@ fn rbac(registry: &Registry, resources: Option<&Path>) -> String {
     wasmctrl(&args)
 }
 
-/// A condition of a plugin resource (`kind`: `cwp` or `wp -n <ns>`): status, reason, message.
-fn condition(cluster: &Cluster, args: &[&str], type_: &str) -> Option<(String, String, String)> {
-    let object = cluster.get_json(args)?;
-    let found = object["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)?
-        .clone();
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    Some((
-        text(&found["status"]),
-        text(&found["reason"]),
-        text(&found["message"]),
-    ))
-}
-
 /// Waits until the resource's condition `type_` has `status` (and `reason`, if given).
 async fn wait_condition(
     cluster: &Cluster,
@@ -106,7 +90,7 @@ async fn wait_condition(
 ) -> (String, String, String) {
     let what = format!("{args:?} {type_}={status} {reason:?}");
     common::eventually(90, &what, || async {
-        let found = condition(cluster, args, type_)?;
+        let found = cluster.condition(args, type_)?;
         (found.0 == status && reason.is_none_or(|r| r == found.1)).then_some(found)
     })
     .await
@@ -187,7 +171,7 @@ async fn a_cluster_plugin_by_tag_is_granted_refreshed_pinned_and_served_from_cac
     ] {
         assert!(missing.contains(rule), "{rule} in: {missing}");
     }
-    let (ready, _, _) = condition(&cluster, &cwp, "Ready").unwrap();
+    let (ready, _, _) = cluster.condition(&cwp, "Ready").unwrap();
     assert_eq!(ready, "False");
     let events = cluster.kubectl_ok(&[
         "get",
@@ -256,7 +240,7 @@ async fn a_cluster_plugin_by_tag_is_granted_refreshed_pinned_and_served_from_cac
         second.as_str(),
         "the running version keeps serving"
     );
-    assert_eq!(condition(&cluster, &cwp, "Ready").unwrap().0, "True");
+    assert_eq!(cluster.condition(&cwp, "Ready").unwrap().0, "True");
     create_vm(&cluster, "vm-8");
     vm_reconciled(&cluster, "vm-8").await;
     // Its only complaints are the refusals the test provoked.
@@ -381,7 +365,7 @@ async fn a_large_plugin_pulls_over_tls_with_image_pull_secrets_and_wrong_ones_sh
         message.contains("HTTP 401") && message.contains("UNAUTHORIZED: "),
         "the registry's answer: {message}"
     );
-    assert_eq!(condition(&cluster, &wrong, "Ready").unwrap().0, "False");
+    assert_eq!(cluster.condition(&wrong, "Ready").unwrap().0, "False");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,7 +408,7 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
     let cwp = ["clusterwasmplugin", "thing"];
     wait_condition(&cluster, &cwp, "Ready", "True", None).await;
     // Within the CRD's bound but past the host's ceiling: served at the ceiling, and said.
-    let (_, _, loaded) = condition(&cluster, &cwp, "Loaded").unwrap();
+    let (_, _, loaded) = cluster.condition(&cwp, "Loaded").unwrap();
     assert!(
         loaded.contains("concurrency 1000 lowered to 16 (--max-plugin-concurrency)"),
         "{loaded}"
@@ -453,15 +437,8 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
     // Meanwhile the first version serves.
     let status = cluster.get_json(&cwp).unwrap()["status"].clone();
     assert_eq!(status["digest"], first.as_str());
-    assert_eq!(condition(&cluster, &cwp, "Ready").unwrap().0, "True");
-    cluster.apply_yaml(
-        "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: before\n  namespace: default\n",
-    );
-    common::eventually(60, "the first version reconciling", || async {
-        let thing = cluster.get_json(&["thing", "before", "-n", "default"])?;
-        (thing["status"]["phase"] == "Ready").then_some(())
-    })
-    .await;
+    assert_eq!(cluster.condition(&cwp, "Ready").unwrap().0, "True");
+    common::things::create_reconciled(&cluster, "before").await;
 
     // Approved, the second version serves and owns its ConfigMaps.
     let patch = serde_json::json!({"spec": {"approve": unapproved}}).to_string();
@@ -496,7 +473,7 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
     })
     .await;
     assert_eq!(status["digest"], second.as_str());
-    assert_eq!(condition(&cluster, &cwp, "Ready").unwrap().0, "True");
+    assert_eq!(cluster.condition(&cwp, "Ready").unwrap().0, "True");
     drop(host);
 }
 

@@ -63,6 +63,8 @@ enum Command {
     Push(oci::PushArgs),
     /// Pull a plugin from an OCI registry, by digest.
     Pull(oci::PullArgs),
+    /// Sign a plugin in an OCI registry with a key, as `cosign sign --key` does.
+    Sign(oci::SignArgs),
     /// Print the least-privilege RBAC (ServiceAccount, Roles, bindings) for a plugin directory.
     Rbac(rbac::Args),
     /// Print the CRDs of WasmPlugin and ClusterWasmPlugin (plugins as cluster resources).
@@ -94,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Push(args) => oci::push(args),
         Command::Pull(args) => oci::pull(args),
+        Command::Sign(args) => oci::sign(args),
         Command::Rbac(args) => rbac::run(args),
         Command::Crds => crate::resources::crds_yaml()
             .map_err(anyhow::Error::from)

@@ -93,8 +93,46 @@ pub struct PushArgs {
     plugin: PathBuf,
     /// Where to push it: `[oci://]registry/repository:tag`.
     reference: String,
+    /// Also sign it with this key (ECDSA P-256, unencrypted PKCS#8 PEM), as `wasmctrl sign`.
+    #[arg(long, value_name = "KEY")]
+    sign: Option<PathBuf>,
     #[command(flatten)]
     registry: RegistryArgs,
+}
+
+/// Arguments of `wasmctrl sign`.
+#[derive(Debug, clap::Args)]
+pub struct SignArgs {
+    /// The plugin to sign: `[oci://]registry/repository:tag` or `...@sha256:<digest>` (a tag
+    /// is resolved to its digest, and the digest is signed).
+    reference: String,
+    /// The private key (ECDSA P-256, unencrypted PKCS#8 PEM, as `openssl genpkey -algorithm
+    /// EC -pkeyopt ec_paramgen_curve:P-256` writes; its public key, `openssl pkey -pubout`, is
+    /// what `spec.verify.keys` takes). cosign's encrypted key files are not read.
+    #[arg(long, value_name = "KEY")]
+    key: PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// The signing key in `path`.
+fn signing_key(path: &Path) -> anyhow::Result<crate::oci::sign::SigningKey> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read key {}", path.display()))?;
+    crate::oci::sign::SigningKey::from_pem(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Signs the manifest a reference names and pushes the signature in cosign's format. Prints the
+/// signature's reference.
+pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
+    let key = signing_key(&args.key)?;
+    let signature = block_on(async {
+        let client = Registry::new(&args.registry.options())?;
+        Ok(client.sign(&args.reference, &key).await?)
+    })?;
+    super::say(&signature);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Arguments of `wasmctrl pull`.
@@ -157,11 +195,14 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         ),
         (DECLARATION_ANNOTATION.into(), declaration.to_string()),
     ]);
+    let key = args.sign.as_deref().map(signing_key).transpose()?;
     let pushed = block_on(async {
         let client = Registry::new(&args.registry.options())?;
-        Ok(client
-            .push(&args.reference, &component, annotations)
-            .await?)
+        let pushed = (client.push(&args.reference, &component, annotations)).await?;
+        if let Some(key) = &key {
+            client.sign(&pushed.pinned, key).await?;
+        }
+        Ok(pushed)
     })?;
     super::say(&pushed.pinned);
     Ok(ExitCode::SUCCESS)

@@ -319,6 +319,10 @@ pub struct PolicyArgs {
     /// The most memory per instance, in MiB, a plugin resource may ask for (`spec.memoryMiB`).
     #[arg(long, value_name = "MIB", default_value_t = cluster_plugins::MAX_MEMORY_MIB)]
     max_plugin_memory: usize,
+    /// Load a plugin resource's plugin only when its digest is signed (cosign's keyed format)
+    /// by a key its `spec.verify.keys` names; a resource naming none is `Verified=False`.
+    #[arg(long)]
+    require_signatures: bool,
 }
 
 impl PolicyArgs {
@@ -328,6 +332,7 @@ impl PolicyArgs {
             max_concurrency: self.max_plugin_concurrency.max(1),
             max_deadline: self.max_plugin_deadline,
             max_memory_mib: self.max_plugin_memory.max(1),
+            require_signatures: self.require_signatures,
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct Policy {
     pub max_deadline: Duration,
     /// One instance's memory at most, in MiB.
     pub max_memory_mib: usize,
+    /// Every resource must name keys its plugin's signature verifies with.
+    pub require_signatures: bool,
 }
 
 /// `--max-plugin-concurrency`'s default.
@@ -35,6 +37,7 @@ impl Default for Policy {
             max_concurrency: MAX_CONCURRENCY,
             max_deadline: MAX_DEADLINE,
             max_memory_mib: MAX_MEMORY_MIB,
+            require_signatures: false,
         }
     }
 }

@@ -206,6 +206,12 @@ impl Slot {
             }
             Err(failed) => return Err(failed),
         };
+        // ... signed by a key the resource gives, when it gives any (or the host requires
+        // it): checked at every pass, so changed keys apply at once.
+        if let Err(failed) = self.verify(resource, &registry, &digest, report).await {
+            self.report_serving(report);
+            return Err(failed);
+        }
         let next = if pinned {
             Next::Idle
         } else {
@@ -276,7 +282,7 @@ impl Slot {
             &format!("{} serves", describe(&plugin, &digest)),
         )
         .await;
-        let from_cache = (report.verdicts[0].as_ref()).is_some_and(|v| v.reason == "FromCache");
+        let from_cache = (report.get("Pulled")).is_some_and(|v| v.reason == "FromCache");
         self.serving = Some(Serving {
             plugin,
             digest,
@@ -320,6 +326,101 @@ impl Slot {
             .options
             .registry
             .with_credentials(credentials, inherit))
+    }
+
+    /// Whether `digest` is signed (cosign's keyed format) by one of the keys the resource's
+    /// `spec.verify.keys` gives; with none given, whether the host requires signatures.
+    async fn verify(
+        &self,
+        resource: &PluginResource,
+        registry: &Registry,
+        digest: &str,
+        report: &mut Report,
+    ) -> Result<(), Failed> {
+        let given = (resource.source().verify.as_ref()).map_or(&[][..], |v| &v.keys[..]);
+        if given.is_empty() {
+            if self.shared.options.policy.require_signatures {
+                return Err(Failed::new(
+                    "Verified",
+                    "KeysRequired",
+                    "the host loads only signed plugins (--require-signatures): name the keys in spec.verify.keys",
+                ));
+            }
+            report.set(
+                "Verified",
+                Verdict::yes(
+                    "NotRequired",
+                    "no spec.verify.keys, and signatures are not required",
+                ),
+            );
+            return Ok(());
+        }
+        let keys = self.keys(resource, given).await?;
+        let module = &resource.source().module;
+        let signatures = registry.signatures(module, digest).await.map_err(|e| {
+            Failed::new(
+                "Verified",
+                "SignatureUnavailable",
+                format!("cannot read the signatures: {}", chain(&e)),
+            )
+        })?;
+        oci::sign::verify(&keys, digest, &signatures).map_err(|e| {
+            let reason = match e {
+                oci::sign::Unverified::Missing { .. } => "SignatureMissing",
+                oci::sign::Unverified::Invalid { .. } => "SignatureInvalid",
+            };
+            Failed::new("Verified", reason, e.to_string())
+        })?;
+        report.set(
+            "Verified",
+            Verdict::yes(
+                "Verified",
+                format!("{digest} is signed by a key of spec.verify.keys"),
+            ),
+        );
+        Ok(())
+    }
+
+    /// The public keys `given` names: inline, or read from Secrets of the resource's namespace
+    /// (a `ClusterWasmPlugin`'s: the host's) at every pass, so a rotated key applies at once.
+    async fn keys(
+        &self,
+        resource: &PluginResource,
+        given: &[crate::resources::VerificationKey],
+    ) -> Result<Vec<oci::sign::PublicKey>, Failed> {
+        let failed = |message: String| Failed::new("Verified", "InvalidKey", message);
+        let namespace = resource.secrets_namespace(&self.shared.options.host_namespace);
+        let secrets: Api<Secret> = Api::namespaced(self.shared.client.clone(), namespace);
+        let mut keys = Vec::new();
+        for (i, key) in given.iter().enumerate() {
+            let text = match (&key.public_key, &key.secret_ref) {
+                (Some(pem), None) => pem.clone(),
+                (None, Some(reference)) => {
+                    let field = reference.key.as_deref().unwrap_or("cosign.pub");
+                    let name = &reference.name;
+                    let secret = secrets.get(name).await.map_err(|e| {
+                        failed(format!(
+                            "spec.verify.keys[{i}]: Secret {namespace}/{name}: {e}"
+                        ))
+                    })?;
+                    let data = (secret.data.as_ref()).and_then(|d| d.get(field)).ok_or_else(|| {
+                        failed(format!(
+                            "spec.verify.keys[{i}]: Secret {namespace}/{name} has no key {field}"
+                        ))
+                    })?;
+                    String::from_utf8_lossy(&data.0).into_owned()
+                }
+                _ => {
+                    return Err(failed(format!(
+                        "spec.verify.keys[{i}]: give exactly one of publicKey and secretRef"
+                    )));
+                }
+            };
+            let key = oci::sign::PublicKey::from_pem(&text)
+                .map_err(|e| failed(format!("spec.verify.keys[{i}]: {e}")))?;
+            keys.push(key);
+        }
+        Ok(keys)
     }
 
     /// Resolves the module to a digest and finds its artifact: the cache's copy, else pulled
@@ -543,7 +644,7 @@ impl Slot {
 
     /// Writes the status (while leading), and an event for each condition that turned false.
     async fn finish(&mut self, resource: &PluginResource, mut report: Report) {
-        if report.verdicts[3].is_none() {
+        if report.get("Ready").is_none() {
             let ready = match (&self.serving, report.first_failure()) {
                 (Some(serving), Some((type_, failed))) => Verdict::yes(
                     "Serving",
@@ -565,7 +666,7 @@ impl Slot {
                 continue;
             };
             let before = self.reported.as_ref().and_then(|r| r.verdicts[i].as_ref());
-            if before != Some(verdict) && i != 3 {
+            if before != Some(verdict) && super::status::TYPES[i] != "Ready" {
                 let note = format!("{}: {}", verdict.reason, verdict.message);
                 self.event(resource, true, verdict.reason.as_str(), &note)
                     .await;

@@ -1,7 +1,9 @@
-//! What the host writes in a plugin resource's status: the four conditions, and what serves.
+//! What the host writes in a plugin resource's status: the five conditions, and what serves.
 //!
 //! - `Pulled`: the module's digest was resolved and its artifact is at hand (pulled and
-//!   verified, or kept in the cache);
+//!   checked against its digest, or kept in the cache);
+//! - `Verified`: the digest is signed by a key the resource gives (`spec.verify.keys`), or no
+//!   signature is asked for;
 //! - `PermissionsGranted`: the version is approved and the host's identity may make every
 //!   request it implies (the preflight);
 //! - `Loaded`: the version loaded and now serves;
@@ -13,7 +15,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use crate::resources::WasmPluginStatus;
 
 /// The condition types, in the order they are written.
-pub const TYPES: [&str; 4] = ["Pulled", "PermissionsGranted", "Loaded", "Ready"];
+pub const TYPES: [&str; 5] = [
+    "Pulled",
+    "Verified",
+    "PermissionsGranted",
+    "Loaded",
+    "Ready",
+];
 
 /// One condition as decided, before its timestamps.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +59,7 @@ impl Verdict {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     /// By index into [`TYPES`].
-    pub verdicts: [Option<Verdict>; 4],
+    pub verdicts: [Option<Verdict>; 5],
     /// The manifest digest serving.
     pub digest: Option<String>,
     /// The serving plugin's version.
@@ -66,6 +74,12 @@ impl Report {
         if let Some(i) = TYPES.iter().position(|t| *t == type_) {
             self.verdicts[i] = Some(verdict);
         }
+    }
+
+    /// Condition `type_` as decided, if it was.
+    pub fn get(&self, type_: &str) -> Option<&Verdict> {
+        let i = TYPES.iter().position(|t| *t == type_)?;
+        self.verdicts[i].as_ref()
     }
 
     /// The first false condition, which is what `Ready` reports when nothing serves.
@@ -145,8 +159,8 @@ mod tests {
         report.set("Pulled", Verdict::yes("Pulled", "ok"));
         report.set("Loaded", Verdict::no("LoadFailed", "broken"));
         let first = report.status(None, Some(1), at(10));
-        assert_eq!(first.conditions.len(), 4);
-        assert_eq!(first.conditions[1].status, "Unknown");
+        assert_eq!(first.conditions.len(), 5);
+        assert_eq!(first.conditions[2].status, "Unknown");
         assert_eq!(report.first_failure().unwrap().0, "Loaded");
         report.set("Loaded", Verdict::yes("Loaded", "fine"));
         let second = report.status(Some(&first), Some(2), at(20));
@@ -156,7 +170,7 @@ mod tests {
             "Pulled stayed True"
         );
         assert_eq!(
-            second.conditions[2].last_transition_time,
+            second.conditions[3].last_transition_time,
             at(20),
             "Loaded turned True"
         );

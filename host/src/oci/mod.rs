@@ -12,6 +12,7 @@
 
 mod guard;
 mod pull;
+pub mod sign;
 
 pub use pull::{Limits, MANIFEST_BYTES, PLUGIN_BYTES, TIMEOUT};
 
@@ -81,6 +82,8 @@ pub enum Error {
     Refused {
         /// As given.
         reference: String,
+        /// The HTTP status.
+        status: u16,
         /// The status and the registry's error codes and messages (never the rest of a body).
         answer: String,
     },
@@ -364,6 +367,82 @@ impl Registry {
             })
         })
         .await
+    }
+
+    /// The signatures cosign's format keeps for manifest `digest` of `reference`'s repository
+    /// (none when its `sha256-<hex>.sig` tag does not exist), every answer bounded as a pull's.
+    pub async fn signatures(
+        &self,
+        reference: &str,
+        digest: &str,
+    ) -> Result<Vec<sign::Signature>, Error> {
+        let target = self::reference(reference)?;
+        let tag = sign::signature_tag(digest).ok_or_else(|| Error::NotAPlugin {
+            reference: reference.to_string(),
+            reason: "only sha256 digests are signed".into(),
+        })?;
+        self.bounded(reference, async {
+            self.session(&target, reference)?.signatures(&tag).await
+        })
+        .await
+    }
+
+    /// Signs the manifest `reference` names (its tag resolved to a digest) with `key`, and
+    /// pushes the signature as cosign does; returns the signature's reference.
+    pub async fn sign(&self, reference: &str, key: &sign::SigningKey) -> Result<String, Error> {
+        let digest = self.resolve(reference).await?;
+        let target = self::reference(reference)?;
+        let repository = format!("{}/{}", target.registry(), target.repository());
+        let payload = sign::payload(&repository, &digest);
+        let signature = key.sign(&payload).map_err(|reason| Error::Setup {
+            path: reference.to_string(),
+            reason,
+        })?;
+        self.push_signature(reference, &digest, payload, signature)
+            .await
+    }
+
+    /// Pushes `payload` and its `signature` as the signature of manifest `digest` in
+    /// `reference`'s repository (the tag `sha256-<hex>.sig`).
+    pub async fn push_signature(
+        &self,
+        reference: &str,
+        digest: &str,
+        payload: Vec<u8>,
+        signature: String,
+    ) -> Result<String, Error> {
+        let target = self::reference(reference)?;
+        let tag = sign::signature_tag(digest).ok_or_else(|| Error::NotAPlugin {
+            reference: reference.to_string(),
+            reason: "only sha256 digests are signed".into(),
+        })?;
+        let at = Reference::with_tag(
+            target.registry().to_string(),
+            target.repository().to_string(),
+            tag,
+        );
+        let annotations = BTreeMap::from([(sign::SIGNATURE_ANNOTATION.to_string(), signature)]);
+        let layer = ImageLayer::new(
+            payload,
+            sign::SIMPLE_SIGNING_MEDIA_TYPE.to_string(),
+            Some(annotations),
+        );
+        let config = Config::new(
+            br#"{"architecture":"","os":"","config":{},"rootfs":{"type":"layers","diff_ids":[]}}"#
+                .to_vec(),
+            "application/vnd.oci.image.config.v1+json".to_string(),
+            None,
+        );
+        let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+        let auth = self.auth(&target);
+        let at_text = at.to_string();
+        match (self.client)
+            .push(&at, &[layer], config, &auth, Some(manifest))
+            .await
+        {
+            Ok(_) => Ok(at_text),
+            Err(source) => Err(Self::failed(&at_text, source)),
+        }
     }
 
     /// One pull's session with `target`'s registry.

@@ -25,6 +25,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, HeaderValue, WWW_AU
 use reqwest::{Method, Response, StatusCode};
 use sha2::{Digest as _, Sha256};
 
+use super::sign::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, Signature};
 use super::{CONFIG_MEDIA_TYPE, Error, LAYER_MEDIA_TYPE, guard};
 
 /// What a pull may take from a registry.
@@ -51,8 +52,10 @@ pub const MANIFEST_BYTES: u64 = 4 << 20;
 pub const PLUGIN_BYTES: u64 = 64 << 20;
 /// `--registry-timeout`'s default.
 pub const TIMEOUT: Duration = Duration::from_secs(300);
-/// The most read of a token answer or an error body.
+/// The most read of a token answer, an error body or a signature payload.
 const SMALL_BYTES: u64 = 64 << 10;
+/// The most signatures of one digest looked at.
+const MOST_SIGNATURES: usize = 16;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -215,6 +218,48 @@ impl<'a> Session<'a> {
             file,
             annotations: manifest.annotations.unwrap_or_default(),
         })
+    }
+
+    /// The signatures under `tag` (cosign's `sha256-<hex>.sig`): none when the tag does not
+    /// exist; at most [`MOST_SIGNATURES`] layers of the simple-signing type, each at most
+    /// [`SMALL_BYTES`], checked against its digest.
+    pub(super) async fn signatures(&mut self, tag: &str) -> Result<Vec<Signature>, Error> {
+        let url = format!("{}/v2/{}/manifests/{tag}", self.base, self.repository);
+        let response = match self.send(Method::GET, &url, Some(MANIFEST_TYPES)).await {
+            Ok(response) => response,
+            Err(Error::Refused { status: 404, .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let body = self
+            .read(response, self.limits.manifest_bytes, "the manifest")
+            .await?;
+        let manifest: OciImageManifest = serde_json::from_slice(&body).map_err(|_| {
+            self.not_a_plugin("its signature manifest is not an image manifest".into())
+        })?;
+        let mut signatures = Vec::new();
+        let layers = (manifest.layers.iter())
+            .filter(|l| l.media_type == SIMPLE_SIGNING_MEDIA_TYPE)
+            .take(MOST_SIGNATURES);
+        for layer in layers {
+            let signature = (layer.annotations.as_ref())
+                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+                .cloned();
+            let (Some(signature), true) = (signature, is_sha256(&layer.digest)) else {
+                continue;
+            };
+            let url = format!(
+                "{}/v2/{}/blobs/{}",
+                self.base, self.repository, layer.digest
+            );
+            let response = self.send(Method::GET, &url, None).await?;
+            let payload = self
+                .read(response, SMALL_BYTES, "a signature payload")
+                .await?;
+            if super::digest_of(&payload) == layer.digest {
+                signatures.push(Signature { payload, signature });
+            }
+        }
+        Ok(signatures)
     }
 
     /// The manifest as a plugin artifact's: an image manifest whose config is a wasm config.
@@ -390,6 +435,7 @@ impl<'a> Session<'a> {
         }
         Error::Refused {
             reference: self.reference.to_string(),
+            status: status.as_u16(),
             answer,
         }
     }

@@ -185,6 +185,19 @@ pub mod things {
         .await;
     }
 
+    /// Creates Thing `default/<name>` with kubectl and waits until a plugin reconciled it
+    /// (`status.phase: Ready`, as the trivial plugin writes).
+    pub async fn create_reconciled(cluster: &super::process::Cluster, name: &str) {
+        cluster.apply_yaml(&format!(
+            "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: {name}\n  namespace: default\n"
+        ));
+        super::eventually(60, &format!("Thing {name} reconciled"), || async {
+            let thing = cluster.get_json(&["thing", name, "-n", "default"])?;
+            (thing["status"]["phase"] == "Ready").then_some(())
+        })
+        .await;
+    }
+
     /// Things in `default`.
     pub fn api(client: &kube::Client) -> Api<DynamicObject> {
         let gvk = GroupVersionKind::gvk("example.com", "v1", "Thing");

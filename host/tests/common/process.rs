@@ -381,6 +381,20 @@ impl Cluster {
         self.run_host_with(&kubeconfig, plugins, extra, envs)
     }
 
+    /// A condition of the object `kubectl get <args>` names: status, reason and message.
+    pub fn condition(&self, args: &[&str], type_: &str) -> Option<(String, String, String)> {
+        let object = self.get_json(args)?;
+        let found = (object["status"]["conditions"].as_array()?.iter())
+            .find(|c| c["type"] == type_)?
+            .clone();
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        Some((
+            text(&found["status"]),
+            text(&found["reason"]),
+            text(&found["message"]),
+        ))
+    }
+
     /// `kubectl apply -f` of YAML text (creating the `wasmctrl` namespace first if missing).
     pub fn apply_yaml(&self, yaml: &str) {
         if !self.kubectl(&["get", "namespace", "wasmctrl"]).0 {
