@@ -420,14 +420,7 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
         "plugins/thing",
         "v",
     );
-    let (_, _, message) = wait_condition(
-        &cluster,
-        &cwp,
-        "PermissionsGranted",
-        "False",
-        Some("NotApproved"),
-    )
-    .await;
+    let message = not_approved(&cluster, &cwp).await;
     let listed = message.split("spec.approve: ").nth(1).unwrap();
     let unapproved: Vec<String> = serde_json::from_str(listed).unwrap();
     assert!(
@@ -457,8 +450,8 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
     })
     .await;
 
-    // New settings alone reload the same digest (the operator's own change: no approval), and
-    // the plugin now declares what those settings make it declare.
+    // New settings that ask for less reload the same digest without approval, and the plugin
+    // now declares what those settings make it declare.
     let patch = serde_json::json!({"spec": {"settings": {"mode": "ok"}}}).to_string();
     merge_patch(&cluster, "thing", &patch);
     let status = common::eventually(60, "the new settings serving", || async {
@@ -474,7 +467,83 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
     .await;
     assert_eq!(status["digest"], second.as_str());
     assert_eq!(cluster.condition(&cwp, "Ready").unwrap().0, "True");
+
+    // Settings that make the same bytes ask for more need approval as new bytes do.
+    let patch = serde_json::json!({"spec": {"approve": null, "settings": {"mode": "own"}}});
+    merge_patch(&cluster, "thing", &patch.to_string());
+    let message = not_approved(&cluster, &cwp).await;
+    assert!(message.contains("ConfigMap"), "{message}");
+    let status = cluster.get_json(&cwp).unwrap()["status"].clone();
+    let permissions = status["permissions"].to_string();
+    assert!(
+        !permissions.contains("ConfigMap"),
+        "the narrower settings keep serving: {permissions}"
+    );
+    assert_eq!(cluster.condition(&cwp, "Ready").unwrap().0, "True");
     drop(host);
+}
+
+/// Capabilities (`sql:`) are the operator's: a tenant's plugin declaring one is refused unless
+/// `--tenant-capabilities` grants it to the plugin's namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_plugin_has_only_the_capabilities_granted_to_its_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start();
+    let cluster = Cluster::start(dir.path());
+    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
+    cluster.kubectl_ok(&["apply", "-f", "examples/postgres-writer/crd.yaml"]);
+    for namespace in ["team-a", "team-b"] {
+        cluster.kubectl_ok(&["create", "namespace", namespace]);
+    }
+    push(
+        &registry,
+        &common::plugin_bytes("postgres-writer"),
+        "plugins/pg",
+        "1",
+    );
+    let absent = dir.path().join("absent");
+    let _host = cluster.run_host(
+        &absent,
+        &[
+            "--plugin-resources",
+            "--insecure-registry",
+            &registry.addr,
+            "--tenant-registries",
+            &registry.addr,
+            "--tenant-capabilities",
+            "team-b=sql:students",
+        ],
+        &[],
+    );
+    for namespace in ["team-a", "team-b"] {
+        cluster.apply_yaml(&format!(
+            "apiVersion: wasmctrl.io/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: pg\n  namespace: {namespace}\nspec:\n  module: oci://{}/plugins/pg:1\n",
+            registry.addr
+        ));
+    }
+    let team_a = ["wasmplugin", "pg", "-n", "team-a"];
+    let (_, _, message) = wait_condition(
+        &cluster,
+        &team_a,
+        "PermissionsGranted",
+        "False",
+        Some("CapabilityNotGranted"),
+    )
+    .await;
+    assert!(
+        message.contains("sql:students") && message.contains("team-a"),
+        "{message}"
+    );
+    assert_eq!(cluster.condition(&team_a, "Ready").unwrap().0, "False");
+    let team_b = ["wasmplugin", "pg", "-n", "team-b"];
+    wait_condition(&cluster, &team_b, "PermissionsGranted", "True", None).await;
+}
+
+/// Waits until the resource's `PermissionsGranted` is False for want of approval; the message.
+async fn not_approved(cluster: &Cluster, args: &[&str]) -> String {
+    let reason = Some("NotApproved");
+    let found = wait_condition(cluster, args, "PermissionsGranted", "False", reason).await;
+    found.2
 }
 
 /// `kubectl patch clusterwasmplugin <name> --type=merge -p <patch>`.

@@ -323,6 +323,23 @@ pub struct PolicyArgs {
     /// by a key its `spec.verify.keys` names; a resource naming none is `Verified=False`.
     #[arg(long)]
     require_signatures: bool,
+    /// A capability a tenant's `WasmPlugin` in a namespace may have: `NAMESPACE=CAPABILITY`
+    /// (`team-a=sql:students`). Repeatable, or comma-separated. Default: none (a tenant's
+    /// plugin declaring one is `PermissionsGranted=False`, `CapabilityNotGranted`).
+    #[arg(long, value_name = "NAMESPACE=CAPABILITY", value_delimiter = ',', value_parser = parse_grant)]
+    tenant_capabilities: Vec<(String, String)>,
+}
+
+/// `NAMESPACE=CAPABILITY`.
+fn parse_grant(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((ns, capability)) if !ns.is_empty() && !capability.is_empty() => {
+            Ok((ns.to_string(), capability.to_string()))
+        }
+        _ => Err(format!(
+            "{text:?} is not NAMESPACE=CAPABILITY (such as team-a=sql:students)"
+        )),
+    }
 }
 
 impl PolicyArgs {
@@ -333,6 +350,7 @@ impl PolicyArgs {
             max_deadline: self.max_plugin_deadline,
             max_memory_mib: self.max_plugin_memory.max(1),
             require_signatures: self.require_signatures,
+            tenant_capabilities: self.tenant_capabilities.clone(),
         }
     }
 }

@@ -21,6 +21,9 @@ pub struct Policy {
     pub max_memory_mib: usize,
     /// Every resource must name keys its plugin's signature verifies with.
     pub require_signatures: bool,
+    /// Capabilities (`sql:<database>`) the operator grants tenants, as `(namespace,
+    /// capability)`: a `WasmPlugin` in another namespace may not have them.
+    pub tenant_capabilities: Vec<(String, String)>,
 }
 
 /// `--max-plugin-concurrency`'s default.
@@ -38,6 +41,7 @@ impl Default for Policy {
             max_deadline: MAX_DEADLINE,
             max_memory_mib: MAX_MEMORY_MIB,
             require_signatures: false,
+            tenant_capabilities: Vec::new(),
         }
     }
 }
@@ -57,6 +61,18 @@ impl Policy {
                         .strip_prefix(path)
                         .is_some_and(|rest| rest.starts_with('/')))
         })
+    }
+
+    /// The capabilities of `declared` that the operator has not granted to tenants in
+    /// `namespace` (`--tenant-capabilities <namespace>=<capability>`).
+    pub fn ungranted<'a>(&self, namespace: &str, declared: &'a [String]) -> Vec<&'a str> {
+        (declared.iter())
+            .filter(|c| {
+                !(self.tenant_capabilities.iter())
+                    .any(|(ns, granted)| ns == namespace && granted == *c)
+            })
+            .map(String::as_str)
+            .collect()
     }
 
     /// `config` within the ceilings, and a note for each value lowered.
@@ -108,6 +124,21 @@ mod tests {
         assert!(!policy.tenant_may_pull("127.0.0.1:5001", "anything"));
         assert!(!policy.tenant_may_pull("evil.example.com", "team-a/vm"));
         assert!(!Policy::default().tenant_may_pull("registry.example.com", "team-a/vm"));
+    }
+
+    #[test]
+    fn tenants_have_only_the_capabilities_granted_to_their_namespace() {
+        let policy = Policy {
+            tenant_capabilities: vec![("team-a".into(), "sql:students".into())],
+            ..Policy::default()
+        };
+        let declared = ["sql:students".to_string(), "sql:billing".to_string()];
+        assert_eq!(policy.ungranted("team-a", &declared), ["sql:billing"]);
+        assert_eq!(
+            policy.ungranted("team-b", &declared),
+            ["sql:students", "sql:billing"]
+        );
+        assert!(policy.ungranted("team-a", &declared[..1]).is_empty());
     }
 
     #[test]

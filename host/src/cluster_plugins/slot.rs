@@ -540,9 +540,11 @@ impl Slot {
         plugin: &Plugin,
         config: &PluginConfig,
     ) -> Result<(), Failed> {
-        // New bytes only: a change of the resource alone is the operator's own doing.
+        // New bytes, or new settings (which may make the same bytes declare more): either
+        // may widen what the plugin asks for, and what it adds must be approved.
         if let Some(serving) = &self.serving
-            && serving.plugin.digest() != plugin.digest()
+            && (serving.plugin.digest() != plugin.digest()
+                || serving.plugin.settings() != plugin.settings())
         {
             let unapproved = loader::widened(&serving.plugin, plugin, &config.approve);
             if !unapproved.is_empty() {
@@ -553,6 +555,20 @@ impl Slot {
                         "this version asks for more than the one serving ({}), which keeps serving; \
                          to allow it, list each new permission in spec.approve: {unapproved:?}",
                         serving.digest
+                    ),
+                ));
+            }
+        }
+        // Capabilities are the operator's to grant a tenant's namespace.
+        if let Some(namespace) = resource.tenant() {
+            let policy = &self.shared.options.policy;
+            let ungranted = policy.ungranted(namespace, plugin.manifest().capabilities());
+            if !ungranted.is_empty() {
+                return Err(Failed::new(
+                    "PermissionsGranted",
+                    "CapabilityNotGranted",
+                    format!(
+                        "the plugin declares {ungranted:?}, which the operator has not granted WasmPlugins in {namespace} (--tenant-capabilities {namespace}=<capability>)"
                     ),
                 ));
             }
