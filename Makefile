@@ -26,7 +26,7 @@ TEST_PLUGINS := $(patsubst %/Cargo.toml,%,$(wildcard tests/plugins/*/Cargo.toml)
 BUILD_PLUGINS = CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build
 
 # Steps run in the order written: cargo parallelises inside each step, and `test` must end with
-# cargo test's summary.
+# the test run's summary.
 .NOTPARALLEL:
 .DEFAULT_GOAL := help
 .PHONY: help deps host plugins test-plugins image deploy-manifests sdk-package test bench dev fmt fmt-check clippy clean clean-plugins
@@ -59,7 +59,7 @@ else
 endif
 
 # The host's OCI image from local artifacts only (no registry, no engine; the Dockerfile is for
-# where those exist). `test` builds it first: host/tests/image.rs runs it.
+# where those exist). `test` builds it first: host/tests/it/image.rs runs it.
 # IMAGE_PROFILE=dev packs the debug binary: `test` does, to test the image without a second,
 # release build of everything.
 IMAGE_PROFILE ?= release
@@ -96,8 +96,11 @@ sdk-package: ## Package wasmctrl-sdk (with wasmctrl-scope) and build the package
 # CARGO_TARGET_DIR points.
 test: IMAGE_PROFILE = dev
 test: HOST_BUILD = test --workspace --no-run
+# Tests run under cargo-nextest, each in a process of its own (host/tests/it/main.rs says why);
+# the doc tests, which nextest does not run, go first so that nextest's summary ends the output.
 test: deps fmt-check clippy plugins test-plugins image sdk-package ## Everything CI runs: format, lints, plugins, all tests
-	$(PLUGIN_DIRS) $(CARGO) test --workspace
+	$(CARGO) test --workspace --doc
+	$(PLUGIN_DIRS) $(CARGO) nextest run --workspace --no-fail-fast
 
 # Whole-controller benchmarks take knobs from the environment for quicker runs:
 # WASMCTRL_BENCH_OBJECTS (convergence, 10000), WASMCTRL_BENCH_VMS (convergence, 5000),

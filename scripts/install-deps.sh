@@ -12,6 +12,7 @@
 #   - python3-prometheus-client, the exposition parser the metrics tests use
 #   - umoci, skopeo, binutils and ca-certificates, which `make image` (scripts/image.sh) builds
 #     the OCI image with and the image test unpacks it with
+#   - cargo-nextest, which `make test` runs the tests with (built from crates.io if missing)
 set -euo pipefail
 
 log() { echo "install-deps: $*"; }
@@ -78,7 +79,7 @@ if ! /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1; then
     fi
 fi
 
-# 5. The image tools (`make image`, host/tests/image.rs): umoci and skopeo assemble and unpack
+# 5. The image tools (`make image`, host/tests/it/image.rs): umoci and skopeo assemble and unpack
 #    the OCI image without a registry or a container engine; binutils strips the binary;
 #    ca-certificates is the bundle the image carries.
 if ! command -v umoci >/dev/null 2>&1 || ! command -v skopeo >/dev/null 2>&1 ||
@@ -93,7 +94,7 @@ if ! command -v umoci >/dev/null 2>&1 || ! command -v skopeo >/dev/null 2>&1 ||
     fi
 fi
 
-# 6. An OCI registry for the registry tests (host/tests/oci.rs): Debian's build of the CNCF
+# 6. An OCI registry for the registry tests (host/tests/it/oci.rs): Debian's build of the CNCF
 #    distribution registry, which the tests start on loopback with a config of their own.
 if ! command -v docker-registry >/dev/null 2>&1; then
     if $have_dpkg; then
@@ -101,6 +102,13 @@ if ! command -v docker-registry >/dev/null 2>&1; then
     else
         missing_elsewhere+=("docker-registry (the CNCF distribution registry), for the OCI tests")
     fi
+fi
+
+# 7. cargo-nextest: `make test` runs every test in a process of its own with it (see
+#    host/tests/it/main.rs). Machine images usually carry it; otherwise it is built once.
+if ! cargo nextest --version >/dev/null 2>&1; then
+    log "building cargo-nextest from crates.io (make test runs the tests with it)"
+    cargo install --locked --quiet cargo-nextest
 fi
 
 if [ ${#missing_elsewhere[@]} -gt 0 ]; then

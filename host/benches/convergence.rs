@@ -25,7 +25,7 @@
 // Bench helpers may unwrap (clippy.toml covers only tests).
 #![allow(clippy::unwrap_used)]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 mod support;
 #[path = "convergence/vm.rs"]

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Modules, in layers (each uses only the layers before it; a test,
-//! `host/tests/module_layers.rs`, keeps the crate free of import cycles):
+//! `host/tests/it/module_layers.rs`, keeps the crate free of import cycles):
 //!
 //! 1. `status` (API errors), `audit` (request log), `faults` (injected failures), `tls`,
 //!    `quantity` (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies'
@@ -58,7 +58,7 @@
 //! as kube's registry strategies validate them (`validate`: Pods and Pod templates, the
 //! workload kinds, Services, PersistentVolumeClaims, ConfigMaps and Secrets, Ingresses,
 //! NetworkPolicies, RBAC, Leases), immutable fields included, with kube's fields, reasons and
-//! words (`host/tests/apiserver_specs.rs`, a table read off kube-apiserver 1.32).
+//! words (`host/tests/it/apiserver_specs.rs`, a table read off kube-apiserver 1.32).
 //!
 //! Objects of every built-in kind travel as JSON, YAML or protobuf (`protobuf`: request and
 //! response bodies, lists, errors and watch streams, from a field table generated from

@@ -1,5 +1,5 @@
 //! A plugin built for `wasm32-wasip1` (see its `Cargo.toml`) that probes the host's WASI context
-//! and reports what it found in its status, so `host/tests/wasi.rs` can check that clocks and
+//! and reports what it found in its status, so `host/tests/it/wasi.rs` can check that clocks and
 //! random work while files, the environment and sockets are denied.
 //!
 //! Settings: `{"file": <path to read>, "create": <path to create>, "env": <variable>, "connect":

@@ -1,0 +1,10 @@
+//! The dev cluster's integration tests, one module per subject, in one test binary (see the
+//! host's `tests/it/main.rs` for why one).
+
+mod common;
+
+mod cluster;
+mod endpoints;
+mod jobs;
+mod shards;
+mod statefulsets;
