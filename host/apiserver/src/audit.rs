@@ -34,6 +34,8 @@ pub struct Request {
     pub shard_selector: String,
     /// The client's User-Agent.
     pub user_agent: String,
+    /// Who the request was made as: the authenticated user, or the user it impersonated.
+    pub user: String,
 }
 
 /// The log.

@@ -67,9 +67,13 @@ impl User {
         }
     }
 
-    /// A user by name: a ServiceAccount's name gets its groups, as kube derives them.
+    /// User `name` in `groups`; a ServiceAccount given no groups is in its fixed ones, as
+    /// kube's authenticator and impersonation filter put it (impersonation with groups named
+    /// keeps exactly those), and everyone but the anonymous user is authenticated.
     fn named(name: &str, mut groups: Vec<String>) -> Self {
-        if let Some((ns, _)) = name.strip_prefix(SA_PREFIX).and_then(|r| r.split_once(':')) {
+        if groups.is_empty()
+            && let Some((ns, _)) = name.strip_prefix(SA_PREFIX).and_then(|r| r.split_once(':'))
+        {
             groups.push("system:serviceaccounts".into());
             groups.push(format!("system:serviceaccounts:{ns}"));
         }
@@ -611,6 +615,9 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
                 json!([
                     {"apiGroups": ["authorization.k8s.io"],
                         "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+                    // `kubectl auth whoami` with no grant at all, as kube's basicUserRules.
+                    {"apiGroups": ["authentication.k8s.io"],
+                        "resources": ["selfsubjectreviews"], "verbs": ["create"]},
                 ]),
             ),
         ),

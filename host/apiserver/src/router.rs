@@ -259,6 +259,7 @@ async fn resource(
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string(),
+        user: user.name.clone(),
     });
     let latency = inner.faults.current_latency();
     if !latency.is_zero() {
