@@ -4,7 +4,6 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::json;
 use wasmctrl::plugin::{Intent, wit};
@@ -46,19 +45,19 @@ fn assert_still_serving(rt: &Runtime) {
     );
 }
 
+/// A plugin that never returns is interrupted by its deadline (epoch interruption): the call
+/// ends, as a timeout naming that deadline. How soon after the deadline is a benchmark's
+/// question (`make bench`), not a timed assertion on a shared machine.
 #[test]
-fn infinite_loop_times_out_within_twice_the_deadline() {
+fn an_infinite_loop_is_ended_by_the_deadline() {
     let rt = runtime();
     let deadline = rt.config().deadline;
-    let started = Instant::now();
     let err = hostile(&rt, "loop")
         .reconcile(request(), view())
         .unwrap_err();
-    let took = started.elapsed();
-    assert!(matches!(err.kind, ErrorKind::Timeout(_)), "{err}");
     assert!(
-        took < deadline * 2,
-        "timed out after {took:?}, deadline {deadline:?}"
+        matches!(err.kind, ErrorKind::Timeout(d) if d == deadline),
+        "{err}"
     );
     assert_eq!(err.plugin, "hostile-loop");
     assert_eq!(err.key, "default/t1");
@@ -296,17 +295,11 @@ fn a_plugins_own_deadline_and_namespaces_come_from_its_overrides() {
     let looping = rt
         .load_with("hostile.wasm", &bytes, &overrides("loop", 100))
         .unwrap();
-    let started = Instant::now();
     let err = looping.reconcile(request(), view()).unwrap_err();
+    // The runtime's default is 2 s; the plugin's own 100 ms is what ended the call.
     assert!(
         matches!(err.kind, ErrorKind::Timeout(d) if d.as_millis() == 100),
         "{err}"
-    );
-    // The runtime's default is 2 s; the plugin's own 100 ms is what ended the call.
-    assert!(
-        started.elapsed().as_millis() < 1000,
-        "{:?}",
-        started.elapsed()
     );
     let narrowed = rt
         .load_with("hostile.wasm", &bytes, &overrides("ok", 100))
