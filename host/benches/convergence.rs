@@ -431,6 +431,7 @@ async fn start_host(client: kube::Client, plugin: &Arc<Plugin>) -> Manager {
     let host = Manager::new(client);
     let tuning = Tuning {
         concurrency: Some(WORKERS as usize),
+        ..Tuning::default()
     };
     host.upsert(plugin.clone(), tuning).await;
     host

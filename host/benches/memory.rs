@@ -77,6 +77,7 @@ async fn cache_child(how: &str) {
                 namespace: Some(NAMESPACE.into()),
                 labels: Default::default(),
                 sharded: false,
+                account: None,
             };
             let informer = informers.get(&watch);
             informer.synced().await;

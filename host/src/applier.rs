@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::discovery::Scope;
@@ -23,6 +23,7 @@ use wasmctrl_scope::Kind;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::events::{HOST_CONTROLLER, Note, Recorders};
+use crate::identity::Account;
 use crate::informer::{Entry, Informer, Informers, ObjectKey, Version};
 use crate::leader::Fence;
 use crate::metrics::Metrics;
@@ -311,7 +312,11 @@ impl Subject<'_> {
 
 /// Sends checked intents to the API server.
 pub struct Applier {
+    /// The host's own client: discovery, and the plugins that act as the host.
     client: kube::Client,
+    /// plugin -> the account it acts as and a client sending as it; a plugin not here acts
+    /// as the host.
+    acting: RwLock<HashMap<String, (Account, kube::Client)>>,
     informers: Arc<Informers>,
     resources: Mutex<HashMap<Kind, Arc<Discovered>>>,
     /// target -> plugin -> what it last wrote there. Keyed by target first so that an object's
@@ -562,12 +567,42 @@ impl Applier {
             .or_else(|_| std::env::var("HOSTNAME"))
             .unwrap_or_else(|_| HOST_CONTROLLER.into());
         Self {
-            recorders: Recorders::new(client.clone(), &instance),
+            recorders: Recorders::new(&instance),
             client,
+            acting: RwLock::new(HashMap::new()),
             informers,
             resources: Mutex::new(HashMap::new()),
             last: Mutex::new(HashMap::new()),
             fence: Fence::open(),
+        }
+    }
+
+    /// Makes every request for `plugin` as `account` (impersonated), or as the host (`None`).
+    pub fn act_as(&self, plugin: &str, account: Option<Account>) {
+        let mut acting = self.acting.write().unwrap_or_else(|p| p.into_inner());
+        match account {
+            Some(account) => {
+                let client = account.client(&self.client);
+                acting.insert(plugin.to_owned(), (account, client));
+            }
+            None => {
+                acting.remove(plugin);
+            }
+        }
+    }
+
+    /// The account `plugin` acts as (`None`: the host).
+    fn account(&self, plugin: &str) -> Option<Account> {
+        let acting = self.acting.read().unwrap_or_else(|p| p.into_inner());
+        acting.get(plugin).map(|(account, _)| account.clone())
+    }
+
+    /// The client that sends `plugin`'s requests.
+    fn client(&self, plugin: &str) -> kube::Client {
+        let acting = self.acting.read().unwrap_or_else(|p| p.into_inner());
+        match acting.get(plugin) {
+            Some((_, client)) => client.clone(),
+            None => self.client.clone(),
         }
     }
 
@@ -678,7 +713,9 @@ impl Applier {
             name: String::new(),
         };
         let namespace = subject.key.namespace();
-        let Some(informer) = self.informers.covering(&any.gvk(), namespace) else {
+        let account = self.account(&subject.manifest.name);
+        let Some(informer) = (self.informers).covering(&any.gvk(), namespace, account.as_ref())
+        else {
             let (gvk, key) = (subject.manifest.kind(), subject.key);
             return Err(Failed {
                 target: subject_target(subject),
@@ -766,9 +803,11 @@ impl Applier {
             .insert(plugin.to_string(), write);
     }
 
-    /// A target as the cache covering it holds it; `None` when no cache covers it.
-    fn cached(&self, gvk: &Kind, namespace: &str, name: &str) -> Option<Cached> {
-        let informer = self.informers.covering(gvk, namespace)?;
+    /// A target as the cache covering it (filled with `plugin`'s rights) holds it; `None`
+    /// when no cache covers it.
+    fn cached(&self, plugin: &str, gvk: &Kind, namespace: &str, name: &str) -> Option<Cached> {
+        let account = self.account(plugin);
+        let informer = self.informers.covering(gvk, namespace, account.as_ref())?;
         let key = ObjectKey::new(namespace, name);
         let entry = informer.get(&key);
         Some(Cached {
@@ -861,7 +900,7 @@ impl Applier {
         let label = target_label(&gvk, &namespace, &target.name);
         let to = WrittenTo::object(&gvk, &namespace, &target.name);
         let intent_hash = hash_of(&body);
-        let cached = self.cached(&gvk, &namespace, &target.name);
+        let cached = self.cached(&subject.manifest.name, &gvk, &namespace, &target.name);
         let before = cached.as_ref().map(Cached::version);
         if self.unchanged(plugin, &to, intent_hash, before.as_deref()) {
             return Ok(false);
@@ -900,7 +939,7 @@ impl Applier {
             Patching::Merge(patch) => hash_of(&(false, patch.to_string())),
             Patching::Json(ops) => hash_of(&(true, serde_json::to_string(ops).unwrap_or_default())),
         };
-        let cached = self.cached(&gvk, &namespace, &target.name);
+        let cached = self.cached(&subject.manifest.name, &gvk, &namespace, &target.name);
         let before = cached.as_ref().map(Cached::version);
         if self.unchanged(plugin, &to, intent_hash, before.as_deref()) {
             return Ok(false);
@@ -944,7 +983,7 @@ impl Applier {
     ) -> Result<bool, Error> {
         let (api, namespace, gvk) = self.api_for(target, subject).await?;
         let label = target_label(&gvk, &namespace, &target.name);
-        let cached = self.cached(&gvk, &namespace, &target.name);
+        let cached = self.cached(&subject.manifest.name, &gvk, &namespace, &target.name);
         if cached
             .as_ref()
             .is_some_and(|c| c.entry.as_ref().is_none_or(|e| e.deleting))
@@ -1123,9 +1162,10 @@ impl Applier {
             ..ObjectReference::default()
         };
         let controller = reporting_controller(plugin);
+        let client = self.client(plugin);
         Ok(self
             .recorders
-            .record(&controller, plugin, &regarding, note)
+            .record(&client, &controller, plugin, &regarding, note)
             .await)
     }
 
@@ -1133,7 +1173,13 @@ impl Applier {
     /// by controller [`HOST_CONTROLLER`]; best effort, as every event.
     pub async fn host_event(&self, regarding: &ObjectReference, note: &Note<'_>) -> bool {
         self.recorders
-            .record(HOST_CONTROLLER, HOST_CONTROLLER, regarding, note)
+            .record(
+                &self.client,
+                HOST_CONTROLLER,
+                HOST_CONTROLLER,
+                regarding,
+                note,
+            )
             .await
     }
 
@@ -1178,7 +1224,8 @@ impl Applier {
         let mut request = build(&kube::core::Request::new(api.resource_url()))
             .map_err(kube::Error::BuildRequest)?;
         request.extensions_mut().insert(verb);
-        self.client.request(request).await
+        // The client the Api was made with: the plugin's.
+        api.clone().into_client().request(request).await
     }
 
     fn remember(
@@ -1259,12 +1306,9 @@ impl Applier {
     ) -> Result<(Api<DynamicObject>, String, Kind), Error> {
         let gvk = target.gvk();
         let (resource, namespaced) = self.resource(&gvk).await?;
+        let client = self.client(&subject.manifest.name);
         if !namespaced {
-            return Ok((
-                Api::all_with(self.client.clone(), &resource),
-                String::new(),
-                gvk,
-            ));
+            return Ok((Api::all_with(client, &resource), String::new(), gvk));
         }
         let namespace = if target.namespace.is_empty() {
             subject.key.namespace().to_owned()
@@ -1272,7 +1316,7 @@ impl Applier {
             target.namespace.clone()
         };
         Ok((
-            Api::namespaced_with(self.client.clone(), &namespace, &resource),
+            Api::namespaced_with(client, &namespace, &resource),
             namespace,
             gvk,
         ))
@@ -1285,10 +1329,11 @@ impl Applier {
         let gvk = subject.manifest.kind();
         let (resource, namespaced) = self.resource(gvk).await?;
         let label = target_label(gvk, subject.key.namespace(), subject.key.name());
+        let client = self.client(&subject.manifest.name);
         let api = if namespaced {
-            Api::namespaced_with(self.client.clone(), subject.key.namespace(), &resource)
+            Api::namespaced_with(client, subject.key.namespace(), &resource)
         } else {
-            Api::all_with(self.client.clone(), &resource)
+            Api::all_with(client, &resource)
         };
         Ok((api, label))
     }

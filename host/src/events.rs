@@ -86,7 +86,6 @@ struct Series {
 /// The Events of every reporting controller (`wasmctrl/<plugin>`, or [`HOST_CONTROLLER`]),
 /// each with its own series.
 pub struct Recorders {
-    client: kube::Client,
     instance: String,
     series: Mutex<Series>,
     metrics: Option<Arc<Metrics>>,
@@ -103,10 +102,9 @@ fn cut(note: &str, max: usize) -> &str {
 }
 
 impl Recorders {
-    /// Recorders sending with `client`, reporting as `instance` (the host's Pod name).
-    pub fn new(client: kube::Client, instance: &str) -> Self {
+    /// Recorders reporting as `instance` (the host's Pod name).
+    pub fn new(instance: &str) -> Self {
         Self {
-            client,
             // The server allows 128 characters; a Pod name has at most 63, a hostname 64.
             instance: cut(instance, wasmctrl_scope::validation::EVENT_INSTANCE_MAX).to_owned(),
             series: Mutex::new(Series {
@@ -140,11 +138,13 @@ impl Recorders {
         lock(&self.series).by_key.len()
     }
 
-    /// Records `note` about `regarding` for `controller`; `metric` names the controller in
+    /// Records `note` about `regarding` for `controller`, sent with `client` (the host's, or
+    /// the account its plugin acts as); `metric` names the controller in
     /// `wasmctrl_events_failed_total`. Returns whether the server took it; a refusal is logged
     /// and counted, never returned.
     pub async fn record(
         &self,
+        client: &kube::Client,
         controller: &str,
         metric: &str,
         regarding: &ObjectReference,
@@ -168,20 +168,20 @@ impl Recorders {
             Some(mut seen) => {
                 seen.count = seen.count.saturating_add(1);
                 seen.last = now;
-                match self.repeat(&seen).await {
+                match self.repeat(client, &seen).await {
                     Ok(()) => Ok(seen),
                     // The first event is gone from the server (its TTL, or someone deleted
                     // it): start the series again, as client-go does.
                     Err(kube::Error::Api(status)) if status.is_not_found() => {
                         let event = self.event(controller, regarding, note, now);
-                        self.create(event, now).await
+                        self.create(client, event, now).await
                     }
                     Err(e) => Err(e),
                 }
             }
             None => {
                 let event = self.event(controller, regarding, note, now);
-                self.create(event, now).await
+                self.create(client, event, now).await
             }
         };
         match result {
@@ -256,15 +256,19 @@ impl Recorders {
         }
     }
 
-    fn api(&self, namespace: Option<&str>) -> Api<Event> {
+    fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Event> {
         // kube-runtime's choice for a cluster-scoped object's events.
-        Api::namespaced(self.client.clone(), namespace.unwrap_or("default"))
+        Api::namespaced(client.clone(), namespace.unwrap_or("default"))
     }
 
-    async fn create(&self, event: Event, now: Timestamp) -> Result<Seen, kube::Error> {
+    async fn create(
+        &self,
+        client: &kube::Client,
+        event: Event,
+        now: Timestamp,
+    ) -> Result<Seen, kube::Error> {
         let namespace = event.metadata.namespace.clone();
-        let created = self
-            .api(namespace.as_deref())
+        let created = Self::api(client, namespace.as_deref())
             .create(&PostParams::default(), &event)
             .await?;
         Ok(Seen {
@@ -280,12 +284,12 @@ impl Recorders {
     }
 
     /// Sends only the series, as client-go does for a repeat.
-    async fn repeat(&self, seen: &Seen) -> Result<(), kube::Error> {
+    async fn repeat(&self, client: &kube::Client, seen: &Seen) -> Result<(), kube::Error> {
         let series = EventSeries {
             count: seen.count,
             last_observed_time: MicroTime(seen.last),
         };
-        self.api(Some(&seen.namespace))
+        Self::api(client, Some(&seen.namespace))
             .patch(
                 &seen.name,
                 &PatchParams::default(),
@@ -310,10 +314,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn series_expire_six_minutes_after_their_last_event_and_are_swept_once_a_minute() {
-        let server = wasmctrl_apiserver::ApiServer::new().unwrap();
-        let recorders = Recorders::new(server.client(), "host-0");
+    #[test]
+    fn series_expire_six_minutes_after_their_last_event_and_are_swept_once_a_minute() {
+        let recorders = Recorders::new("host-0");
         let start = Timestamp::now();
         let seen = |name: &str, last: Timestamp| Seen {
             namespace: "default".into(),

@@ -7,7 +7,9 @@
 //! plugin crates into components (the crate `wasmctrl-build`, in `host/build`). The controller
 //! loop, this crate's own, is [`informer`] (shared caches) -> [`queue`] (the client-go
 //! workqueue contract) -> [`controller`] (a plugin per queue) -> [`applier`] (carrying out
-//! checked intents; [`events`] records Kubernetes Events, best effort). [`loader`] owns the
+//! checked intents; [`events`] records Kubernetes Events, best effort; [`identity`] is whose
+//! rights a plugin's requests use: the host's, or a tenant's ServiceAccount's by
+//! impersonation). [`loader`] owns the
 //! plugin directory and hot-reloads it; [`oci`] pushes plugins to OCI registries and pulls them
 //! back by digest, and [`resources`] declares them as cluster resources (`WasmPlugin`,
 //! `ClusterWasmPlugin`). [`leader`] elects the one replica that reconciles; [`sharding`] spreads
@@ -28,6 +30,7 @@ pub mod cli;
 pub mod cluster_plugins;
 pub mod controller;
 pub mod events;
+pub mod identity;
 pub mod informer;
 pub mod kinds;
 pub mod leader;

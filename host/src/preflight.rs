@@ -1,6 +1,9 @@
 //! The permission preflight: before a plugin starts, the host asks the API server, with one
 //! SelfSubjectAccessReview per request it will make for the plugin (what [`rbac::generate`]
-//! would grant), whether its own identity may make it. A SelfSubjectRulesReview would be one
+//! would grant), whether its own identity may make it; for a plugin that acts as a tenant's
+//! ServiceAccount ([`crate::identity`]), one SubjectAccessReview per request asks the same of
+//! that account, and one SelfSubjectAccessReview whether the host may impersonate it. A
+//! SelfSubjectRulesReview would be one
 //! call, but kube documents it as incomplete under authorizers other than RBAC and the answer
 //! would still have to be matched rule by rule here; an access review is the authorizer's own
 //! verdict on exactly the request.
@@ -9,11 +12,13 @@
 //! built-in table and kube's plural rule for a kind it does not serve yet.
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
 use wasmctrl_scope::{Kind, Scope};
 
+use crate::identity::Account;
 use crate::kinds::KindInfo;
 use crate::rbac::{self, Requirement, Resolver};
 
@@ -46,39 +51,86 @@ pub fn cluster_scoped<'a>(scope: &'a Scope, resolver: &Resolver) -> Vec<&'a Kind
         .collect()
 }
 
-/// The requests for a plugin of `scope` that the host's identity may not make, in order.
+/// The requests for a plugin of `scope` that whoever it acts as (`account`, or the host's own
+/// identity) may not make, in order.
 pub async fn missing(
     client: &kube::Client,
     scope: &Scope,
     resolver: &Resolver,
+    account: Option<&Account>,
 ) -> Result<Vec<Requirement>, kube::Error> {
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let asks = rbac::requirements(scope, resolver).into_iter().map(|need| {
-        let reviews = reviews.clone();
+        let (resource, subresource) = match need.resource.split_once('/') {
+            Some((r, s)) => (r.to_string(), Some(s.to_string())),
+            None => (need.resource.clone(), None),
+        };
+        let attributes = ResourceAttributes {
+            group: Some(need.group.clone()),
+            resource: Some(resource),
+            subresource,
+            verb: Some(need.verb.clone()),
+            namespace: need.namespace.clone(),
+            ..ResourceAttributes::default()
+        };
         async move {
-            let (resource, subresource) = match need.resource.split_once('/') {
-                Some((r, s)) => (r.to_string(), Some(s.to_string())),
-                None => (need.resource.clone(), None),
-            };
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        group: Some(need.group.clone()),
-                        resource: Some(resource),
-                        subresource,
-                        verb: Some(need.verb.clone()),
-                        namespace: need.namespace.clone(),
-                        ..ResourceAttributes::default()
-                    }),
-                    ..SelfSubjectAccessReviewSpec::default()
-                },
-                ..SelfSubjectAccessReview::default()
-            };
-            let answer = reviews.create(&PostParams::default(), &review).await?;
-            let allowed = answer.status.is_some_and(|s| s.allowed);
+            let allowed = allowed(client, attributes, account).await?;
             Ok::<_, kube::Error>((!allowed).then_some(need))
         }
     });
     let answers = futures::future::try_join_all(asks).await?;
     Ok(answers.into_iter().flatten().collect())
+}
+
+/// Whether the host may act as `account` (`impersonate` on that ServiceAccount).
+pub async fn may_impersonate(
+    client: &kube::Client,
+    account: &Account,
+) -> Result<bool, kube::Error> {
+    let attributes = ResourceAttributes {
+        group: Some(String::new()),
+        resource: Some("serviceaccounts".into()),
+        verb: Some("impersonate".into()),
+        namespace: Some(account.namespace().to_owned()),
+        name: Some(account.name().to_owned()),
+        ..ResourceAttributes::default()
+    };
+    allowed(client, attributes, None).await
+}
+
+/// The authorizer's verdict on a request with `attributes`, by `account` (a
+/// SubjectAccessReview naming its user and groups) or by the host itself (a
+/// SelfSubjectAccessReview).
+async fn allowed(
+    client: &kube::Client,
+    attributes: ResourceAttributes,
+    account: Option<&Account>,
+) -> Result<bool, kube::Error> {
+    let params = PostParams::default();
+    let status = match account {
+        Some(account) => {
+            let review = SubjectAccessReview {
+                spec: SubjectAccessReviewSpec {
+                    resource_attributes: Some(attributes),
+                    user: Some(account.username()),
+                    groups: Some(account.groups()),
+                    ..SubjectAccessReviewSpec::default()
+                },
+                ..SubjectAccessReview::default()
+            };
+            let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
+            reviews.create(&params, &review).await?.status
+        }
+        None => {
+            let review = SelfSubjectAccessReview {
+                spec: SelfSubjectAccessReviewSpec {
+                    resource_attributes: Some(attributes),
+                    ..SelfSubjectAccessReviewSpec::default()
+                },
+                ..SelfSubjectAccessReview::default()
+            };
+            let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+            reviews.create(&params, &review).await?.status
+        }
+    };
+    Ok(status.is_some_and(|s| s.allowed))
 }

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 use wasmctrl_scope::{Kind, Namespaces, Scope};
 
+use crate::identity::Account;
 use crate::kinds::{CrdError, KindInfo, Kinds};
 
 /// Who the RBAC is for.
@@ -100,8 +101,15 @@ impl Resolver {
 }
 
 /// RBAC verbs in the order Kubernetes documents them, which is the order rules list them in.
-const VERBS: [&str; 7] = [
-    "get", "list", "watch", "create", "update", "patch", "delete",
+const VERBS: [&str; 8] = [
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "impersonate",
 ];
 const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "patch", "delete"];
@@ -263,7 +271,10 @@ pub fn requirements(scope: &Scope, resolver: &Resolver) -> Vec<Requirement> {
 /// --plugin-resources`), everywhere: reading them and writing their status, the
 /// `imagePullSecrets` they name (in any namespace: a tenant's are in its own) and events about
 /// them. Asking the API server what the host itself may do (the permission preflight's
-/// SelfSubjectAccessReviews) every authenticated user may, by kube's `system:basic-user`.
+/// SelfSubjectAccessReviews) every authenticated user may, by kube's `system:basic-user`;
+/// asking what a tenant's ServiceAccount may do (SubjectAccessReviews) takes the host's
+/// cluster role (`<sa>:host`), which the secure metrics endpoint needs anyway. The right to act
+/// as a tenant's account is granted per namespace ([`impersonation_role`]).
 fn plugin_resources_grants() -> Grants {
     let mut grants = Grants::new();
     let group = crate::resources::GROUP;
@@ -373,48 +384,79 @@ fn metrics_reader(options: &Options, labels: &Value) -> Value {
     })
 }
 
+/// A plugin to grant rights to.
+#[derive(Debug, Clone)]
+pub struct Grantee {
+    /// The name it is served under.
+    pub name: String,
+    /// What it declares (its config's narrowing applied).
+    pub scope: Scope,
+    /// The account it acts as (a tenant's ServiceAccount), which its rights go to, the host
+    /// being granted only to impersonate it in its namespace; `None`: the host, which its
+    /// rights go to.
+    pub account: Option<Account>,
+}
+
+impl Grantee {
+    /// A plugin that acts as the host (a file's, a `ClusterWasmPlugin`'s).
+    pub fn host(name: impl Into<String>, scope: Scope) -> Self {
+        Self {
+            name: name.into(),
+            scope,
+            account: None,
+        }
+    }
+}
+
+/// The role granting the host the right to act as tenants' ServiceAccounts, in each tenant's
+/// namespace (`impersonate` on those accounts by name, never cluster-wide).
+pub fn impersonation_role(options: &Options) -> String {
+    format!("{}:impersonate", options.service_account)
+}
+
 /// The RBAC objects, and notes about guesses made (kinds whose CRD was not given).
 pub fn generate(
-    plugins: &[(String, Scope)],
+    plugins: &[Grantee],
     resolver: &Resolver,
     options: &Options,
 ) -> (Vec<Value>, Vec<String>) {
     let labels =
         json!({"app.kubernetes.io/name": "wasmctrl", "app.kubernetes.io/component": "rbac"});
     let sa = &options.service_account;
-    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": options.namespace}]);
     let mut notes = BTreeSet::new();
-    // (place, role name) -> grants
-    let mut roles: BTreeMap<(Place, String), Grants> = BTreeMap::new();
+    // (place, role name) -> grants, and who they are bound to (`None`: the host).
+    let mut roles: BTreeMap<(Place, String), (Grants, Option<Account>)> = BTreeMap::new();
+    let host_namespace = Place::Namespace(options.namespace.clone());
+    let host_role = format!("{sa}:host");
     roles.insert(
-        (
-            Place::Namespace(options.namespace.clone()),
-            format!("{sa}:host"),
-        ),
-        host_grants(options),
+        (host_namespace.clone(), host_role.clone()),
+        (host_grants(options), None),
     );
-    roles.insert(
-        (Place::Cluster, format!("{sa}:host")),
-        host_cluster_grants(),
-    );
+    roles.insert((Place::Cluster, host_role), (host_cluster_grants(), None));
     if options.plugin_resources {
         roles.insert(
             (Place::Cluster, plugin_resources_role(options)),
-            plugin_resources_grants(),
+            (plugin_resources_grants(), None),
         );
     }
     if options.sharding {
         roles.insert(
-            (
-                Place::Namespace(options.namespace.clone()),
-                sharding_role(options),
-            ),
-            sharding_grants(),
+            (host_namespace, sharding_role(options)),
+            (sharding_grants(), None),
         );
     }
-    for (name, scope) in plugins {
-        for (place, grants) in plugin_grants(scope, resolver, &mut notes) {
-            roles.insert((place, format!("{sa}:{name}")), grants);
+    for plugin in plugins {
+        for (place, grants) in plugin_grants(&plugin.scope, resolver, &mut notes) {
+            let role = format!("{sa}:{}", plugin.name);
+            roles.insert((place, role), (grants, plugin.account.clone()));
+        }
+        if let Some(account) = &plugin.account {
+            let place = Place::Namespace(account.namespace().to_owned());
+            let (grants, _) = roles
+                .entry((place, impersonation_role(options)))
+                .or_default();
+            let name = Some(account.name());
+            grant(grants, "", "serviceaccounts", name, &["impersonate"]);
         }
     }
     let mut objects = vec![
@@ -425,7 +467,15 @@ pub fn generate(
         metrics_reader(options, &labels),
     ];
     let mut bindings = Vec::new();
-    for ((place, name), grants) in &roles {
+    for ((place, name), (grants, account)) in &roles {
+        let subject = match account {
+            Some(account) => {
+                json!([{"kind": "ServiceAccount", "name": account.name(), "namespace": account.namespace()}])
+            }
+            None => {
+                json!([{"kind": "ServiceAccount", "name": sa, "namespace": options.namespace}])
+            }
+        };
         let (role_kind, binding_kind, mut metadata) = match place {
             Place::Cluster => (
                 "ClusterRole",
@@ -521,8 +571,11 @@ mod tests {
             "versions": [{"name": "v1", "served": true, "storage": true}]}}),
             )
             .unwrap();
-        let (objects, notes) =
-            generate(&[("things".into(), scope)], &resolver, &Options::default());
+        let (objects, notes) = generate(
+            &[Grantee::host("things", scope)],
+            &resolver,
+            &Options::default(),
+        );
         assert!(notes.is_empty(), "{notes:?}");
         let cluster_wide: Vec<_> = (objects.iter())
             .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding")
@@ -622,7 +675,11 @@ mod tests {
             "versions": [{"name": "v1", "served": true, "storage": true}]}}),
             )
             .unwrap();
-        let (objects, notes) = generate(&[("geese".into(), scope)], &resolver, &Options::default());
+        let (objects, notes) = generate(
+            &[Grantee::host("geese", scope)],
+            &resolver,
+            &Options::default(),
+        );
         assert!(notes.is_empty(), "{notes:?}");
         let farm = role(&objects, "Role", Some("farm"), "wasmctrl:geese");
         let text = farm["rules"].to_string();
@@ -651,7 +708,7 @@ mod tests {
     #[test]
     fn all_namespaces_and_cluster_scoped_kinds_get_cluster_roles_and_guesses_are_named() {
         let generated = || {
-            let plugins = [("widgets".to_string(), widgets())];
+            let plugins = [Grantee::host("widgets", widgets())];
             generate(&plugins, &Resolver::default(), &Options::default())
         };
         let (objects, notes) = generated();
@@ -663,5 +720,53 @@ mod tests {
         assert!(text.contains("\"widgets/status\""), "{text}");
         role(&objects, "ClusterRoleBinding", None, "wasmctrl:widgets");
         assert_eq!(to_yaml(&objects), to_yaml(&generated().0), "deterministic");
+    }
+
+    #[test]
+    fn a_tenants_rights_go_to_its_service_account_and_the_host_may_only_impersonate_it() {
+        let thing = Kind::new("example.com", "v1", "Thing");
+        let scope = Scope::new(
+            thing,
+            Namespaces::declared(&["team-a"]),
+            Selector::default(),
+        );
+        let account = Account::new("team-a", "deployer").unwrap();
+        let plugins = [Grantee {
+            name: "team-a-things".into(),
+            scope,
+            account: Some(account),
+        }];
+        let (objects, _) = generate(&plugins, &Resolver::default(), &Options::default());
+        let binding = role(
+            &objects,
+            "RoleBinding",
+            Some("team-a"),
+            "wasmctrl:team-a-things",
+        );
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "deployer", "namespace": "team-a"}])
+        );
+        let impersonate = role(&objects, "Role", Some("team-a"), "wasmctrl:impersonate");
+        assert_eq!(
+            impersonate["rules"],
+            json!([{"apiGroups": [""], "resources": ["serviceaccounts"], "resourceNames": ["deployer"], "verbs": ["impersonate"]}])
+        );
+        let binding = role(
+            &objects,
+            "RoleBinding",
+            Some("team-a"),
+            "wasmctrl:impersonate",
+        );
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "wasmctrl", "namespace": "wasmctrl"}])
+        );
+        // Nowhere else, and nothing cluster-wide, may the host impersonate.
+        let anywhere = objects
+            .iter()
+            .filter(|o| o["rules"].to_string().contains("impersonate"))
+            .count();
+        assert_eq!(anywhere, 1);
     }
 }

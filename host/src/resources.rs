@@ -14,6 +14,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::identity::{Account, NotAnAccount};
 use crate::loader::PluginConfig;
 
 /// The API group of both kinds.
@@ -46,11 +47,6 @@ pub struct PluginSource {
     #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4096))]
     pub memory_mib: Option<u32>,
-    /// Permissions a new version may add to what the running one holds (as `wasmctrl inspect`
-    /// prints them); a version asking for more than it is approved for is refused, and the
-    /// running one keeps serving.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub approve: Vec<String>,
     /// Secrets of type `kubernetes.io/dockerconfigjson`, in the resource's namespace (for a
     /// `ClusterWasmPlugin`, the host's), holding the registry's credentials.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -133,11 +129,25 @@ pub struct SecretReference {
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
+#[serde(rename_all = "camelCase")]
 pub struct WasmPluginSpec {
-    /// The plugin and the operator's config for it.
+    /// The plugin and the team's config for it.
     #[serde(flatten)]
     pub source: PluginSource,
+    /// The ServiceAccount of this namespace whose rights the plugin acts with (default
+    /// `default`): the host makes every request for the plugin as it (impersonation), so its
+    /// RBAC decides what the plugin may read and write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    #[schemars(regex(
+        pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+    ))]
+    pub service_account_name: Option<String>,
 }
+
+/// The ServiceAccount a `WasmPlugin` acts as when it names none (as Flux's
+/// `--default-service-account`).
+pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
 /// The operator's plugin, in the namespaces its manifest declares (narrowed by `namespaces`).
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -162,6 +172,12 @@ pub struct ClusterWasmPluginSpec {
     /// Narrows the namespaces the plugin's manifest declares (it can only narrow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<String>>,
+    /// Permissions a new version (or new settings) may add to what the serving one holds (as
+    /// `wasmctrl inspect` prints them); a version asking for more than it is approved for is
+    /// refused, and the serving one keeps serving. (A `WasmPlugin` has no such field: its
+    /// ServiceAccount's rights bound it.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<String>,
 }
 
 /// What the host made of a plugin resource.
@@ -190,24 +206,16 @@ pub struct WasmPluginStatus {
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
 
 impl PluginSource {
-    /// The operator's config as the host loads the plugin with it (what a file plugin's
-    /// `<name>.toml` says), served under `name`; `namespaces` narrows the manifest's, and a
-    /// tenant's plugin is confined to `tenant`.
-    pub fn config(
-        &self,
-        name: &str,
-        namespaces: Option<Vec<String>>,
-        tenant: Option<&str>,
-    ) -> PluginConfig {
+    /// The config as the host loads the plugin with it (what a file plugin's `<name>.toml`
+    /// says), served under `name`; what only one kind says is [`PluginResource::config`]'s.
+    fn config(&self, name: &str) -> PluginConfig {
         PluginConfig {
             settings: (self.settings.clone()).map_or(serde_json::Value::Null, Into::into),
             concurrency: self.concurrency.map(|c| c as usize),
-            namespaces,
             deadline_ms: self.deadline_ms,
-            approve: self.approve.clone(),
             name: Some(name.to_string()),
             memory_mib: self.memory_mib.map(|m| m as usize),
-            tenant: tenant.map(str::to_string),
+            ..PluginConfig::default()
         }
     }
 
@@ -316,13 +324,37 @@ impl PluginResource {
         }
     }
 
-    /// The config the plugin is loaded with.
+    /// The config the plugin is loaded with: a `ClusterWasmPlugin`'s narrowed namespaces and
+    /// approvals; a `WasmPlugin`'s confinement to its namespace, and its ServiceAccount
+    /// (absent only when [`account`](Self::account) refuses the name, and then the resource
+    /// is not served).
     pub fn config(&self) -> PluginConfig {
-        let namespaces = match self {
-            Self::Namespaced(_) => None,
-            Self::Cluster(p) => p.spec.namespaces.clone(),
-        };
-        (self.source()).config(&self.served_name(), namespaces, self.tenant())
+        let mut config = self.source().config(&self.served_name());
+        match self {
+            Self::Namespaced(_) => {
+                config.tenant = self.tenant().map(str::to_owned);
+                config.account = self.account().ok().flatten();
+            }
+            Self::Cluster(p) => {
+                config.namespaces = p.spec.namespaces.clone();
+                config.approve = p.spec.approve.clone();
+            }
+        }
+        config
+    }
+
+    /// The ServiceAccount a `WasmPlugin` acts as (`spec.serviceAccountName`, default
+    /// [`DEFAULT_SERVICE_ACCOUNT`]); `None` for a `ClusterWasmPlugin`, which acts as the host.
+    pub fn account(&self) -> Result<Option<Account>, NotAnAccount> {
+        match self {
+            Self::Namespaced(p) => {
+                let namespace = p.metadata.namespace.as_deref().unwrap_or_default();
+                let name =
+                    (p.spec.service_account_name.as_deref()).unwrap_or(DEFAULT_SERVICE_ACCOUNT);
+                Account::new(namespace, name).map(Some)
+            }
+            Self::Cluster(_) => Ok(None),
+        }
     }
 
     /// Where its `imagePullSecrets` live: its own namespace, or for a `ClusterWasmPlugin`,

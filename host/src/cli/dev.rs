@@ -158,7 +158,10 @@ async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> 
         plugin_resources: false,
         sharding: false,
     };
-    let (objects, notes) = rbac::generate(scopes, &resolver, &options);
+    let plugins: Vec<rbac::Grantee> = (scopes.iter())
+        .map(|(name, scope)| rbac::Grantee::host(name.clone(), scope.clone()))
+        .collect();
+    let (objects, notes) = rbac::generate(&plugins, &resolver, &options);
     for note in notes {
         tracing::info!(%note, "rbac");
     }

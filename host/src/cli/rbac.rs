@@ -1,5 +1,7 @@
 //! `wasmctrl rbac`: the ServiceAccount, Roles and bindings that grant the host exactly what the
-//! plugins in a directory declare, as YAML for `kubectl apply` or a kustomization.
+//! plugins in a directory declare, as YAML for `kubectl apply` or a kustomization; for a
+//! `WasmPlugin` (`--resources`), its ServiceAccount gets what the plugin declares and the host
+//! only the right to impersonate that account in its namespace.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use wasmctrl_scope::Scope;
 
-use crate::rbac::{self, Options, Resolver};
+use crate::rbac::{self, Grantee, Options, Resolver};
 use crate::resources::PluginResource;
 
 /// Arguments of `wasmctrl rbac`.
@@ -47,8 +49,9 @@ pub struct Args {
     #[arg(long)]
     plugin_resources_only: bool,
     /// `WasmPlugin` and `ClusterWasmPlugin` manifests (files or directories of YAML): each
-    /// plugin is pulled from its registry and granted what it declares, a `WasmPlugin`'s in its
-    /// own namespace only. Implies `--plugin-resources`. Repeatable.
+    /// plugin is pulled from its registry and granted what it declares; a `WasmPlugin`'s rights
+    /// go to its ServiceAccount, in its own namespace only, and the host gets `impersonate` on
+    /// that account there. Implies `--plugin-resources`. Repeatable.
     #[arg(long = "resources", value_name = "PATH")]
     resources: Vec<PathBuf>,
     #[command(flatten)]
@@ -58,17 +61,23 @@ pub struct Args {
 /// Prints the RBAC for every plugin in the directory; notes about guesses go to stderr.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Only resources: the plugin directory may not exist.
-    let mut plugins = if args.resources.is_empty() || args.plugins.is_dir() {
-        scopes(&args.plugins)?
+    let mut plugins: Vec<Grantee> = if args.resources.is_empty() || args.plugins.is_dir() {
+        (scopes(&args.plugins)?.into_iter())
+            .map(|(name, scope)| Grantee::host(name, scope))
+            .collect()
     } else {
         Vec::new()
     };
     for path in &args.resources {
-        for (name, scope) in resource_scopes(path, &args.registry)? {
-            if plugins.iter().any(|(n, _)| *n == name) {
-                anyhow::bail!("{}: a second plugin served as {name}", path.display());
+        for grantee in resource_grantees(path, &args.registry)? {
+            if plugins.iter().any(|p| p.name == grantee.name) {
+                anyhow::bail!(
+                    "{}: a second plugin served as {}",
+                    path.display(),
+                    grantee.name
+                );
             }
-            plugins.push((name, scope));
+            plugins.push(grantee);
         }
     }
     let mut resolver = Resolver::default();
@@ -135,11 +144,12 @@ pub(crate) fn scopes(dir: &Path) -> anyhow::Result<Vec<(String, Scope)>> {
 }
 
 /// Each plugin resource under `path`, pulled and loaded as `run --plugin-resources` loads it,
-/// by the name it is served under, with its effective scope.
-fn resource_scopes(
+/// by the name it is served under, with its effective scope and (a `WasmPlugin`'s) the
+/// ServiceAccount it acts as.
+fn resource_grantees(
     path: &Path,
     registry: &super::oci::RegistryArgs,
-) -> anyhow::Result<Vec<(String, Scope)>> {
+) -> anyhow::Result<Vec<Grantee>> {
     let runtime = super::inspect::review_runtime()?;
     let mut out = Vec::new();
     for file in super::manifest_files(path)? {
@@ -157,7 +167,12 @@ fn resource_scopes(
             config
                 .check_narrows(plugin.manifest())
                 .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
-            out.push((resource.served_name(), plugin.scope().clone()));
+            let account = resource.account().with_context(|| source.clone())?;
+            out.push(Grantee {
+                name: resource.served_name(),
+                scope: plugin.scope().clone(),
+                account,
+            });
         }
     }
     Ok(out)

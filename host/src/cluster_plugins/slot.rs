@@ -167,6 +167,11 @@ impl Slot {
     ) -> Result<Next, Failed> {
         let source = resource.source();
         let policy = &self.shared.options.policy;
+        // A tenant's plugin acts as its ServiceAccount, never as the host: a name that cannot
+        // be one stops here.
+        let account = resource.account().map_err(|e| {
+            Failed::new("PermissionsGranted", "InvalidServiceAccount", e.to_string())
+        })?;
         let (config, clamped) = policy.clamp(resource.config());
         let refresh = source
             .refresh()
@@ -221,13 +226,7 @@ impl Slot {
             && serving.digest == digest
             && serving.config == config
         {
-            report.set(
-                "PermissionsGranted",
-                Verdict::yes(
-                    "Granted",
-                    "the host may make every request the plugin implies",
-                ),
-            );
+            report.set("PermissionsGranted", granted(account.as_ref()));
             report.set(
                 "Loaded",
                 Verdict::yes("Loaded", serves(&serving.plugin, &digest, &clamped)),
@@ -250,13 +249,7 @@ impl Slot {
 
         // 3. May it do what it asks? Approved by the operator, and allowed to the host.
         self.permitted(resource, &plugin, &config).await?;
-        report.set(
-            "PermissionsGranted",
-            Verdict::yes(
-                "Granted",
-                "the host may make every request the plugin implies",
-            ),
-        );
+        report.set("PermissionsGranted", granted(account.as_ref()));
 
         // 4. Serve it: a swap in place when the old version declares the same, as for files.
         let change = match self.serving.take() {
@@ -531,9 +524,9 @@ impl Slot {
         Ok(Arc::new(plugin))
     }
 
-    /// The version is approved (it asks for nothing more than the serving one, or the
-    /// operator approved each addition), confined if it is a tenant's, and the host may make
-    /// every request it implies.
+    /// The version is approved (a `ClusterWasmPlugin`'s asks for nothing more than the serving
+    /// one, or the operator approved each addition), confined if it is a tenant's, and whoever
+    /// it acts as (the tenant's ServiceAccount, or the host) may make every request it implies.
     async fn permitted(
         &self,
         resource: &PluginResource,
@@ -541,8 +534,10 @@ impl Slot {
         config: &PluginConfig,
     ) -> Result<(), Failed> {
         // New bytes, or new settings (which may make the same bytes declare more): either
-        // may widen what the plugin asks for, and what it adds must be approved.
-        if let Some(serving) = &self.serving
+        // may widen what the operator's plugin asks for, and what it adds must be approved.
+        // A tenant's is bounded by its ServiceAccount's rights instead, whatever it declares.
+        if resource.tenant().is_none()
+            && let Some(serving) = &self.serving
             && (serving.plugin.digest() != plugin.digest()
                 || serving.plugin.settings() != plugin.settings())
         {
@@ -590,22 +585,40 @@ impl Slot {
                 ));
             }
         }
-        let missing = preflight::missing(client, plugin.scope(), &resolver)
-            .await
-            .map_err(|e| {
-                Failed::new(
+        let account = config.account.as_ref();
+        let who = account.map_or_else(|| "the host".to_owned(), ToString::to_string);
+        let unanswered = |e: kube::Error| {
+            Failed::new(
+                "PermissionsGranted",
+                "PreflightFailed",
+                format!("cannot ask the API server what {who} may do: {e}"),
+            )
+        };
+        if let Some(account) = account
+            && !(preflight::may_impersonate(client, account).await).map_err(unanswered)?
+        {
+            return Err(Failed {
+                max: PREFLIGHT_MAX,
+                ..Failed::new(
                     "PermissionsGranted",
-                    "PreflightFailed",
-                    format!("cannot ask the API server what the host may do: {e}"),
+                    "CannotImpersonate",
+                    format!(
+                        "the host may not act as {account} (impersonate serviceaccounts in namespace {}); the operator grants it per namespace (wasmctrl rbac --resources)",
+                        account.namespace()
+                    ),
                 )
-            })?;
+            });
+        }
+        let missing = preflight::missing(client, plugin.scope(), &resolver, account)
+            .await
+            .map_err(unanswered)?;
         (self.shared.host.metrics()).missing_permissions(&self.name, missing.len());
         if missing.is_empty() {
             return Ok(());
         }
         let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
         let message = format!(
-            "the host may not make {} request(s) the plugin needs; grant them (wasmctrl rbac --resources) and it starts: {}",
+            "{who} may not make {} request(s) the plugin needs; grant them (wasmctrl rbac --resources) and it starts: {}",
             list.len(),
             list.join("; ")
         );
@@ -750,6 +763,15 @@ impl Slot {
 }
 
 /// Two statuses say the same, timestamps aside.
+/// `PermissionsGranted=True`, naming who the plugin acts as.
+fn granted(account: Option<&crate::identity::Account>) -> Verdict {
+    let who = account.map_or_else(|| "the host".to_owned(), ToString::to_string);
+    Verdict::yes(
+        "Granted",
+        format!("{who} may make every request the plugin implies"),
+    )
+}
+
 fn same_status(
     a: &crate::resources::WasmPluginStatus,
     b: &crate::resources::WasmPluginStatus,

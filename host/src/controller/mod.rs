@@ -20,6 +20,7 @@ use wasmctrl_scope::{Kind, shard};
 
 use crate::applier::Applier;
 use crate::events::Note;
+use crate::identity::Account;
 use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Version, Watch};
 use crate::leader::Leadership;
 use crate::loader;
@@ -43,6 +44,9 @@ use worker::{CallTime, Worker};
 pub struct Tuning {
     /// Workers, i.e. keys reconciled at once (default 4).
     pub concurrency: Option<usize>,
+    /// The account whose rights every request for the plugin uses (impersonated; a tenant's
+    /// ServiceAccount); `None`: the host's own.
+    pub account: Option<Account>,
 }
 
 /// Workers per plugin when nothing says otherwise.
@@ -501,6 +505,7 @@ impl Manager {
             return;
         };
         controller.stop(&self.informers, grace).await;
+        self.applier.act_as(name, None);
         tracing::info!(plugin.name = %name, "plugin stopped");
     }
 
@@ -509,6 +514,7 @@ impl Manager {
     pub async fn apply_change(&self, change: loader::Change, concurrency: usize, grace: Duration) {
         let tuning = |config: &loader::PluginConfig| Tuning {
             concurrency: config.concurrency.or(Some(concurrency)),
+            account: config.account.clone(),
         };
         let loaded = !matches!(change, loader::Change::Removed(_));
         if loaded {
@@ -538,7 +544,8 @@ impl Manager {
     pub async fn preflight(&self, plugin: &Plugin) {
         let name = &plugin.manifest().name;
         let resolver = crate::preflight::resolve(&self.client, plugin.scope()).await;
-        let missing = match crate::preflight::missing(&self.client, plugin.scope(), &resolver).await
+        let missing = match crate::preflight::missing(&self.client, plugin.scope(), &resolver, None)
+            .await
         {
             Ok(missing) => missing,
             Err(e) => {
@@ -624,7 +631,10 @@ impl Manager {
             // Children share their owner's namespace, hence its slot when sharding by it.
             children_sharded: owner_namespaced && !by_uid,
             gone: by_uid.then(|| gone.clone()),
+            account: tuning.account.clone(),
         };
+        // Its writes and events as the same account as its caches.
+        self.applier.act_as(&name, tuning.account.clone());
         let watched = keys.subscribe_declared(&manifest);
         let subscriptions = keys.subscriptions;
 
@@ -685,12 +695,14 @@ impl Manager {
         namespaces: Option<Vec<String>>,
         labels: &Selector,
         sharded: bool,
+        account: Option<&Account>,
     ) -> Vec<Arc<Informer>> {
         let watch = |namespace| Watch {
             kind: kind.clone(),
             namespace,
             labels: labels.clone(),
             sharded,
+            account: account.cloned(),
         };
         match namespaces {
             None => vec![self.informers.get(&watch(None))],
@@ -714,6 +726,8 @@ struct KeySources<'a> {
     children_sharded: bool,
     /// Sharding by uid: where the slots of deleted reconciled objects are kept.
     gone: Option<Arc<Mutex<HashMap<ObjectKey, usize>>>>,
+    /// Whose rights the caches are filled with (`None`: the host's).
+    account: Option<Account>,
 }
 
 impl KeySources<'_> {
@@ -724,11 +738,13 @@ impl KeySources<'_> {
         let own_namespaces: Option<Vec<String>> =
             (self.scope.namespaces().names()).map(|set| set.iter().cloned().collect());
         let manager = self.manager;
+        let account = self.account.clone();
         let watched = Arc::new(manager.caches(
             manifest.kind(),
             own_namespaces.clone(),
             &manifest.selector,
             self.sharded,
+            account.as_ref(),
         ));
         for informer in watched.iter() {
             let filter = Filter {
@@ -748,9 +764,14 @@ impl KeySources<'_> {
         }
         for kind in manifest.owns() {
             let sharded = self.children_sharded;
-            for informer in
-                manager.caches(kind, own_namespaces.clone(), &Selector::default(), sharded)
-            {
+            let caches = manager.caches(
+                kind,
+                own_namespaces.clone(),
+                &Selector::default(),
+                sharded,
+                account.as_ref(),
+            );
+            for informer in caches {
                 let owner_kind = manifest.kind().clone();
                 self.subscribe(
                     informer,
@@ -778,7 +799,14 @@ impl KeySources<'_> {
                 Some(readable)
             };
             // Read kinds may be read anywhere: never sharded.
-            for informer in manager.caches(&read.kind, namespaces, &read.selector, false) {
+            let caches = manager.caches(
+                &read.kind,
+                namespaces,
+                &read.selector,
+                false,
+                account.as_ref(),
+            );
+            for informer in caches {
                 let Some(mapping) = read.trigger.clone() else {
                     // Subscribed only to keep the cache of a read-only kind warm.
                     self.subscribe(informer, Box::new(|_, _| {}));

@@ -38,6 +38,7 @@ mod sharded;
 pub use caches::Caches;
 pub use registry::Informers;
 
+use crate::identity::Account;
 use crate::selector::{Labels, Selector};
 use crate::sharding::{CacheSlots, Shards};
 
@@ -55,6 +56,9 @@ pub struct Watch {
     /// and its owned kinds' when keys are placed by namespace); the API server is asked for them
     /// with a `shardSelector` where it can be.
     pub sharded: bool,
+    /// Whose rights it lists and watches with: a tenant plugin's account (impersonated), or
+    /// the host's own (`None`). Tenants never share a cache with the host or each other.
+    pub account: Option<Account>,
 }
 
 impl fmt::Display for Watch {
@@ -74,6 +78,9 @@ impl fmt::Display for Watch {
         }
         if self.sharded {
             f.write_str(" (this replica's shards)")?;
+        }
+        if let Some(account) = &self.account {
+            write!(f, " as {account}")?;
         }
         Ok(())
     }
@@ -484,6 +491,7 @@ impl Informer {
             namespace: None,
             labels: Selector::default(),
             sharded: false,
+            account: None,
         }))
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use wasmctrl_scope::Kind;
 
 use super::{Informer, Watch, lock};
+use crate::identity::Account;
 use crate::sharding::Shards;
 
 /// All informers of the process.
@@ -65,19 +66,30 @@ impl Informers {
         }
         let informer = Arc::new(Informer::new(watch.clone()));
         let sharding = (self.sharding.get()).map(|shards| (shards.clone(), self.merge_after));
-        let task = tokio::spawn(informer.clone().run(self.client.clone(), sharding));
+        let client = match &watch.account {
+            Some(account) => account.client(&self.client),
+            None => self.client.clone(),
+        };
+        let task = tokio::spawn(informer.clone().run(client, sharding));
         map.insert(watch.clone(), (informer.clone(), task.abort_handle()));
         informer
     }
 
-    /// A running informer that holds every object of `kind` in `namespace` (no label selector),
-    /// once it knows the kind's scope: the only kind of cache that can show an object is absent.
-    pub fn covering(&self, kind: &Kind, namespace: &str) -> Option<Arc<Informer>> {
+    /// A running informer filled with `account`'s rights that holds every object of `kind` in
+    /// `namespace` (no label selector), once it knows the kind's scope: the only kind of cache
+    /// that can show an object is absent.
+    pub fn covering(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        account: Option<&Account>,
+    ) -> Option<Arc<Informer>> {
         lock(&self.informers)
             .values()
             .map(|(informer, _)| informer)
             .find(|i| {
                 i.gvk() == kind
+                    && i.watch().account.as_ref() == account
                     && i.watch().labels.is_empty()
                     && i.resource().is_some()
                     && i.complete_in(namespace)

@@ -312,6 +312,7 @@ mod tests {
                 namespace: None,
                 labels: Selector::default(),
                 sharded: true,
+                account: None,
             });
             while informer.resource().is_none() {
                 tokio::time::sleep(Duration::from_millis(10)).await;

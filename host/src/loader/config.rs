@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::identity::Account;
 use crate::plugin::Manifest;
 use crate::runtime::Overrides;
 
@@ -52,6 +53,10 @@ pub struct PluginConfig {
     /// it is confined to.
     #[serde(skip)]
     pub tenant: Option<String>,
+    /// Set for a tenant's plugin, never from a file: the ServiceAccount (of the tenant's
+    /// namespace) whose rights every request for it uses.
+    #[serde(skip)]
+    pub account: Option<Account>,
 }
 
 /// A config file that could not be read or does not describe a valid config.
@@ -202,7 +207,7 @@ mod tests {
             approve: Vec::new(),
             name: None,
             memory_mib: None,
-            tenant: None,
+            ..PluginConfig::default()
         };
         for (file, text) in [("p.toml", toml), ("p.yaml", yaml), ("p.json", json)] {
             assert_eq!(

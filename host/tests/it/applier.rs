@@ -25,6 +25,7 @@ fn watch(kind: Kind) -> Watch {
         namespace: None,
         labels: Default::default(),
         sharded: false,
+        account: None,
     }
 }
 

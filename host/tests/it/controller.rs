@@ -82,6 +82,7 @@ async fn a_burst_of_updates_to_a_slow_key_runs_few_reconciles_never_concurrently
         settings,
         Tuning {
             concurrency: Some(4),
+            ..Tuning::default()
         },
     )
     .await;
@@ -350,6 +351,7 @@ async fn reconciles_at_once_never_exceed_the_plugins_concurrency() {
         settings,
         Tuning {
             concurrency: Some(2),
+            ..Tuning::default()
         },
     )
     .await;
@@ -468,6 +470,7 @@ async fn deleted_objects_leave_nothing_behind_in_the_host() {
         Arc::new(plugin),
         Tuning {
             concurrency: Some(8),
+            ..Tuning::default()
         },
     )
     .await;

@@ -139,7 +139,7 @@ async fn a_series_whose_first_event_is_gone_starts_again_with_a_new_event() {
 
     let server = ApiServer::new().unwrap();
     let client = server.client();
-    let recorders = Recorders::new(client.clone(), "host-0");
+    let recorders = Recorders::new("host-0");
     let regarding = ObjectReference {
         api_version: Some("example.com/v1".into()),
         kind: Some("Thing".into()),
@@ -154,7 +154,7 @@ async fn a_series_whose_first_event_is_gone_starts_again_with_a_new_event() {
         note: "t3 is not ready",
         action: "Reconcile",
     };
-    let record = || recorders.record("wasmctrl/p", "p", &regarding, &note);
+    let record = || recorders.record(&client, "wasmctrl/p", "p", &regarding, &note);
     assert!(record().await);
     assert!(record().await);
     let events = events_about(&client, "t3", "NotReady").await;

@@ -516,10 +516,16 @@ async fn a_tenants_plugin_has_only_the_capabilities_granted_to_its_namespace() {
         &[],
     );
     for namespace in ["team-a", "team-b"] {
-        cluster.apply_yaml(&format!(
+        let resource = format!(
             "apiVersion: wasmctrl.io/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: pg\n  namespace: {namespace}\nspec:\n  module: oci://{}/plugins/pg:1\n",
             registry.addr
-        ));
+        );
+        // team-b's account gets what the plugin declares; team-a's gets nothing.
+        if namespace == "team-b" {
+            let file = manifest(dir.path(), "team-b.yaml", &resource);
+            cluster.apply_yaml(&rbac(&registry, Some(&file)));
+        }
+        cluster.apply_yaml(&resource);
     }
     let team_a = ["wasmplugin", "pg", "-n", "team-a"];
     let (_, _, message) = wait_condition(
@@ -557,4 +563,170 @@ fn merge_patch(cluster: &Cluster, name: &str, patch: &str) {
         patch,
     ];
     cluster.kubectl_ok(&args);
+}
+
+/// A tenant's plugin acts as its namespace's ServiceAccount, never with the host's rights:
+/// the host (ServiceAccount `wasmctrl/wasmctrl`, whose `--plugin-resources` role lets it read
+/// every Secret) serves a `WasmPlugin` whose manifest reads Secrets in `team-a`, with the RBAC
+/// `wasmctrl rbac --resources` prints for it but the tenant's own binding held back. The
+/// account lacks the rights, and the status lists them; a read as that account is refused by
+/// the API server; the binding applied, the same host serves the plugin, which reads the
+/// Secret, and every request it implies reaches the API server as the tenant's account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_plugin_acts_as_its_service_account_and_never_with_the_hosts_rights() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start();
+    let cluster = Cluster::start(dir.path());
+    let client = cluster.client().await;
+    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
+    common::things::install(&client).await;
+    for namespace in ["team-a", "team-b"] {
+        cluster.kubectl_ok(&["create", "namespace", namespace]);
+        cluster.kubectl_ok(&["create", "serviceaccount", "reconciler", "-n", namespace]);
+    }
+    cluster.apply_yaml(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: data\n  namespace: team-a\n  labels:\n    visible: \"yes\"\nstringData:\n  password: hunter2\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: tools\n  namespace: team-a\nspec:\n  selector:\n    matchLabels:\n      app: tools\n  template:\n    metadata:\n      labels:\n        app: tools\n    spec:\n      containers:\n      - name: tools\n        image: busybox\n",
+    );
+    push(
+        &registry,
+        &common::plugin_bytes("hostile"),
+        "plugins/hostile",
+        "1",
+    );
+    let resource = format!(
+        "apiVersion: wasmctrl.io/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: hostile\n  namespace: team-a\nspec:\n  module: oci://{}/plugins/hostile:1\n  serviceAccountName: reconciler\n  settings:\n    mode: scope\n",
+        registry.addr
+    );
+    let file = manifest(dir.path(), "tenant.yaml", &resource);
+
+    // What `wasmctrl rbac --resources` grants: the plugin's rights to the tenant's account,
+    // and to the host only the right to impersonate that account, in that namespace.
+    let generated = rbac(&registry, Some(&file));
+    let documents: Vec<&str> = generated.split("---\n").collect();
+    let is = |doc: &str, kind: &str, name: &str| {
+        doc.contains(&format!("kind: {kind}\n")) && doc.contains(&format!("name: {name}\n"))
+    };
+    let tenant_binding = *(documents.iter())
+        .find(|d| is(d, "RoleBinding", "wasmctrl:team-a-hostile"))
+        .unwrap();
+    assert!(
+        tenant_binding.contains("name: reconciler") && tenant_binding.contains("namespace: team-a"),
+        "{tenant_binding}"
+    );
+    let impersonation = *(documents.iter())
+        .find(|d| is(d, "Role", "wasmctrl:impersonate"))
+        .unwrap();
+    assert!(
+        impersonation.contains("namespace: team-a")
+            && impersonation.contains("- reconciler")
+            && impersonation.contains("- impersonate"),
+        "{impersonation}"
+    );
+    let held_back: Vec<&str> = (documents.iter().copied())
+        .filter(|d| !std::ptr::eq(*d, tenant_binding))
+        .collect();
+    cluster.apply_yaml(&held_back.join("---\n"));
+
+    let kubeconfig = cluster.service_account_kubeconfig("wasmctrl", "wasmctrl");
+    let host = cluster.run_host_with(
+        &kubeconfig,
+        &dir.path().join("absent"),
+        &[
+            "--plugin-resources",
+            "--insecure-registry",
+            &registry.addr,
+            "--tenant-registries",
+            &registry.addr,
+        ],
+        &[],
+    );
+    let host_pid = host.pid();
+    cluster.apply_yaml(&resource);
+    let args = ["wasmplugin", "hostile", "-n", "team-a"];
+    let (_, _, message) = wait_condition(
+        &cluster,
+        &args,
+        "PermissionsGranted",
+        "False",
+        Some("MissingPermissions"),
+    )
+    .await;
+    assert!(
+        message.contains("ServiceAccount team-a/reconciler")
+            && message.contains("list secrets in namespace team-a"),
+        "{message}"
+    );
+    assert_eq!(cluster.condition(&args, "Ready").unwrap().0, "False");
+
+    // The host may read the Secret; as the tenant's account, which is how it would read it for
+    // the plugin, the API server refuses. Nor may it act as an account of another namespace.
+    let as_host = common::process::kubectl(&kubeconfig, &["get", "secret", "data", "-n", "team-a"]);
+    assert!(as_host.0, "{}", as_host.1);
+    let refused = |args: &[&str], needle: &str| {
+        let (ok, out) = common::process::kubectl(&kubeconfig, args);
+        assert!(!ok && out.contains(needle), "{args:?}: {out}");
+    };
+    let tenant_user = "--as=system:serviceaccount:team-a:reconciler";
+    refused(
+        &["get", "secret", "data", "-n", "team-a", tenant_user],
+        "Forbidden",
+    );
+    let other_user = "--as=system:serviceaccount:team-b:reconciler";
+    refused(
+        &["get", "configmaps", "-n", "team-b", other_user],
+        "cannot impersonate",
+    );
+
+    // The tenant's binding: the same host serves the plugin, which reads as its account.
+    cluster.apply_yaml(tenant_binding);
+    let (_, _, granted) = wait_condition(&cluster, &args, "PermissionsGranted", "True", None).await;
+    assert!(
+        granted.contains("ServiceAccount team-a/reconciler"),
+        "{granted}"
+    );
+    wait_condition(&cluster, &args, "Ready", "True", None).await;
+    assert_eq!(host.pid(), host_pid, "served without a restart");
+    cluster.apply_yaml(
+        "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: legit\n  namespace: team-a\n  labels:\n    try: legit\n",
+    );
+    let status = common::eventually(60, "the Thing reconciled", || async {
+        let thing = cluster.get_json(&["thing", "legit", "-n", "team-a"])?;
+        (thing["status"]["phase"] == "Done").then(|| thing["status"].clone())
+    })
+    .await;
+    assert_eq!(status["visible"], true, "{status}");
+
+    // Every request the plugin implies was made as the tenant's account: its caches, its
+    // writes, its events.
+    let tenant = "system:serviceaccount:team-a:reconciler";
+    let requests = cluster.requests().await;
+    let made = |resource: &str, verbs: &[&str]| -> Vec<String> {
+        (requests.iter())
+            .filter(|r| r["resource"] == resource && r["namespace"] == "team-a")
+            .filter(|r| verbs.iter().any(|v| r["verb"] == *v))
+            .map(|r| r["user"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    for (resource, verbs) in [
+        ("secrets", &["list", "watch"][..]),
+        ("things", &["list", "watch", "patch"][..]),
+        ("configmaps", &["list", "watch", "patch", "create"][..]),
+        ("deployments", &["patch"][..]),
+    ] {
+        let users = made(resource, verbs);
+        assert!(!users.is_empty(), "no {verbs:?} of {resource} in team-a");
+        assert!(
+            users.iter().all(|u| u == tenant),
+            "{resource} {verbs:?} as {users:?}"
+        );
+    }
+    // Events in team-a come from both: the plugin's about the Thing, as the tenant, and the
+    // host's about the WasmPlugin (its own resource), as the host.
+    let events = made("events", &["create"]);
+    assert!(events.iter().any(|u| u == tenant), "{events:?}");
+    let host_user = "system:serviceaccount:wasmctrl:wasmctrl";
+    assert!(
+        events.iter().all(|u| u == tenant || u == host_user),
+        "{events:?}"
+    );
 }

@@ -208,9 +208,55 @@ fn the_registry_overlay_serves_plugin_resources_instead_of_config_maps() {
             false,
         ),
         (&["list", "secrets", "-n", "team-a"][..], false),
+        // The tenant (tenant.yaml): the host may act as its ServiceAccount, in its
+        // namespace, and as no other account.
+        (
+            &["impersonate", "serviceaccounts/reconciler", "-n", "team-a"][..],
+            true,
+        ),
+        (
+            &["impersonate", "serviceaccounts/default", "-n", "team-a"][..],
+            false,
+        ),
+        (
+            &["impersonate", "serviceaccounts/reconciler", "-n", "team-b"][..],
+            false,
+        ),
+        (&["impersonate", "serviceaccounts", "-A"][..], false),
     ] {
         assert_eq!(can_i(&cluster, args), allowed, "{args:?}");
     }
+    // The plugin's rights are the tenant account's, not the host's.
+    let tenant = "--as=system:serviceaccount:team-a:reconciler";
+    for (args, allowed) in [
+        (
+            &["list", "virtualmachines.cloudnative.tw", "-n", "team-a"][..],
+            true,
+        ),
+        (
+            &[
+                "patch",
+                "virtualmachines.cloudnative.tw/status",
+                "-n",
+                "team-a",
+            ][..],
+            true,
+        ),
+        (
+            &["list", "virtualmachines.cloudnative.tw", "-n", "team-b"][..],
+            false,
+        ),
+        (&["get", "secrets", "-n", "team-a"][..], false),
+    ] {
+        let mut all = vec!["auth", "can-i", tenant];
+        all.extend_from_slice(args);
+        let (_, out) = cluster.kubectl(&all);
+        assert_eq!(out.trim() == "yes", allowed, "{args:?}: {out}");
+    }
+    let plugin = cluster
+        .get_json(&["wasmplugin", "vm", "-n", "team-a"])
+        .unwrap();
+    assert_eq!(plugin["spec"]["serviceAccountName"], "reconciler");
 }
 
 #[test]

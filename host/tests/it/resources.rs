@@ -20,6 +20,15 @@ fn source(module: &str) -> PluginSource {
     }
 }
 
+/// `error` is the API server's 422 Invalid, naming `field`.
+fn invalid(error: kube::Error, field: &str) {
+    let kube::Error::Api(status) = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(status.message.contains(field), "{}", status.message);
+}
+
 #[tokio::test]
 async fn the_crds_install_and_both_kinds_round_trip() {
     let server = ApiServer::new().unwrap();
@@ -43,6 +52,7 @@ async fn the_crds_install_and_both_kinds_round_trip() {
         ClusterWasmPluginSpec {
             source: source("oci://registry.example.com/plugins/virtualmachine:0.1.0"),
             namespaces: Some(vec!["team-a".into()]),
+            approve: vec!["apply v1/ConfigMap in all namespaces (beside the owner)".into()],
         },
     );
     let created = cluster.create(&PostParams::default(), &vm).await.unwrap();
@@ -56,6 +66,7 @@ async fn the_crds_install_and_both_kinds_round_trip() {
         "restarter",
         WasmPluginSpec {
             source: source("oci://registry.example.com/plugins/pod-restarter@sha256:0123"),
+            service_account_name: Some("restarter".into()),
         },
     );
     let created = team.create(&PostParams::default(), &own).await.unwrap();
@@ -64,13 +75,34 @@ async fn the_crds_install_and_both_kinds_round_trip() {
     // A module that is not an oci:// reference is refused by the schema.
     vm.metadata.name = Some("from-a-file".into());
     vm.spec.source.module = "/plugins/vm.wasm".into();
-    let refused = cluster
-        .create(&PostParams::default(), &vm)
+    let refused = cluster.create(&PostParams::default(), &vm).await;
+    invalid(refused.unwrap_err(), "spec.module");
+
+    // A ServiceAccount name that is not one, and `approve` on a tenant's (pruned: only the
+    // operator's kind has it).
+    let mut other = own.clone();
+    other.metadata.name = Some("colon".into());
+    other.spec.service_account_name = Some("a:b".into());
+    let refused = team.create(&PostParams::default(), &other).await;
+    invalid(refused.unwrap_err(), "spec.serviceAccountName");
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<WasmPlugin>(&()),
+    );
+    let approving: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "wasmctrl.io/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "self-approving", "namespace": "default"},
+        "spec": {"module": "oci://registry.example.com/plugins/p:1", "approve": ["get v1/Secret"]},
+    }))
+    .unwrap();
+    let created = raw
+        .create(&PostParams::default(), &approving)
         .await
-        .unwrap_err();
-    let kube::Error::Api(status) = refused else {
-        panic!("{refused:?}")
-    };
-    assert_eq!(status.code, 422, "{status:?}");
-    assert!(status.message.contains("spec.module"), "{}", status.message);
+        .unwrap();
+    assert!(
+        created.data["spec"].get("approve").is_none(),
+        "{:?}",
+        created.data
+    );
 }

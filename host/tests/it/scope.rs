@@ -178,10 +178,21 @@ async fn a_tenants_plugin_declared_for_all_namespaces_acts_in_its_own_only() {
         &registry.addr,
     ];
     let host = cluster.run_host(&absent, &serve, &[]);
-    cluster.apply_yaml(&format!(
+    let resource = format!(
         "apiVersion: wasmctrl.io/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: hostile\n  namespace: team-a\nspec:\n  module: oci://{}/plugins/hostile:1\n  concurrency: 1\n  settings:\n    mode: scope\n    allNamespaces: true\n",
         registry.addr
+    );
+    // It acts as team-a's `default` ServiceAccount, which gets what `wasmctrl rbac` grants
+    // the plugin there.
+    let file = dir.path().join("tenant.yaml");
+    std::fs::write(&file, &resource).unwrap();
+    let resources = ["--resources", file.to_str().unwrap()];
+    let pull = ["--insecure-registry", registry.addr.as_str()];
+    cluster.apply_yaml(&common::process::rbac_yaml_with(
+        &absent,
+        &[&resources[..], &pull[..]].concat(),
     ));
+    cluster.apply_yaml(&resource);
     common::eventually(60, "the WasmPlugin Ready", || async {
         let object = cluster.get_json(&["wasmplugin", "hostile", "-n", "team-a"])?;
         let conditions = object["status"]["conditions"].as_array()?.clone();

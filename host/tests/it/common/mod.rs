@@ -275,7 +275,7 @@ pub async fn rbac_client(
         }
     }
     let scopes: Vec<_> = (plugins.iter())
-        .map(|p| (p.manifest().name.clone(), p.scope().clone()))
+        .map(|p| wasmctrl::rbac::Grantee::host(p.manifest().name.clone(), p.scope().clone()))
         .collect();
     let options = wasmctrl::rbac::Options::default();
     let (mut objects, _) = wasmctrl::rbac::generate(&scopes, &resolver, &options);
