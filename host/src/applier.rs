@@ -220,15 +220,23 @@ impl Applied {
     }
 }
 
-/// A write that changed an object some cache holds: the event it causes (its echo) is on its
-/// way to that cache. The controller waits for the echoes of a key's last reconcile before
-/// reconciling that key again (`controller::echoes`).
+/// The writes of one reconcile that changed an object some cache holds: the events they cause
+/// (their echo) are on their way to that cache. The controller waits for the echoes of a key's
+/// last reconcile before reconciling that key again (`controller::echoes`).
+///
+/// One echo per object, however many times the reconcile wrote it: it waits until the cache has
+/// moved past every version those writes replaced, so a reconcile that writes an object's
+/// status and then removes its finalizer is not satisfied by the status write's event alone
+/// (as kube-controller-manager's expectations count each write, not the first).
 #[derive(Clone)]
 pub struct Echo {
     informer: Arc<Informer>,
     key: ObjectKey,
-    /// The object's version in the cache when it was written; `None`: not there (a create).
-    before: Option<Version>,
+    /// The versions the writes replaced: the cached one before the first (`None`: not there,
+    /// a create), then what each write but the last returned.
+    passed: Vec<Option<Version>>,
+    /// What the last write returned, when known (a delete's is not).
+    after: Option<Version>,
 }
 
 impl std::fmt::Debug for Echo {
@@ -236,7 +244,8 @@ impl std::fmt::Debug for Echo {
         f.debug_struct("Echo")
             .field("cache", &self.informer.watch().to_string())
             .field("key", &self.key)
-            .field("before", &self.before)
+            .field("passed", &self.passed)
+            .field("after", &self.after)
             .finish()
     }
 }
@@ -248,16 +257,44 @@ impl Echo {
         Self {
             informer,
             key,
-            before,
+            passed: vec![before],
+            after: None,
         }
     }
 
-    /// Whether the cache has moved past the version that was written over, so it shows the
-    /// write (or something later). resourceVersions are opaque: no order between them is
+    /// Whether the cache has moved past every version the writes replaced, so it shows the
+    /// last write (or something later). resourceVersions are opaque: no order between them is
     /// assumed, only that a write changes the object's.
     pub fn seen(&self) -> bool {
         let now = self.informer.get(&self.key);
-        now.as_ref().map(|e| &e.resource_version) != self.before.as_ref()
+        let now = now.as_ref().map(|e| e.resource_version.clone());
+        !self.passed.contains(&now)
+    }
+
+    /// Whether `other` is an echo of the same object in the same cache.
+    fn same_object(&self, other: &Echo) -> bool {
+        Arc::ptr_eq(&self.informer, &other.informer) && self.key == other.key
+    }
+}
+
+/// Adds `echo` (one write, `after` being what it returned) to a reconcile's `echoes`: a later
+/// write to an object written before extends that object's echo with the version the earlier
+/// write left, which the cache must move past too.
+fn add_echo(echoes: &mut Vec<Echo>, mut echo: Echo, after: Option<&str>) {
+    echo.after = after
+        .filter(|v| !v.is_empty())
+        .map(|v| Version::new(v.to_owned()));
+    match echoes.iter_mut().find(|e| e.same_object(&echo)) {
+        Some(earlier) => {
+            if let Some(left) = earlier.after.take() {
+                let left = Some(left);
+                if !earlier.passed.contains(&left) {
+                    earlier.passed.push(left);
+                }
+            }
+            earlier.after = echo.after;
+        }
+        None => echoes.push(echo),
     }
 }
 
@@ -281,7 +318,8 @@ impl Cached {
         Echo {
             informer: self.informer,
             key: self.key,
-            before: self.entry.map(|e| e.resource_version.clone()),
+            passed: vec![self.entry.map(|e| e.resource_version.clone())],
+            after: None,
         }
     }
 }
@@ -305,7 +343,8 @@ impl Subject<'_> {
         Some(Echo {
             informer: informer.clone(),
             key: object.key.clone(),
-            before: Some(object.resource_version.clone()),
+            passed: vec![Some(object.resource_version.clone())],
+            after: None,
         })
     }
 }
@@ -916,8 +955,10 @@ impl Applier {
             })
             .await;
         let after = self.map(result, &label, "apply")?;
-        if changed(before.as_deref(), &after) {
-            echoes.extend(cached.map(Cached::into_echo));
+        if changed(before.as_deref(), &after)
+            && let Some(cached) = cached
+        {
+            add_echo(echoes, cached.into_echo(), Some(&after));
         }
         self.remember(plugin, to, intent_hash, before, after);
         Ok(true)
@@ -965,8 +1006,10 @@ impl Applier {
             }
         };
         let after = result.map_err(|e| self.classify(e, &label, "patch", preconditions))?;
-        if changed(before.as_deref(), &after) {
-            echoes.extend(cached.map(Cached::into_echo));
+        if changed(before.as_deref(), &after)
+            && let Some(cached) = cached
+        {
+            add_echo(echoes, cached.into_echo(), Some(&after));
         }
         self.remember(plugin, to, intent_hash, before, after);
         Ok(true)
@@ -998,7 +1041,9 @@ impl Applier {
         match api.delete(&target.name, &params).await {
             Ok(_) => {
                 // Gone, or marked for deletion: either way a new version.
-                echoes.extend(cached.map(Cached::into_echo));
+                if let Some(cached) = cached {
+                    add_echo(echoes, cached.into_echo(), None);
+                }
                 Ok(true)
             }
             Err(e) if is_not_found(&e) => Ok(false),
@@ -1054,8 +1099,10 @@ impl Applier {
         }
         let after = written.metadata.resource_version.unwrap_or_default();
         let before = object.resource_version.to_string();
-        if changed(Some(&before), &after) {
-            echoes.extend(subject.echo());
+        if changed(Some(&before), &after)
+            && let Some(echo) = subject.echo()
+        {
+            add_echo(echoes, echo, Some(&after));
         }
         self.remember(plugin, to, status_hash, Some(before), after);
         Ok(true)
@@ -1107,9 +1154,12 @@ impl Applier {
         match result {
             Err(e) if !adding && is_not_found(&e) => Ok(false),
             Err(e) => Err(self.classify(e, &label, "patch finalizers", true)),
-            Ok(_) => {
+            Ok(patched) => {
                 // Adding or removing a finalizer always makes a new version.
-                echoes.extend(subject.echo());
+                if let Some(echo) = subject.echo() {
+                    let after = patched.metadata.resource_version;
+                    add_echo(echoes, echo, after.as_deref());
+                }
                 Ok(true)
             }
         }
@@ -1342,6 +1392,39 @@ impl Applier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reconcile that writes an object's status and then removes its finalizer (both made
+    /// from the version it read) waits for the second write, not only the first: the cache
+    /// showing the status write alone is still stale.
+    #[test]
+    fn an_object_written_twice_is_seen_only_once_the_cache_shows_the_last_write() {
+        let informer = Informer::detached(Kind::new("", "v1", "ConfigMap"));
+        let at = |rv: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cm", "namespace": "ns", "resourceVersion": rv}})
+        };
+        informer.put(at("1"));
+        let key = ObjectKey::new("ns", "cm");
+        let read = || Echo::new(informer.clone(), key.clone(), Some(Version::Revision(1)));
+        let mut echoes = Vec::new();
+        add_echo(&mut echoes, read(), Some("2"));
+        add_echo(&mut echoes, read(), Some("3"));
+        assert_eq!(echoes.len(), 1, "one echo per object");
+        let echo = &echoes[0];
+        assert!(!echo.seen(), "the cache still holds what was read");
+        informer.put(at("2"));
+        assert!(!echo.seen(), "the first write alone is not enough");
+        informer.put(at("3"));
+        assert!(echo.seen());
+        // Something later than the last write (another writer) counts too, and so does the
+        // object being gone after a delete.
+        informer.put(at("7"));
+        assert!(echo.seen());
+        add_echo(&mut echoes, read(), None);
+        assert!(echoes[0].seen(), "at 7: past 1, 2 and 3");
+        informer.remove(at("8"));
+        assert!(echoes[0].seen());
+    }
 
     #[test]
     fn pruned_fields_are_keys_the_server_did_not_keep() {

@@ -635,12 +635,13 @@ async fn a_children_set_prunes_the_children_it_leaves_out_and_nothing_else() {
     assert!(left("unrelated").await, "a ConfigMap nobody owns stays");
 }
 
-/// A client of `server` whose watches of Things hold back every event that carries a status
-/// until `gate` opens: the host's cache of Things then lags behind its own status writes, while
-/// its cache of ConfigMaps keeps up.
-fn lagging_status_client(
+/// A client of `server` whose watches of Things hold back every event that contains `needle`
+/// (`"status"`: every event that carries a status) until `gate` opens: the host's cache of
+/// Things then lags behind those writes, while its cache of ConfigMaps keeps up.
+fn lagging_client(
     server: &ApiServer,
     gate: tokio::sync::watch::Receiver<bool>,
+    needle: &'static [u8],
 ) -> kube::Client {
     use futures::StreamExt;
     use http_body_util::{StreamBody, combinators::UnsyncBoxBody};
@@ -658,7 +659,7 @@ fn lagging_status_client(
                     let mut gate = gate.clone();
                     async move {
                         let chunk = chunk.map_err(BoxError::from)?;
-                        if gated && chunk.windows(8).any(|w| w == b"\"status\"") {
+                        if gated && chunk.windows(needle.len()).any(|w| w == needle) {
                             let _ = gate.wait_for(|open| *open).await;
                         }
                         Ok::<_, BoxError>(hyper::body::Frame::data(chunk))
@@ -682,7 +683,7 @@ async fn a_key_is_not_reconciled_again_until_the_caches_show_its_own_writes() {
     let plugin = runtime
         .load("converge.wasm", &common::plugin_bytes("converge"), "{}")
         .unwrap();
-    let host = Manager::new(lagging_status_client(&server, gate));
+    let host = Manager::new(lagging_client(&server, gate, b"\"status\""));
     host.upsert(Arc::new(plugin), Tuning::default()).await;
     let api = things::api(&driver);
     things::create(&api, "t", json!({})).await;
@@ -723,4 +724,65 @@ async fn a_key_is_not_reconciled_again_until_the_caches_show_its_own_writes() {
         .map(|r| format!("{} {} {}", r.resource, r.subresource, r.name))
         .collect();
     assert_eq!(patches, ["configmaps  t-child", "things status t"]);
+}
+
+/// A reconcile that writes its object twice (operator-sdk's Memcached cleanup: the status, a
+/// Warning, the finalizer removed) is not run again until the cache shows its last write: with
+/// the object's deletion held back from the host's cache, the status write's echo alone does not
+/// release the key, so the cleanup runs once and records one event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanup_that_writes_its_object_twice_runs_once() {
+    let server = ApiServer::new().unwrap();
+    let driver = server.client();
+    things::install(&driver).await;
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let runtime = Runtime::new(Config::default()).unwrap();
+    let settings = json!({"mode": "cleanup"});
+    let plugin = common::load_plugin(&runtime, "hostile", &settings);
+    let host = Manager::new(lagging_client(&server, gate, b"\"DELETED\""));
+    host.upsert(Arc::new(plugin), Tuning::default()).await;
+    let api = things::api(&driver);
+    things::create(&api, "memcached", json!({})).await;
+    common::eventually(20, "the finalizer added and the status Ready", || async {
+        let thing = api.get("memcached").await.ok()?;
+        (thing.data["status"]["phase"] == "Ready").then_some(())
+    })
+    .await;
+    let before = host.counts("hostile-cleanup").unwrap();
+
+    api.delete("memcached", &Default::default()).await.unwrap();
+    let counts = common::eventually(20, "the key taken again after the cleanup", || async {
+        host.counts("hostile-cleanup")
+            .filter(|c| c.held > before.held || c.total() > before.total() + 1)
+    })
+    .await;
+    assert_eq!(
+        counts.total(),
+        before.total() + 1,
+        "cleaned up again on a cache without its own finalizer removal"
+    );
+    assert!(api.get_opt("memcached").await.unwrap().is_none(), "gone");
+
+    open.send_replace(true);
+    let counts = common::eventually(20, "the deletion seen by the host", || async {
+        let cached = (host.informers().running().iter()).any(|i| i.sizes().0 > 0);
+        let counts = host.counts("hostile-cleanup")?;
+        (!cached && counts.in_flight == 0).then_some(counts)
+    })
+    .await;
+    assert_eq!(counts.error + counts.terminal, 0, "{counts:?}");
+    let events = common::events(&driver, "default")
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let warnings: Vec<_> = (events.items.iter())
+        .filter(|e| e.data["reason"] == "Finalizing")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].data["series"].is_null(),
+        "{:?}",
+        warnings[0].data
+    );
+    host.shutdown(Duration::from_secs(5)).await;
 }

@@ -1,6 +1,6 @@
 //! A plugin that misbehaves on request, to prove the sandbox contains it. Its settings choose
 //! its manifest name (`{"name": ...}`, default `hostile-<mode>`) and the misbehaviour:
-//! `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "spin"
+//! `{"mode": "loop" | "alloc" | "panic" | "huge" | "undeclared" | "count" | "cleanup" | "spin"
 //! | "fail" | "terminal" | "ok"}`. `fail` is a retryable error for objects labelled `fail=yes`,
 //! `terminal` a terminal error, `version` reports `{"version": ...}` from its settings (after `{"iterations": n}` of spinning), `own` applies an owned ConfigMap
 //! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`, `warn`
@@ -281,11 +281,35 @@ impl Reconciler for Hostile {
             "count" => Ok(Outcome::with(vec![Action::update_status(
                 &json!({ "calls": calls }),
             )?])),
+            "cleanup" => cleanup(req),
             _ => Ok(Outcome::with(vec![Action::update_status(
                 &json!({ "phase": "Ready" }),
             )?])),
         }
     }
+}
+
+/// The `cleanup` mode: what operator-sdk's Memcached tutorial does with its finalizer. A live
+/// object gets the finalizer, then a Ready status; a deleted one is cleaned up in one
+/// reconcile that writes the status, records a Warning and removes the finalizer.
+fn cleanup(req: &Key) -> Result<Outcome, Error> {
+    const FINALIZER: &str = "example.com/cleanup";
+    let Some(object) = req.value() else {
+        return Ok(Outcome::done());
+    };
+    let held = (object["metadata"]["finalizers"].as_array())
+        .is_some_and(|f| f.iter().any(|name| name == FINALIZER));
+    let actions = match (object["metadata"]["deletionTimestamp"].is_null(), held) {
+        (true, false) => vec![Action::add_finalizer(FINALIZER)],
+        (true, true) => vec![Action::update_status(&json!({"phase": "Ready"}))?],
+        (false, true) => vec![
+            Action::update_status(&json!({"phase": "Degraded", "reason": "Finalizing"}))?,
+            Action::warning("Finalizing", "cleaning up before the object goes"),
+            Action::remove_finalizer(FINALIZER),
+        ],
+        (false, false) => vec![],
+    };
+    Ok(Outcome::with(actions))
 }
 
 /// The `outcomes` mode.
