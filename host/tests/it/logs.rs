@@ -93,6 +93,18 @@ async fn json_logs_parse_line_by_line_and_carry_the_reconcile_span() {
             "{line}"
         );
         assert_eq!(line["span"]["plugin.name"], "trivial", "{line}");
+        // Named by the span, not repeated by the line.
+        assert!(line["fields"].get("plugin.name").is_none(), "{line}");
+        assert!(line["fields"].get("object.key").is_none(), "{line}");
+    }
+    // A line the plugin logs without fields has no (empty) `fields` of its own.
+    let bare: Vec<&Value> = (lines.iter())
+        .filter(|l| l["fields"]["message"] == "looking")
+        .collect();
+    assert!(!bare.is_empty(), "the plugin's line without fields logged");
+    for line in bare {
+        assert_eq!(line["target"], "plugin", "{line}");
+        assert!(line["fields"].get("fields").is_none(), "{line}");
     }
     assert!(
         !lines.iter().any(|l| l["target"]

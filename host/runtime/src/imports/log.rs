@@ -115,22 +115,32 @@ impl Host for State {
             .map(|(k, v)| format!("{}={}", clip(k), clip(v)))
             .collect::<Vec<_>>()
             .join(" ");
-        let (plugin, key, message) = (&*self.plugin, &self.key, clip(&message));
+        // No empty `fields=`; and inside the controller's reconcile span, which names the plugin
+        // and the key already, the line does not repeat them. Outside one (`wasmctrl test`, a
+        // runtime used directly) it carries them itself.
+        let fields = (!fields.is_empty()).then(|| tracing::field::display(fields));
+        let in_reconcile = (tracing::Span::current().metadata())
+            .is_some_and(|m| m.fields().field("object.key").is_some());
+        let (plugin, key) = match in_reconcile {
+            true => (None, None),
+            false => (Some(&*self.plugin), Some(self.key.as_str())),
+        };
+        let message = clip(&message);
         match level {
             Level::Trace => {
-                tracing::trace!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
+                tracing::trace!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = fields }, "{message}")
             }
             Level::Debug => {
-                tracing::debug!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
+                tracing::debug!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = fields }, "{message}")
             }
             Level::Info => {
-                tracing::info!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
+                tracing::info!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = fields }, "{message}")
             }
             Level::Warn => {
-                tracing::warn!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
+                tracing::warn!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = fields }, "{message}")
             }
             Level::Error => {
-                tracing::error!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = %fields }, "{message}")
+                tracing::error!(target: PLUGIN_LOG_TARGET, { plugin.name = plugin, object.key = key, fields = fields }, "{message}")
             }
         }
     }

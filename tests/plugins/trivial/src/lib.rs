@@ -84,6 +84,7 @@ impl Reconciler for Trivial {
         let generation = thing.metadata.generation.unwrap_or(0);
         let replicas = thing.spec.replicas.unwrap_or(1);
         if ctx.settings().log {
+            wasmctrl_sdk::tracing::debug!("looking");
             wasmctrl_sdk::tracing::debug!(generation, replicas, "read");
         }
         let status =
