@@ -586,7 +586,7 @@ impl Slot {
             }
         }
         let account = config.account.as_ref();
-        let who = account.map_or_else(|| "the host".to_owned(), ToString::to_string);
+        let who = acting_as(account);
         let unanswered = |e: kube::Error| {
             Failed::new(
                 "PermissionsGranted",
@@ -763,9 +763,14 @@ impl Slot {
 }
 
 /// Two statuses say the same, timestamps aside.
+/// Who a plugin acting as `account` (`None`: the host) is, in a condition's message.
+fn acting_as(account: Option<&crate::identity::Account>) -> String {
+    account.map_or_else(|| "the host".to_owned(), ToString::to_string)
+}
+
 /// `PermissionsGranted=True`, naming who the plugin acts as.
 fn granted(account: Option<&crate::identity::Account>) -> Verdict {
-    let who = account.map_or_else(|| "the host".to_owned(), ToString::to_string);
+    let who = acting_as(account);
     Verdict::yes(
         "Granted",
         format!("{who} may make every request the plugin implies"),
