@@ -207,7 +207,7 @@ impl Filter {
     async fn review_token(&self, token: &str) -> Result<Reviewed, Error> {
         let review = TokenReview {
             spec: TokenReviewSpec {
-                token: token.into(),
+                token: Some(token.into()),
                 audiences: None,
             },
             ..TokenReview::default()

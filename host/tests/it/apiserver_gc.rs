@@ -404,7 +404,7 @@ async fn replica_sets_keep_their_replicas_of_pods() {
         let s = sets.get("lost").await.unwrap().status;
         let conditions = s.and_then(|s| s.conditions).unwrap_or_default();
         conditions.iter().any(|c| {
-            c.type_.as_deref() == Some("ReplicaFailure")
+            c.type_ == "ReplicaFailure"
                 && c.reason.as_deref() == Some("FailedCreate")
                 && c.message
                     .as_deref()

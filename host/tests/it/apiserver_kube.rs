@@ -340,7 +340,7 @@ async fn strategic_merge_on_deployment() {
         .patch("web", &PatchParams::default(), &Patch::Strategic(p))
         .await
         .unwrap();
-    let cs = out.spec.template.spec.unwrap().containers;
+    let cs = out.spec.unwrap().template.spec.unwrap().containers;
     assert_eq!(cs.len(), 2);
     assert_eq!(cs[1].image.as_deref(), Some("b:2"));
     assert_eq!(out.metadata.generation, Some(2));

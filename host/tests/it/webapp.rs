@@ -81,7 +81,10 @@ async fn a_plugin_owning_a_statefulset_service_and_claim_reconciles_in_dev_mode(
         ("WebApp", "shop")
     );
     assert_eq!(owner.controller, Some(true));
-    assert_eq!(set.spec.service_name.as_deref(), Some("shop"));
+    assert_eq!(
+        set.spec.as_ref().unwrap().service_name.as_deref(),
+        Some("shop")
+    );
     let services: Api<Service> = Api::namespaced(client.clone(), "default");
     let service = services.get("shop").await.unwrap();
     assert_eq!(service.spec.unwrap().cluster_ip.as_deref(), Some("None"));
@@ -101,7 +104,10 @@ async fn a_plugin_owning_a_statefulset_service_and_claim_reconciles_in_dev_mode(
     })
     .await;
     assert_eq!(status["claimStorage"], "2Gi");
-    assert_eq!(sets.get("shop").await.unwrap().spec.replicas, Some(3));
+    assert_eq!(
+        sets.get("shop").await.unwrap().spec.unwrap().replicas,
+        Some(3)
+    );
 
     // Deleted, its children go with it through their owner references.
     apps.delete("shop", &DeleteParams::default()).await.unwrap();

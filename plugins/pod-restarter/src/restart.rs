@@ -83,14 +83,15 @@ pub fn patch(
             ]);
         }
     }
-    let template = &deployment.spec.template;
+    // A Deployment always has a spec; one without is treated as a template without metadata.
+    let template_meta = (deployment.spec.as_ref()).and_then(|spec| spec.template.metadata.as_ref());
     let restart = |path: &str, value: Value| {
         [
             json!({"op": "test", "path": path, "value": null}),
             json!({"op": "add", "path": path, "value": value}),
         ]
     };
-    match &template.metadata {
+    match template_meta {
         None => ops.extend(restart(
             "/spec/template/metadata",
             json!({"annotations": {RESTARTED_AT: now}}),

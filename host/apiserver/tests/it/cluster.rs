@@ -412,12 +412,12 @@ async fn deployments_roll_out_within_their_surge_and_unavailability() {
         "2"
     );
     let old = sets.get(&first.name_any()).await.unwrap();
-    assert_eq!(old.spec.replicas, Some(0));
+    assert_eq!(old.spec.as_ref().unwrap().replicas, Some(0));
     assert_eq!(old.annotations()["deployment.kubernetes.io/revision"], "1");
 
     // Undo as kubectl does: the old set's template written back makes it the new set again,
     // with the next revision.
-    let mut template = serde_json::to_value(&first.spec.template).unwrap();
+    let mut template = serde_json::to_value(&first.spec.as_ref().unwrap().template).unwrap();
     template["metadata"]["labels"]
         .as_object_mut()
         .unwrap()
@@ -734,15 +734,16 @@ async fn services_list_their_ready_pods_as_the_kubelet_runs_them() {
             .await
             .unwrap()
             .items;
-        let mut seen: Vec<(String, bool)> =
-            (list.iter().flat_map(|s| s.endpoints.iter().flatten()))
-                .map(|e| {
-                    (
-                        e.addresses[0].clone(),
-                        e.conditions.as_ref().and_then(|c| c.ready) == Some(true),
-                    )
-                })
-                .collect();
+        let mut seen: Vec<(String, bool)> = list
+            .iter()
+            .flat_map(|s| s.endpoints.iter())
+            .map(|e| {
+                (
+                    e.addresses[0].clone(),
+                    e.conditions.as_ref().and_then(|c| c.ready) == Some(true),
+                )
+            })
+            .collect();
         seen.sort();
         seen
     };

@@ -64,7 +64,9 @@ async fn slices_of(slices: &Api<EndpointSlice>, service: &str) -> Vec<EndpointSl
 
 /// Each endpoint of the slice by its Pod's name: (address, ready, serving, terminating).
 fn endpoints_of(slice: &EndpointSlice) -> Vec<(String, String, bool, bool, bool)> {
-    let mut out: Vec<_> = (slice.endpoints.iter().flatten())
+    let mut out: Vec<_> = slice
+        .endpoints
+        .iter()
         .map(|e| {
             let c = &e.conditions;
             (
@@ -117,7 +119,7 @@ async fn services_get_slices_and_endpoints_of_their_pods() {
     .await;
     let placeholder = slices_of(&slices, "web").await.remove(0);
     let raw: Value = serde_json::to_value(&placeholder).unwrap();
-    assert!(placeholder.endpoints.is_none() && placeholder.ports.is_none());
+    assert!(placeholder.endpoints.is_empty() && placeholder.ports.is_none());
     assert_eq!(placeholder.address_type, "IPv4");
     assert!(placeholder.name_any().starts_with("web-"));
     let labels = placeholder.labels();
@@ -165,7 +167,7 @@ async fn services_get_slices_and_endpoints_of_their_pods() {
         (port.name.as_deref(), port.port, port.protocol.as_deref()),
         (Some("http"), Some(8080), Some("TCP"))
     );
-    let ep = &slice.endpoints.as_ref().unwrap()[0];
+    let ep = &slice.endpoints[0];
     assert_eq!(ep.node_name.as_deref(), Some("node-a"));
     assert_eq!(ep.zone.as_deref(), Some("zone-a"));
     let target = ep.target_ref.as_ref().unwrap();
@@ -393,7 +395,7 @@ async fn daemon_sets_run_a_pod_on_each_eligible_node() {
     let hash = pod.labels()["controller-revision-hash"].clone();
     assert_eq!(pod.labels()["pod-template-generation"], "1");
     let revision = revisions.get(&format!("agent-{hash}")).await.unwrap();
-    assert_eq!(revision.revision, Some(1));
+    assert_eq!(revision.revision, 1);
     assert_eq!(revision.labels()["controller-revision-hash"], hash);
     assert_eq!(revision.owner_references()[0].uid, ds.uid().unwrap());
     let status = ds_status(&sets).await;
@@ -479,7 +481,7 @@ async fn daemon_sets_run_a_pod_on_each_eligible_node() {
     })
     .await;
     let all = revisions.list(&ListParams::default()).await.unwrap().items;
-    let mut numbers: Vec<i64> = all.iter().filter_map(|r| r.revision).collect();
+    let mut numbers: Vec<i64> = all.iter().map(|r| r.revision).collect();
     numbers.sort_unstable();
     assert_eq!(numbers, [1, 2]);
 
@@ -594,7 +596,9 @@ async fn with_the_kubelet_daemon_pods_run_everywhere_and_serve() {
     })
     .await;
     let slice = slices_of(&slices, "agent").await.remove(0);
-    let mut on: Vec<String> = (slice.endpoints.iter().flatten())
+    let mut on: Vec<String> = slice
+        .endpoints
+        .iter()
         .map(|e| e.node_name.clone().unwrap())
         .collect();
     on.sort();

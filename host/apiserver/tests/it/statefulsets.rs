@@ -356,10 +356,8 @@ async fn a_template_change_rolls_pods_from_the_highest_ordinal() {
     .await;
     assert_eq!(set["status"]["updatedReplicas"], 3);
     let list = revisions.list(&ListParams::default()).await.unwrap().items;
-    let mut numbered: Vec<(String, i64)> = list
-        .iter()
-        .map(|r| (r.name_any(), r.revision.unwrap_or(0)))
-        .collect();
+    let mut numbered: Vec<(String, i64)> =
+        list.iter().map(|r| (r.name_any(), r.revision)).collect();
     numbered.sort_by_key(|(_, n)| *n);
     assert_eq!(numbered, [(old.clone(), 1), (new.clone(), 2)]);
 

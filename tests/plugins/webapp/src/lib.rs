@@ -149,7 +149,7 @@ impl Reconciler for WebApps {
         };
         let stateful_set = StatefulSet {
             metadata: child_meta(&app, &name),
-            spec: StatefulSetSpec {
+            spec: Some(StatefulSetSpec {
                 service_name: Some(name.clone()),
                 replicas: Some(app.spec.replicas),
                 selector: LabelSelector {
@@ -183,7 +183,7 @@ impl Reconciler for WebApps {
                     ..PersistentVolumeClaim::default()
                 }]),
                 ..StatefulSetSpec::default()
-            },
+            }),
             ..StatefulSet::default()
         };
         let claim = PersistentVolumeClaim {
@@ -196,7 +196,7 @@ impl Reconciler for WebApps {
         let live_service = ctx.get::<Service>(&namespace, &name)?;
         let live_claim = ctx.get::<PersistentVolumeClaim>(&namespace, &shared)?;
         let live_set = ctx.get::<StatefulSet>(&namespace, &name)?;
-        let set_spec = live_set.as_ref().map(|s| &s.spec);
+        let set_spec = live_set.as_ref().and_then(|s| s.spec.as_ref());
         let template_storage = set_spec
             .and_then(|s| s.volume_claim_templates.as_ref())
             .and_then(|t| t.first())
