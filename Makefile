@@ -23,7 +23,10 @@ TEST_PLUGINS := $(patsubst %/Cargo.toml,%,$(wildcard tests/plugins/*/Cargo.toml)
 # Build plugin crates into the shared target directory: standalone plugin crates (own
 # [workspace]) would otherwise each compile their own wasm std, which takes minutes on the
 # Debian toolchain.
-BUILD_PLUGINS = CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build
+# PLUGIN_BUILD_FLAGS: `make dev` builds with `--dev` (the `plugin-dev` profile: seconds per edit);
+# everything else, `make test`, images and deploy manifests, with the release `plugin` profile.
+PLUGIN_BUILD_FLAGS ?=
+BUILD_PLUGINS = CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build $(PLUGIN_BUILD_FLAGS)
 
 # Steps run in the order written: cargo parallelises inside each step, and `test` must end with
 # the test run's summary.
@@ -118,7 +121,8 @@ bench: plugins test-plugins ## Build the plugins, then run the benchmarks
 # started for the session and stopped when it ends (Ctrl-C included).
 DEV_POSTGRES := $(TARGET_DIR)/dev-postgres
 
-dev: plugins ## Build the plugins and run the controller against examples/ (with a private PostgreSQL)
+dev: PLUGIN_BUILD_FLAGS = --dev
+dev: plugins ## Build the plugins (plugin-dev profile) and run the controller against examples/ (with a private PostgreSQL)
 	@conn=$$(scripts/dev-postgres.sh start $(DEV_POSTGRES)) || exit 1; \
 	trap 'scripts/dev-postgres.sh stop $(DEV_POSTGRES)' EXIT INT TERM; \
 	echo "PostgreSQL for the postgres-writer example: $$conn"; \

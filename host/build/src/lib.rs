@@ -21,7 +21,7 @@ use std::process::{Command, ExitStatus};
 
 use serde::Deserialize;
 
-pub use toolchain::{Missing, PROFILE, Probe, Target, Toolchain, detect};
+pub use toolchain::{Missing, Probe, Profile, Target, Toolchain, detect};
 
 /// What to build and where to put it.
 #[derive(Debug, Clone)]
@@ -34,6 +34,17 @@ pub struct Options {
     /// The wasm target; `None` takes the crate's `package.metadata.wasmctrl.target`, else
     /// [`Target::Unknown`].
     pub target: Option<Target>,
+    /// The cargo profile: [`Profile::Release`] for what ships, [`Profile::Dev`] for the edit loop.
+    pub profile: Profile,
+}
+
+/// A built component: where it was written and what it weighs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Built {
+    /// `<out_dir>/<package-name>.wasm`.
+    pub path: PathBuf,
+    /// The component's size in bytes.
+    pub size: u64,
 }
 
 /// Why a plugin could not be built. Every message names the crate (or its directory when the
@@ -150,9 +161,9 @@ pub enum Error {
     },
 }
 
-/// Builds the plugin crate in `opts.crate_dir` and returns the path of the written component,
+/// Builds the plugin crate in `opts.crate_dir` and returns the written component,
 /// `<out_dir>/<package-name>.wasm`. Cargo's output goes to stderr as it happens.
-pub fn build(opts: &Options) -> Result<PathBuf, Error> {
+pub fn build(opts: &Options) -> Result<Built, Error> {
     let dir = &opts.crate_dir;
     let manifest = dir.join("Cargo.toml");
     if !manifest.is_file() {
@@ -180,12 +191,13 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
         missing,
     })?;
     let wasm_target_dir = meta.target_directory.join(toolchain.target_subdir());
-    let extra = if defines_plugin_profile(&meta.workspace_root.join("Cargo.toml")) {
+    let profile = opts.profile;
+    let extra = if defines_profile(&meta.workspace_root.join("Cargo.toml"), profile) {
         Vec::new()
     } else {
-        default_profile_args()
+        default_profile_args(profile)
     };
-    tracing::info!(plugin.name = %krate, %target, toolchain = toolchain.describe(), "building plugin");
+    tracing::info!(plugin.name = %krate, %target, %profile, toolchain = toolchain.describe(), "building plugin");
     if matches!(toolchain, Toolchain::Debian { .. }) && !wasm_target_dir.exists() {
         tracing::info!(
             plugin.name = %krate,
@@ -193,12 +205,12 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
             wasm_target_dir.display()
         );
     }
-    let mut cmd = toolchain.cargo_build(target, dir, &krate, &wasm_target_dir, &extra);
+    let mut cmd = toolchain.cargo_build(target, profile, dir, &krate, &wasm_target_dir, &extra);
     run_cargo(&mut cmd, &krate)?;
 
     let module = wasm_target_dir
         .join(target.triple())
-        .join(PROFILE)
+        .join(profile.name())
         .join(format!("{}.wasm", lib.name.replace('-', "_")));
     let bytes = fs::read(&module).map_err(|source| match source.kind() {
         io::ErrorKind::NotFound => Error::ModuleMissing {
@@ -227,7 +239,10 @@ pub fn build(opts: &Options) -> Result<PathBuf, Error> {
         path: out.clone(),
         source,
     })?;
-    Ok(out)
+    Ok(Built {
+        path: out,
+        size: component.len() as u64,
+    })
 }
 
 /// Whether some toolchain on this machine can build plugins in `crate_dir` (tests use this to
@@ -378,7 +393,7 @@ fn run_cargo(cmd: &mut Command, krate: &str) -> Result<(), Error> {
 
 /// The `plugin` profile, as in the wasmctrl workspace's root `Cargo.toml`, for crates whose own
 /// workspace does not define one (a standalone plugin crate). Kept in step by a unit test.
-const DEFAULT_PROFILE: &[(&str, &str)] = &[
+const RELEASE_PROFILE: &[(&str, &str)] = &[
     ("inherits", "\"release\""),
     ("opt-level", "3"),
     ("lto", "true"),
@@ -388,26 +403,48 @@ const DEFAULT_PROFILE: &[(&str, &str)] = &[
     ("strip", "true"),
 ];
 
-fn default_profile_args() -> Vec<String> {
-    DEFAULT_PROFILE
+/// The `plugin-dev` profile, likewise. `inherits = "release"` rather than `"dev"`: the dev
+/// profile's debug assertions and overflow checks would make a dev build behave unlike what
+/// ships, and opt-level 1 keeps reconciles within a small factor of the release build's speed.
+const DEV_PROFILE: &[(&str, &str)] = &[
+    ("inherits", "\"release\""),
+    ("opt-level", "1"),
+    ("lto", "false"),
+    ("codegen-units", "16"),
+    ("incremental", "true"),
+    ("panic", "\"abort\""),
+    ("debug", "false"),
+    ("strip", "true"),
+];
+
+fn profile_table(profile: Profile) -> &'static [(&'static str, &'static str)] {
+    match profile {
+        Profile::Release => RELEASE_PROFILE,
+        Profile::Dev => DEV_PROFILE,
+    }
+}
+
+fn default_profile_args(profile: Profile) -> Vec<String> {
+    let name = profile.name();
+    profile_table(profile)
         .iter()
         .flat_map(|(key, value)| {
             [
                 "--config".to_owned(),
-                format!("profile.plugin.{key}={value}"),
+                format!("profile.{name}.{key}={value}"),
             ]
         })
         .collect()
 }
 
-/// Whether the workspace manifest has a `[profile.plugin]` table. A plain text check: the
-/// workspace has no TOML parser, and cargo config given on the command line would override
-/// (not complement) the workspace's own profile, so it is only passed when there is none.
-fn defines_plugin_profile(manifest: &Path) -> bool {
-    fs::read_to_string(manifest).is_ok_and(|text| {
-        text.lines()
-            .any(|l| l.trim_start().starts_with("[profile.plugin]"))
-    })
+/// Whether the workspace manifest has a `[profile.<name>]` table for `profile`. A plain text
+/// check: the workspace has no TOML parser, and cargo config given on the command line would
+/// override (not complement) the workspace's own profile, so it is only passed when there is
+/// none.
+fn defines_profile(manifest: &Path, profile: Profile) -> bool {
+    let header = format!("[profile.{}]", profile.name());
+    fs::read_to_string(manifest)
+        .is_ok_and(|text| text.lines().any(|l| l.trim_start().starts_with(&header)))
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
@@ -447,6 +484,7 @@ mod tests {
             crate_dir: dir.path().join("nope"),
             out_dir: None,
             target: None,
+            profile: Profile::Release,
         };
         let err = build(&opts).unwrap_err();
         assert!(matches!(err, Error::NoManifest { .. }));
@@ -503,25 +541,28 @@ mod tests {
     }
 
     #[test]
-    fn default_profile_matches_the_workspace_profile() {
-        // The default given to standalone crates must be the profile workspace members get.
+    fn default_profiles_match_the_workspace_profiles() {
+        // The defaults given to standalone crates must be the profiles workspace members get.
         let root = include_str!("../../../Cargo.toml");
-        let mut in_table = false;
-        let mut workspace: Vec<String> = Vec::new();
-        for line in root.lines().map(str::trim) {
-            if line.starts_with('[') {
-                in_table = line == "[profile.plugin]";
-            } else if in_table && !line.is_empty() && !line.starts_with('#') {
-                workspace.push(line.replace(' ', ""));
+        for profile in [Profile::Release, Profile::Dev] {
+            let header = format!("[profile.{}]", profile.name());
+            let mut in_table = false;
+            let mut workspace: Vec<String> = Vec::new();
+            for line in root.lines().map(str::trim) {
+                if line.starts_with('[') {
+                    in_table = line == header;
+                } else if in_table && !line.is_empty() && !line.starts_with('#') {
+                    workspace.push(line.replace(' ', ""));
+                }
             }
+            let mut ours: Vec<String> = profile_table(profile)
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            workspace.sort();
+            ours.sort();
+            assert_eq!(workspace, ours, "{header}");
         }
-        let mut ours: Vec<String> = DEFAULT_PROFILE
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        workspace.sort();
-        ours.sort();
-        assert_eq!(workspace, ours);
     }
 
     #[test]
@@ -573,17 +614,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let manifest = dir.path().join("Cargo.toml");
         fs::write(&manifest, "[workspace]\n\n[profile.release]\nlto = true\n").unwrap();
-        assert!(!defines_plugin_profile(&manifest));
+        assert!(!defines_profile(&manifest, Profile::Release));
         fs::write(
             &manifest,
             "[workspace]\n  [profile.plugin] # small\ninherits = \"release\"\n",
         )
         .unwrap();
-        assert!(defines_plugin_profile(&manifest));
-        assert!(!defines_plugin_profile(&dir.path().join("absent.toml")));
+        assert!(defines_profile(&manifest, Profile::Release));
+        // `[profile.plugin]` does not define `plugin-dev`, nor the other way round.
+        assert!(!defines_profile(&manifest, Profile::Dev));
+        fs::write(&manifest, "[profile.plugin-dev]\nopt-level = 1\n").unwrap();
+        assert!(defines_profile(&manifest, Profile::Dev));
+        assert!(!defines_profile(&manifest, Profile::Release));
+        assert!(!defines_profile(
+            &dir.path().join("absent.toml"),
+            Profile::Release
+        ));
         assert_eq!(
-            default_profile_args()[..2],
+            default_profile_args(Profile::Release)[..2],
             ["--config", "profile.plugin.inherits=\"release\""]
+        );
+        assert!(
+            default_profile_args(Profile::Dev)
+                .iter()
+                .any(|a| a == "profile.plugin-dev.codegen-units=16")
         );
     }
 

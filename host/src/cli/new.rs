@@ -242,7 +242,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     super::say(dir.display());
     tracing::info!(
-        "next: cd {} && cargo test && wasmctrl build . && wasmctrl test target/plugins/{}.wasm --object sample.yaml",
+        "next: cd {} && cargo test && wasmctrl build --dev . --out-dir plugins && wasmctrl test plugins/{}.wasm --object sample.yaml",
         dir.display(),
         args.name
     );

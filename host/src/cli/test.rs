@@ -177,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let code = match plugin.reconcile(request(&object, deleting), view) {
         Ok(done) => {
             report["result"] = json!("ok");
-            report["actions"] = serde_json::to_value(&done.intents)?;
+            report["actions"] = actions_json(&done.intents, &done.best_effort)?;
             report["requeueAfterMs"] = json!(done.requeue_after.map(|d| d.as_millis() as u64));
             ExitCode::SUCCESS
         }
@@ -193,6 +193,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     super::say(serde_json::to_string_pretty(&report)?);
     Ok(code)
+}
+
+/// The checked actions as `wasmctrl test` prints them, each action whose failure does not stop
+/// the ones after it marked `"bestEffort": true` (`Outcome::push_best_effort`).
+fn actions_json(intents: &[Intent], best_effort: &[usize]) -> serde_json::Result<Value> {
+    let mut actions = serde_json::to_value(intents)?;
+    for &position in best_effort {
+        if let Some(action) = actions.get_mut(position).and_then(Value::as_object_mut) {
+            action.insert("bestEffort".into(), Value::Bool(true));
+        }
+    }
+    Ok(actions)
 }
 
 /// The uid a sample without one is given, so the printed actions carry the owner reference the

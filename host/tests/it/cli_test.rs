@@ -235,6 +235,13 @@ fn an_action_the_api_server_would_refuse_is_reported_with_the_server_s_words() {
 /// The status the hostile plugin's `outcomes` mode writes for `thing` when told `previous`:
 /// it reports what it was told of its previous reconcile.
 fn outcomes_status(thing: &str, previous: &str) -> Value {
+    let actions = outcomes_actions(thing, previous);
+    let status = actions.iter().find(|a| a["action"] == "updateStatus");
+    status.expect("a status update")["status"].clone()
+}
+
+/// The actions `wasmctrl test` prints for the hostile plugin's `outcomes` mode.
+fn outcomes_actions(thing: &str, previous: &str) -> Vec<Value> {
     let settings = Path::new(thing).with_file_name("settings.yaml");
     std::fs::write(&settings, "mode: outcomes\n").unwrap();
     let plugin = common::plugin_path("hostile").display().to_string();
@@ -248,9 +255,33 @@ fn outcomes_status(thing: &str, previous: &str) -> Value {
         "--previous",
         previous,
     ]);
-    let actions = report["actions"].as_array().unwrap();
-    let status = actions.iter().find(|a| a["action"] == "updateStatus");
-    status.expect("a status update")["status"].clone()
+    report["actions"].as_array().unwrap().clone()
+}
+
+#[test]
+fn best_effort_actions_are_marked_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let thing = dir.path().join("thing.yaml");
+    std::fs::write(
+        &thing,
+        "apiVersion: example.com/v1\nkind: Thing\nmetadata: {name: t, namespace: default, uid: u-1}\n",
+    )
+    .unwrap();
+    let previous = dir.path().join("previous.yaml");
+    std::fs::write(&previous, "[]\n").unwrap();
+    // The `outcomes` mode deletes a stale child and applies one, both best effort, then writes
+    // its status, which is not.
+    let actions = outcomes_actions(thing.to_str().unwrap(), previous.to_str().unwrap());
+    let marked: Vec<(&str, bool)> = actions
+        .iter()
+        .map(|a| (a["action"].as_str().unwrap(), a["bestEffort"] == true))
+        .collect();
+    assert_eq!(
+        marked,
+        [("delete", true), ("apply", true), ("updateStatus", false)],
+        "{actions:#?}"
+    );
+    assert!(actions[2].get("bestEffort").is_none(), "{:#}", actions[2]);
 }
 
 #[test]
