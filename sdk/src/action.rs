@@ -1,8 +1,10 @@
 //! Building the [`Action`]s and the [`Outcome`] a reconcile returns, and the parts of actions.
 
+use std::any::type_name;
 use std::time::Duration;
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::{Error, Gvk};
 
@@ -274,5 +276,159 @@ impl Outcome {
     pub fn requeue_after(mut self, after: Duration) -> Self {
         self.requeue_after = Some(after);
         self
+    }
+}
+
+/// Reading an outcome back, typed, as tests do:
+///
+/// ```ignore
+/// let outcome = Harness::new().reconcile::<Memcached>(&sample)?;
+/// let [deployment] = &outcome.applied::<Deployment>()[..] else { panic!("{outcome:?}") };
+/// let status: MemcachedStatus = outcome.status().expect("a status");
+/// ```
+impl Outcome {
+    /// The objects of kind `K` it applies, in order: by [`Action::apply`] and in
+    /// [`Action::children`] sets of `K`.
+    ///
+    /// # Panics
+    ///
+    /// When an applied object of `K`'s kind is not JSON that decodes as `K` (the plugin's bug,
+    /// which the test should show rather than skip).
+    pub fn applied<K>(&self) -> Vec<K>
+    where
+        K: kube_core::Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let kind = Gvk::of::<K>();
+        let (api_version, name) = (kind.api_version(), kind.kind.as_str());
+        let decode = |json: &str| -> K {
+            serde_json::from_str(json).unwrap_or_else(|e| {
+                panic!(
+                    "an applied {name} does not decode as {}: {e}",
+                    type_name::<K>()
+                )
+            })
+        };
+        let mut out = Vec::new();
+        for action in &self.actions {
+            match action {
+                Action::Apply(json) => {
+                    let head: ObjectHead = serde_json::from_str(json).unwrap_or_default();
+                    if head.api_version == api_version && head.kind == name {
+                        out.push(decode(json));
+                    }
+                }
+                Action::Children(set) if set.kind == kind => {
+                    out.extend(set.objects.iter().map(|json| decode(json)));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The status its last [`Action::update_status`] writes, decoded as `S`; `None` when it
+    /// writes none.
+    ///
+    /// # Panics
+    ///
+    /// When that status does not decode as `S`.
+    pub fn status<S: DeserializeOwned>(&self) -> Option<S> {
+        let json = self.actions.iter().rev().find_map(|action| match action {
+            Action::UpdateStatus(json) => Some(json),
+            _ => None,
+        })?;
+        Some(serde_json::from_str(json).unwrap_or_else(|e| {
+            panic!(
+                "the status written does not decode as {}: {e}",
+                type_name::<S>()
+            )
+        }))
+    }
+
+    /// The Events it records, in order.
+    pub fn events(&self) -> impl Iterator<Item = &Event> {
+        self.actions.iter().filter_map(|action| match action {
+            Action::EmitEvent(event) => Some(event),
+            _ => None,
+        })
+    }
+
+    /// The objects it deletes, in order.
+    pub fn deleted(&self) -> impl Iterator<Item = &ObjectRef> {
+        self.actions.iter().filter_map(|action| match action {
+            Action::Delete(deletion) => Some(&deletion.target),
+            _ => None,
+        })
+    }
+}
+
+/// What [`Outcome::applied`] reads of an applied object before decoding it.
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectHead {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    fn config_map(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: kube_core::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn typed_accessors_read_back_what_the_outcome_carries() {
+        let outcome = Outcome::done()
+            .push(Action::apply(&config_map("a")).unwrap())
+            .push(
+                Action::apply(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web"}}))
+                .unwrap(),
+            )
+            .push(
+                Action::children(&Gvk::of::<ConfigMap>(), &[config_map("b"), config_map("c")])
+                    .unwrap(),
+            )
+            .push(Action::update_status(&json!({"phase": "Old"})).unwrap())
+            .push(Action::warning("Finalizing", "going"))
+            .push(Action::delete(ObjectRef::of::<ConfigMap>("ns", "gone")))
+            .push(Action::update_status(&json!({"phase": "New"})).unwrap());
+        let names = |maps: Vec<ConfigMap>| -> Vec<String> {
+            maps.into_iter().filter_map(|m| m.metadata.name).collect()
+        };
+        assert_eq!(names(outcome.applied::<ConfigMap>()), ["a", "b", "c"]);
+        let deployments = outcome.applied::<Deployment>();
+        assert_eq!(deployments.len(), 1);
+        assert_eq!(deployments[0].metadata.name.as_deref(), Some("web"));
+        // The last status written is the one the object ends with.
+        let status: serde_json::Value = outcome.status().unwrap();
+        assert_eq!(status["phase"], "New");
+        let reasons: Vec<&str> = outcome.events().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, ["Finalizing"]);
+        let deleted: Vec<&str> = outcome.deleted().map(|o| o.name.as_str()).collect();
+        assert_eq!(deleted, ["gone"]);
+        assert!(Outcome::done().status::<serde_json::Value>().is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "an applied ConfigMap does not decode as")]
+    fn an_applied_object_that_does_not_decode_is_a_failure_not_a_skip() {
+        let outcome = Outcome::done().push(
+            Action::apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "data": 3})).unwrap(),
+        );
+        outcome.applied::<ConfigMap>();
     }
 }

@@ -23,25 +23,20 @@ use jiff::Timestamp;
 /// A `metav1.Condition`: one aspect of an object's state, as `kubectl wait --for=condition=`
 /// and other controllers read it.
 ///
-/// In a derived custom resource's status, declare the list with
-/// `#[schemars(schema_with = "wasmctrl_sdk::kube::conditions")]`, so that its
-/// CRD makes it a list map keyed by `type`, as Kubernetes' own types do.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
-// Its CRD schema speaks to `kubectl explain` readers, not Rust ones.
-#[schemars(
-        description = "One aspect of the object's state (a metav1.Condition).",
-        extend("required" = ["type", "status", "lastTransitionTime"])
-    )]
+/// Its CRD schema is `metav1.Condition`'s, as controller-gen writes it for a kubebuilder type:
+/// every field but `observedGeneration` required, `type` a qualified name of at most 316
+/// characters, `reason` CamelCase of 1 to 1024, `message` at most 32768, `status` one of
+/// `True`, `False`, `Unknown`. The API server refuses a condition without a reason, as kube's
+/// does. In a derived custom resource's status, declare the list with
+/// `#[schemars(schema_with = "wasmctrl_sdk::kube::conditions")]`, so that its CRD makes it a
+/// list map keyed by `type`, as Kubernetes' own types do.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// The condition's type, CamelCase (`Ready`, `Available`).
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
-    #[schemars(
-            description = "True, False or Unknown.",
-            extend("enum" = ["True", "False", "Unknown"])
-        )]
     pub status: String,
     /// A CamelCase reason for the status, for machines.
     #[serde(default)]
@@ -51,11 +46,6 @@ pub struct Condition {
     pub message: String,
     /// When `status` last changed; [`set_condition`] sets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-            with = "Option<String>",
-            description = "When status last changed.",
-            extend("format" = "date-time")
-        )]
     pub last_transition_time: Option<Timestamp>,
     /// The object's `metadata.generation` the condition was computed from.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -64,6 +54,63 @@ pub struct Condition {
 
 fn is_zero(n: &i64) -> bool {
     *n == 0
+}
+
+/// `metav1.Condition`'s schema, field for field as controller-gen generates it (descriptions
+/// shortened); written out rather than derived because a derived one takes `#[serde(default)]`
+/// fields as optional with an empty default, which `reason`'s `minLength` refuses.
+impl schemars::JsonSchema for Condition {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Condition".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Condition contains details for one aspect of the current state of this API Resource (a metav1.Condition).",
+            "type": "object",
+            "properties": {
+                "lastTransitionTime": {
+                    "description": "The last time the condition transitioned from one status to another.",
+                    "type": "string",
+                    "format": "date-time",
+                },
+                "message": {
+                    "description": "A human readable message indicating details about the transition. This may be an empty string.",
+                    "type": "string",
+                    "maxLength": 32768,
+                },
+                "observedGeneration": {
+                    "description": "The .metadata.generation that the condition was set based upon.",
+                    "type": "integer",
+                    "format": "int64",
+                    "minimum": 0,
+                },
+                "reason": {
+                    "description": "A programmatic identifier indicating the reason for the condition's last transition, in CamelCase. It may not be empty.",
+                    "type": "string",
+                    "maxLength": 1024,
+                    "minLength": 1,
+                    "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+                },
+                "status": {
+                    "description": "Status of the condition, one of True, False, Unknown.",
+                    "type": "string",
+                    "enum": ["True", "False", "Unknown"],
+                },
+                "type": {
+                    "description": "Type of condition in CamelCase or in foo.example.com/CamelCase.",
+                    "type": "string",
+                    "maxLength": 316,
+                    "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+                },
+            },
+            "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+        })
+    }
 }
 
 /// `status` of a condition that holds.

@@ -41,6 +41,66 @@
 //!
 //! The SDK implements the plugin contract `wasmctrl:plugin@0.3.0`; its copy of the contract's
 //! WIT is `wit/plugin.wit` in this crate.
+//!
+//! # Kubernetes version
+//!
+//! [`k8s_openapi`]'s types are **Kubernetes 1.33**'s (its `v1_33` feature, the oldest k8s-openapi
+//! 0.29 offers); `wasmctrl dev`'s embedded API server serves **1.32**. The two differ in fields
+//! 1.33 added (such as a Pod's `spec.resources`); dev mode prunes a field it does not serve, as a
+//! 1.32 cluster does, so write for the oldest cluster you deploy to. Plugins take the types
+//! through `wasmctrl_sdk::k8s_openapi` and need no `k8s-openapi` dependency (and no version
+//! feature) of their own.
+//!
+//! # Finalizers: two patterns
+//!
+//! - **Declared** ([`Manifest::finalizer`], kube-runtime's `finalizer()`): the SDK adds the
+//!   finalizer in a reconcile of its own, before the first [`Reconcile::Apply`] (one extra
+//!   reconcile per object, brought back by the finalizer's own change), calls
+//!   [`Reconcile::Cleanup`] once the object is being deleted, and appends the finalizer's
+//!   removal to a cleanup that succeeded. Nothing to get wrong; the cost is that extra pass.
+//! - **By hand** (what operator-sdk's Memcached tutorial does, controllerutil's
+//!   `AddFinalizer`/`RemoveFinalizer`): declare no finalizer, and in [`Reconcile::Apply`] push
+//!   [`Action::add_finalizer`] with the first pass's other actions (it is a no-op once present);
+//!   in [`Reconcile::Cleanup`], check the finalizer is yours
+//!   (`object.finalizers().contains(..)`), clean up, and push [`Action::remove_finalizer`] last,
+//!   after the status and Events that report the cleanup. Saves the extra reconcile; the plugin
+//!   must not forget either half.
+//!
+//! Either way the host does not reconcile the key again until its cache shows every object the
+//! reconcile wrote at the version its last write returned, so a cleanup that writes the status
+//! and then removes the finalizer runs once.
+//!
+//! # CRDs from types: kubebuilder's markers in Rust
+//!
+//! A `#[derive(CustomResource)]` type generates its CRD (schemars, through kube);
+//! [`testing::check_crd`] keeps the checked-in file current and refuses a schema whose defaults
+//! do not validate against it, as kube-apiserver refuses such a CRD.
+//!
+//! | kubebuilder (Go) | Rust |
+//! |---|---|
+//! | `+kubebuilder:validation:Minimum=1`, `Maximum=5` | `#[schemars(range(min = 1, max = 5))]` |
+//! | `+kubebuilder:validation:ExclusiveMinimum=true` | `#[schemars(extend("exclusiveMinimum" = true))]` |
+//! | `+kubebuilder:validation:MinLength=1`, `MaxLength=63` | `#[schemars(length(min = 1, max = 63))]` |
+//! | `+kubebuilder:validation:MinItems=1`, `MaxItems` | `#[schemars(length(min = 1))]` on a `Vec` |
+//! | `+kubebuilder:validation:Pattern=^[a-z]+$` | `#[schemars(pattern(r"^[a-z]+$"))]` |
+//! | `+kubebuilder:validation:Enum=A;B` | a Rust `enum` deriving `JsonSchema` (unit variants) |
+//! | `+kubebuilder:validation:Format=date-time` | `#[schemars(extend("format" = "date-time"))]` |
+//! | `+kubebuilder:validation:XValidation:rule="self.a < self.b"` | `#[schemars(extend("x-kubernetes-validations" = [{"rule": "self.a < self.b"}]))]` |
+//! | `+optional` with `omitempty` | `Option<T>` with `#[serde(default, skip_serializing_if = "Option::is_none")]` |
+//! | `+required` (no `omitempty`) | a plain field without `#[serde(default)]` |
+//! | `+kubebuilder:default=1` | `#[serde(default = "one")]` with `fn one() -> i32 { 1 }` (schemars writes `default: 1`) |
+//! | `+kubebuilder:pruning:PreserveUnknownFields` | `#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]` on a `serde_json::Value` |
+//! | `+listType=map`, `+listMapKey=type` | `#[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]`; for conditions `#[schemars(schema_with = "wasmctrl_sdk::kube::conditions")]` |
+//! | `+listType=set` | `#[schemars(extend("x-kubernetes-list-type" = "set"))]` |
+//! | `+kubebuilder:printcolumn:name=Size,type=integer,JSONPath=.spec.size` | `#[kube(printcolumn = r#"{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}"#)]` |
+//! | `+kubebuilder:subresource:status` | `#[kube(status = "MyStatus")]` |
+//! | `+kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas` | `#[kube(scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas"))]` |
+//! | `+kubebuilder:resource:scope=Cluster`, `shortName=mc` | no `namespaced` in `#[kube(...)]`; `#[kube(shortname = "mc")]` |
+//! | `metav1.Condition` | [`Condition`] (its schema is `metav1.Condition`'s) |
+//!
+//! A bare `#[serde(default)]` makes the type's `Default` (0, `""`) the schema's default: on a
+//! field with a lower bound that default is invalid, and [`testing::check_crd`] fails naming
+//! the field. Write the default with a function, or make the field an `Option`.
 
 // The generated bindings name the SDK by its crate name, from plugin crates and from here alike.
 extern crate self as wasmctrl_sdk;
