@@ -27,6 +27,7 @@ pub use wasmctrl_apiserver as apiserver;
 pub mod applier;
 pub use wasmctrl_build as build;
 pub mod cli;
+pub mod clock;
 pub mod cluster_plugins;
 pub mod controller;
 pub mod events;

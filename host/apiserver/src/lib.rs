@@ -520,6 +520,13 @@ impl ApiServer {
         self.inner.store.notify(rv);
     }
 
+    /// How far [`advance_cronjob_clock`](Self::advance_cronjob_clock) has moved the test clock
+    /// ahead of the system's.
+    pub fn cronjob_clock(&self) -> std::time::Duration {
+        let ahead = self.inner.store.lock().cronjob_clock;
+        ahead.to_std().unwrap_or_default()
+    }
+
     /// The last assigned resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.inner.store.lock().rv

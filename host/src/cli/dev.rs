@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use super::run::{Extras, Grant, HostArgs, serve};
 use crate::apiserver::ApiServer;
+use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::rbac::{self, Resolver};
 use wasmctrl_scope::Scope as PluginScope;
@@ -100,10 +101,28 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             ));
             (kube::Client::new(service, "default"), extras)
         };
+        // One time for the cluster and the plugins: the server's test clock.
+        let clock = Clock::system();
+        tokio::spawn(follow_test_clock(server.clone(), clock.clone()));
+        let extras = Extras {
+            clock: Some(clock),
+            ..extras
+        };
         serve(host_client, metrics, &args.host, extras, super::shutdown_signal()).await?;
         http.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Moves `clock` with the embedded server's test clock (`POST /_admin/advance-cronjob-clock`),
+/// so that reconciles are told the time the server's CronJob controller runs by. Polled: the
+/// clock moves only when a test or a developer moves it, and a tenth of a second is soon enough.
+async fn follow_test_clock(server: ApiServer, clock: Clock) {
+    let mut every = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        every.tick().await;
+        clock.set_ahead(server.cronjob_clock());
+    }
 }
 
 /// Creates the host's namespace and ServiceAccount; a token for it.

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
+use crate::clock::Clock;
 use crate::cluster_plugins::{self, ClusterPlugins};
 use crate::controller::Manager;
 use crate::leader::{self, Leadership};
@@ -487,6 +488,8 @@ pub(crate) struct Extras {
     pub grant: Option<Grant>,
     /// Serve plugin resources, pulling with this client, under this policy.
     pub registry: Option<(Registry, cluster_plugins::Policy)>,
+    /// Tell reconciles this clock's time (`wasmctrl dev`'s test clock) rather than the system's.
+    pub clock: Option<Clock>,
 }
 
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
@@ -503,6 +506,7 @@ pub(crate) async fn serve(
         sharding,
         grant,
         registry,
+        clock,
     } = extras;
     let (leadership, election) = match election {
         Some(config) => {
@@ -542,7 +546,14 @@ pub(crate) async fn serve(
     if let Some(pod) = own_pod(&client).await {
         host = host.report_to(pod);
     }
+    let moving = clock.is_some();
+    if let Some(clock) = clock {
+        host = host.clock(clock);
+    }
     let host = Arc::new(host);
+    if moving {
+        tokio::spawn(host.clone().follow());
+    }
     let readiness = Arc::new(HostReadiness {
         host: host.clone(),
         plugins_loaded: AtomicBool::new(false),

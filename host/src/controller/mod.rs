@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use wasmctrl_scope::{Kind, shard};
 
 use crate::applier::Applier;
+use crate::clock::Clock;
 use crate::events::Note;
 use crate::identity::Account;
 use crate::informer::{Caches, Change, Informer, Informers, Notice, ObjectKey, Version, Watch};
@@ -154,6 +155,8 @@ pub struct Manager {
     /// With `--sharding`: workers take only the keys of this replica's slots, and the caches of
     /// reconciled and owned kinds hold only those slots' objects.
     shards: Option<Shards>,
+    /// The time reconciles are told.
+    clock: Clock,
 }
 
 struct Controller {
@@ -213,6 +216,7 @@ impl Manager {
             pod: None,
             leadership,
             shards: None,
+            clock: Clock::system(),
         }
     }
 
@@ -237,6 +241,23 @@ impl Manager {
     pub fn report_to(mut self, pod: ObjectReference) -> Self {
         self.pod = Some(pod);
         self
+    }
+
+    /// Tells reconciles the time from `clock` (a test clock in `wasmctrl dev`) instead of the
+    /// system's; every move of it queues every key again ([`follow`](Self::follow)).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Queues every key again each time the clock moves, until the clock is dropped: a plugin
+    /// waiting for a time that has now come is called at once.
+    pub async fn follow(self: Arc<Self>) {
+        let mut moves = self.clock.moves();
+        while moves.changed().await.is_ok() {
+            tracing::info!(ahead = ?*moves.borrow_and_update(), "the clock moved; queueing every key");
+            self.requeue_all();
+        }
     }
 
     /// The host's metrics; [`refresh_metrics`](Self::refresh_metrics) before encoding them.
@@ -667,6 +688,7 @@ impl Manager {
             echoes: echoes.clone(),
             outcomes: outcomes.clone(),
             call_time: CallTime::default(),
+            clock: self.clock.clone(),
         };
         let concurrency = tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
         let workers = (0..concurrency)

@@ -14,6 +14,7 @@ use super::echoes::Echoes;
 use super::outcomes::Outcomes;
 use super::{ReconcileResult, Stats, current, lock};
 use crate::applier::{self, Applier, Subject};
+use crate::clock::Clock;
 use crate::informer::{Caches, Informer, ObjectKey};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -58,6 +59,8 @@ pub(super) struct Worker {
     pub(super) outcomes: Arc<Outcomes>,
     /// How long this worker's sandboxed calls have lately taken.
     pub(super) call_time: CallTime,
+    /// The time reconciles are told.
+    pub(super) clock: Clock,
 }
 
 /// Calls expected to take less than this run on the worker's own thread; longer ones are
@@ -192,7 +195,7 @@ impl Worker {
             object: entry.as_ref().map(|e| e.json.to_string()),
             deleting: entry.as_ref().is_some_and(|e| e.deleting),
             settings: String::new(),
-            now: wit::Timestamp::now(),
+            now: self.clock.now(),
             previous: self.outcomes.previous(key),
         };
         let view: Arc<dyn View> = self.caches.clone();
