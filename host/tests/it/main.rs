@@ -34,6 +34,7 @@ mod inspect;
 mod leader;
 mod loader;
 mod logs;
+mod memcached;
 mod metrics;
 mod module_layers;
 mod new;
