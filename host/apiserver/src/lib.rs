@@ -71,7 +71,8 @@
 //!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources get
-//! their structural schema's pruning, types, `default`s, `format`s, list types and CEL rules
+//! their structural schema's pruning, types, `default`s (a CRD's own defaults checked against
+//! its schema as kube checks them), `format`s, list types and CEL rules
 //! (`schema`, with `messageExpression`s and the most used of kube's CEL libraries), but not
 //! `allOf`/`anyOf`/`oneOf`/`not`, kube's typed CEL values (`quantity()`, `url()`, `ip()`) or
 //! CEL cost limits; CRD versions share storage and are converted

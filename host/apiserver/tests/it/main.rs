@@ -4,6 +4,7 @@
 mod common;
 
 mod cluster;
+mod crd_defaults;
 mod endpoints;
 mod jobs;
 mod shards;
