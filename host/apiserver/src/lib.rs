@@ -24,7 +24,8 @@
 //!    `quantity` (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies'
 //!    duplicate fields).
 //! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
-//!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots);
+//!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots,
+//!    lists at earlier revisions), `compaction` (how long earlier revisions stay readable);
 //!    `events` (the two Event APIs over one storage), `selector` (label, field and shard
 //!    selectors),
 //!    `printers` + `table` (kubectl's columns).
@@ -39,6 +40,12 @@
 //!    workload controllers, fake Nodes, a scheduler and a kubelet stand-in).
 //! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
 //!    kubeconfig).
+//!
+//! Lists at an earlier revision (`resourceVersionMatch=Exact`, or a `resourceVersion` with
+//! `limit`, which kube-apiserver 1.32 reads from etcd) are rebuilt from the resource's event
+//! history (the current objects with the newer events undone) until etcd's compaction, as
+//! kube-apiserver drives it every [`Builder::compaction_interval`], or the history cap
+//! ([`Builder::history`]) has dropped what they need: then 410 `Expired`, with etcd's message.
 //!
 //! Authentication is by bearer token (the kubeconfig's admin token, ServiceAccount tokens from
 //! the TokenRequest API) and authorization is kube's RBAC (`auth`), with impersonation and
@@ -76,8 +83,7 @@
 //! (`schema`, with `messageExpression`s and the most used of kube's CEL libraries), but not
 //! `allOf`/`anyOf`/`oneOf`/`not`, kube's typed CEL values (`quantity()`, `url()`, `ip()`) or
 //! CEL cost limits; CRD versions share storage and are converted
-//! by rewriting `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current
-//! resourceVersion; the specs of some built-in kinds (Nodes, PersistentVolumes,
+//! by rewriting `apiVersion` only; the specs of some built-in kinds (Nodes, PersistentVolumes,
 //! StorageClasses, ...) are stored without kube's validation, and `validate` leaves out some of
 //! kube's checks of the kinds it covers (volume sources' own fields, probes, security
 //! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,
@@ -97,6 +103,7 @@ mod apply;
 mod audit;
 mod auth;
 mod cluster;
+mod compaction;
 mod cron;
 mod decode;
 mod defaults;
@@ -202,6 +209,7 @@ pub struct Builder {
     kubelet: Option<Kubelet>,
     admin: bool,
     shard_selectors: bool,
+    compaction_interval: std::time::Duration,
 }
 
 impl Default for Builder {
@@ -216,12 +224,14 @@ impl Default for Builder {
             kubelet: None,
             admin: false,
             shard_selectors: true,
+            compaction_interval: compaction::DEFAULT_INTERVAL,
         }
     }
 }
 
 impl Builder {
-    /// Events kept per resource for watch resume (older resourceVersions get 410).
+    /// Events kept per resource for watch resume and lists at earlier revisions (older
+    /// resourceVersions get 410).
     pub fn history(mut self, n: usize) -> Self {
         self.history = n.max(1);
         self
@@ -298,6 +308,16 @@ impl Builder {
         self
     }
 
+    /// How often old revisions are compacted, as kube-apiserver's `--etcd-compaction-interval`
+    /// has etcd do it (5 minutes by default; zero: never): a `resourceVersionMatch=Exact` list
+    /// reads a revision back until the second compaction after it was superseded (and while
+    /// the resource's [`history`](Self::history) still holds the events since), and gets 410
+    /// `Expired` after.
+    pub fn compaction_interval(mut self, interval: std::time::Duration) -> Self {
+        self.compaction_interval = interval;
+        self
+    }
+
     /// Builds the server (loading the data directory, starting controllers).
     pub fn build(self) -> Result<ApiServer, Error> {
         let log = match &self.data_dir {
@@ -330,6 +350,7 @@ impl Builder {
             let mut st = store.lock();
             st.service_accounts = self.service_accounts;
             st.kubelet = self.kubelet.is_some();
+            st.compaction.set_interval(self.compaction_interval);
         }
         let inner = Arc::new(Inner {
             store,
@@ -519,6 +540,17 @@ impl ApiServer {
         let rv = st.rv;
         drop(st);
         self.inner.store.notify(rv);
+    }
+
+    /// Moves the clock of the storage's compaction ([`Builder::compaction_interval`]) `by`
+    /// ahead, as if that time had been waited for: revisions it compacts in that time can no
+    /// longer be listed with `resourceVersionMatch=Exact`. A test clock; other timestamps keep
+    /// the system's time.
+    pub fn advance_compaction_clock(&self, by: std::time::Duration) {
+        let mut st = self.inner.store.lock();
+        st.compaction.advance_clock(by);
+        let rv = st.rv;
+        st.compaction.tick(rv);
     }
 
     /// The last assigned resourceVersion.

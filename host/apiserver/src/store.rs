@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::compaction::{self, Compaction};
 use super::events;
 use super::persist::{Log, Record};
 use super::registry::{self, Registry, ResKey};
@@ -46,7 +47,8 @@ pub struct Event {
     pub kind: EventKind,
     /// Object after the change (for deletions: its last state, with the deletion's RV).
     pub object: Arc<Value>,
-    /// Object before the change, for MODIFIED (lets selector watches synthesise ADDED/DELETED).
+    /// Object before the change, for MODIFIED (lets selector watches synthesise ADDED/DELETED)
+    /// and DELETED (with its own resourceVersion: lists at older revisions restore it).
     pub old: Option<Arc<Value>>,
     /// resourceVersion of the change.
     pub rv: u64,
@@ -102,6 +104,8 @@ pub struct State {
     pub wake_at: Option<std::time::Instant>,
     /// How far the CronJob controller's clock is ahead of the system's (a test clock).
     pub cronjob_clock: chrono::TimeDelta,
+    /// How far back revisions stay readable (etcd's compaction as kube-apiserver drives it).
+    pub compaction: Compaction,
 }
 
 const SNAPSHOTS_KEPT: usize = 256;
@@ -169,6 +173,7 @@ impl State {
         if events::is_core_events(&key.0, &key.1) {
             obj = events::to_core(obj);
         }
+        self.compaction.tick(self.rv);
         let rv = self.rv + 1;
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let ns = str_at(&obj, "/metadata/namespace").to_string();
@@ -218,6 +223,7 @@ impl State {
         let Some(cur) = self.get(key, ns, name) else {
             return Ok(None);
         };
+        self.compaction.tick(self.rv);
         let rv = self.rv + 1;
         if let Some(log) = &mut self.log {
             log.append(&Record::Delete {
@@ -242,7 +248,7 @@ impl State {
             Event {
                 kind: EventKind::Deleted,
                 object: last.clone(),
-                old: None,
+                old: Some(cur),
                 rv,
             },
         );
@@ -280,6 +286,36 @@ impl State {
         Ok(t.history.range(start..).cloned().collect())
     }
 
+    /// The objects of a resource as they were at revision `rv` (at most the current one), by
+    /// key, rebuilt from the current ones by undoing the newer events of its history, newest
+    /// first (bounded by the history cap); `None` when `rv` is compacted (etcd's compaction,
+    /// [`Compaction`]) or older than the resource's history reaches.
+    pub fn objects_at(&mut self, key: &ResKey, rv: u64) -> Option<BTreeMap<ObjectKey, Arc<Value>>> {
+        self.compaction.tick(self.rv);
+        if rv < self.compaction.compacted() {
+            return None;
+        }
+        let Some(t) = self.tables.get(key) else {
+            return Some(BTreeMap::new());
+        };
+        if rv < t.compacted {
+            return None;
+        }
+        let mut objects = t.objects.clone();
+        for ev in t.history.iter().rev().take_while(|e| e.rv > rv) {
+            let k = object_key(&ev.object);
+            match (ev.kind, &ev.old) {
+                (EventKind::Added, _) => objects.remove(&k),
+                (EventKind::Modified | EventKind::Deleted, Some(old)) => {
+                    objects.insert(k, old.clone())
+                }
+                // Every MODIFIED and DELETED event is published with its `old`.
+                (EventKind::Modified | EventKind::Deleted, None) => return None,
+            };
+        }
+        Some(objects)
+    }
+
     /// Oldest resourceVersion a watch of this resource can still resume from.
     pub fn compacted(&self, key: &ResKey) -> u64 {
         self.tables.get(key).map(|t| t.compacted).unwrap_or(0)
@@ -307,6 +343,16 @@ fn older_events_key(key: ResKey) -> ResKey {
 
 fn is_older_events_key(key: &ResKey) -> bool {
     key.0 == "events.k8s.io" && key.1 == "events"
+}
+
+/// An object's `(namespace, name)`, as [`Table::objects`] keys it.
+pub type ObjectKey = (String, String);
+
+fn object_key(obj: &Value) -> ObjectKey {
+    (
+        str_at(obj, "/metadata/namespace").to_string(),
+        str_at(obj, "/metadata/name").to_string(),
+    )
 }
 
 /// `obj[ptr]` as a string, or `""`.
@@ -337,6 +383,7 @@ impl Store {
             kubelet: false,
             wake_at: None,
             cronjob_clock: chrono::TimeDelta::zero(),
+            compaction: Compaction::new(compaction::DEFAULT_INTERVAL),
         };
         let mut log_handle = None;
         if let Some((log, records)) = log {
@@ -385,6 +432,7 @@ impl Store {
             for t in st.tables.values_mut() {
                 t.compacted = rv;
             }
+            st.compaction.compact_to(rv);
             log_handle = Some(log);
         }
         st.log = log_handle;

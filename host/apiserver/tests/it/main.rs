@@ -7,5 +7,6 @@ mod cluster;
 mod crd_defaults;
 mod endpoints;
 mod jobs;
+mod list_history;
 mod shards;
 mod statefulsets;
