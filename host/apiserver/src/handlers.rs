@@ -232,11 +232,11 @@ fn render_stored(t: &Target, obj: &Value, shape: Shape) -> Value {
 
 /// GET of one object.
 pub fn get(inner: &Inner, t: &Target, name: &str, shape: Shape) -> ApiResult<Response<Body>> {
-    let obj = inner
-        .store
-        .lock()
-        .get(&t.key(), t.ns(), name)
-        .ok_or_else(|| t.not_found(name))?;
+    let started = std::time::Instant::now();
+    let found = inner.store.lock().get(&t.key(), t.ns(), name);
+    let (group, plural) = t.key();
+    (inner.store.metrics()).stored("get", &group, &plural, started.elapsed());
+    let obj = found.ok_or_else(|| t.not_found(name))?;
     Ok(json_response(200, &render(t, &obj, shape)))
 }
 
@@ -290,7 +290,11 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
         }
         None => {
             let at = list_revision(&st, q, limit)?;
-            (Arc::new(snapshot(&mut st, t, &selectors, at)?), 0, None)
+            let started = std::time::Instant::now();
+            let snap = snapshot(&mut st, t, &selectors, at)?;
+            let (group, plural) = t.key();
+            (inner.store.metrics()).stored("list", &group, &plural, started.elapsed());
+            (Arc::new(snap), 0, None)
         }
     };
     // Only pages that leave something behind need the snapshot kept for a continue token.

@@ -20,7 +20,8 @@
 //! Modules, in layers (each uses only the layers before it; a test,
 //! `host/tests/it/module_layers.rs`, keeps the crate free of import cycles):
 //!
-//! 1. `status` (API errors), `audit` (request log), `faults` (injected failures), `tls`,
+//! 1. `status` (API errors), `audit` (request log), `metrics` (`/metrics`), `faults` (injected
+//!    failures), `tls`,
 //!    `quantity` (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies'
 //!    duplicate fields).
 //! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
@@ -53,6 +54,13 @@
 //! SelfSubjectRulesReview, so `kubectl auth can-i [--list]` answers, SelfSubjectReview
 //! (`kubectl auth whoami`), a scheduler's Binding; TokenReview
 //! tells delegating servers (the host's secure `/metrics`) whom a token belongs to.
+//!
+//! `/metrics` serves kube-apiserver's main series (`metrics`): `apiserver_request_total` and
+//! `apiserver_request_duration_seconds` (kube's labels, verbs, scopes and buckets),
+//! `apiserver_storage_objects` and `etcd_request_duration_seconds` (the store's own
+//! operations), as OpenMetrics text, to users RBAC lets `get` the non-resource URL `/metrics`
+//! (`cluster-admin`, and the group `system:monitoring` through kube's bootstrap role of that
+//! name).
 //!
 //! Object metadata is validated on every write as kube's `rest.BeforeCreate`/`BeforeUpdate` and
 //! apimachinery's validation do (`admission`, rules in `wasmctrl_scope::validation`): names and
@@ -115,6 +123,7 @@ mod fields;
 mod gc;
 mod handlers;
 mod listener;
+mod metrics;
 mod patch;
 mod persist;
 mod pods;

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::compaction::{self, Compaction};
 use super::events;
+use super::metrics::{self, Metrics};
 use super::persist::{Log, Record};
 use super::registry::{self, Registry, ResKey};
 use super::schema;
@@ -106,6 +107,8 @@ pub struct State {
     pub cronjob_clock: chrono::TimeDelta,
     /// How far back revisions stay readable (etcd's compaction as kube-apiserver drives it).
     pub compaction: Compaction,
+    /// Where writes are timed (`etcd_request_duration_seconds`).
+    metrics: Arc<Metrics>,
 }
 
 const SNAPSHOTS_KEPT: usize = 256;
@@ -170,6 +173,7 @@ impl State {
     /// Stores `obj` under the next resourceVersion and publishes ADDED or MODIFIED. Events
     /// written through `events.k8s.io` are stored in their core form.
     pub fn put(&mut self, key: &ResKey, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+        let started = std::time::Instant::now();
         if events::is_core_events(&key.0, &key.1) {
             obj = events::to_core(obj);
         }
@@ -195,10 +199,10 @@ impl State {
         let cap = self.history_cap;
         let t = self.table(key);
         let old = t.objects.insert((ns, name), obj.clone());
-        let kind = if old.is_some() {
-            EventKind::Modified
+        let (kind, operation) = if old.is_some() {
+            (EventKind::Modified, "update")
         } else {
-            EventKind::Added
+            (EventKind::Added, "create")
         };
         push(
             t,
@@ -210,6 +214,7 @@ impl State {
                 rv,
             },
         );
+        (self.metrics).stored(operation, &key.0, &key.1, started.elapsed());
         Ok(obj)
     }
 
@@ -220,6 +225,7 @@ impl State {
         ns: &str,
         name: &str,
     ) -> Result<Option<Arc<Value>>, ApiError> {
+        let started = std::time::Instant::now();
         let Some(cur) = self.get(key, ns, name) else {
             return Ok(None);
         };
@@ -252,6 +258,7 @@ impl State {
                 rv,
             },
         );
+        (self.metrics).stored("delete", &key.0, &key.1, started.elapsed());
         Ok(Some(last))
     }
 
@@ -316,6 +323,22 @@ impl State {
         Some(objects)
     }
 
+    /// The objects stored per served resource, named as kube names them in
+    /// `apiserver_storage_objects` (`configmaps`, `deployments.apps`); both Event APIs count
+    /// their one storage, as kube's two stores count one prefix.
+    pub fn object_counts(&self) -> Vec<(String, i64)> {
+        let mut seen = std::collections::BTreeSet::new();
+        (self.registry.all())
+            .filter(|r| !r.create_only && seen.insert((r.group.as_str(), r.plural.as_str())))
+            .map(|r| {
+                let table = self.tables.get(&registry::storage_key(r));
+                let n = table.map_or(0, |t| t.objects.len());
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                (metrics::group_resource(&r.group, &r.plural), n)
+            })
+            .collect()
+    }
+
     /// Oldest resourceVersion a watch of this resource can still resume from.
     pub fn compacted(&self, key: &ResKey) -> u64 {
         self.tables.get(key).map(|t| t.compacted).unwrap_or(0)
@@ -365,6 +388,7 @@ pub fn str_at<'a>(obj: &'a Value, ptr: &str) -> &'a str {
 pub struct Store {
     state: Mutex<State>,
     notify: watch::Sender<u64>,
+    metrics: Arc<Metrics>,
 }
 
 impl Store {
@@ -384,6 +408,7 @@ impl Store {
             wake_at: None,
             cronjob_clock: chrono::TimeDelta::zero(),
             compaction: Compaction::new(compaction::DEFAULT_INTERVAL),
+            metrics: Arc::new(Metrics::default()),
         };
         let mut log_handle = None;
         if let Some((log, records)) = log {
@@ -438,6 +463,7 @@ impl Store {
         st.log = log_handle;
         let (notify, _) = watch::channel(st.rv);
         Self {
+            metrics: st.metrics.clone(),
             state: Mutex::new(st),
             notify,
         }
@@ -447,6 +473,11 @@ impl Store {
     /// in one step after every check, so the state is consistent.
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The server's metrics (the store times its own operations into them).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Wakes watchers after writes (call after releasing the lock).

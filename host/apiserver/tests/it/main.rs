@@ -8,5 +8,6 @@ mod crd_defaults;
 mod endpoints;
 mod jobs;
 mod list_history;
+mod metrics;
 mod shards;
 mod statefulsets;
