@@ -90,7 +90,8 @@
 //! its schema as kube checks them), `format`s, list types and CEL rules
 //! (`schema`, with `messageExpression`s and the most used of kube's CEL libraries), but not
 //! `allOf`/`anyOf`/`oneOf`/`not`, kube's typed CEL values (`quantity()`, `url()`, `ip()`) or
-//! CEL cost limits; CRD versions share storage and are converted
+//! CEL cost limits, nor, in a CRD's defaults, the ObjectMeta rules kube applies to defaults of an
+//! embedded resource's metadata; CRD versions share storage and are converted
 //! by rewriting `apiVersion` only; the specs of some built-in kinds (Nodes, PersistentVolumes,
 //! StorageClasses, ...) are stored without kube's validation, and `validate` leaves out some of
 //! kube's checks of the kinds it covers (volume sources' own fields, probes, security
@@ -103,7 +104,8 @@
 //! initial delay); ComponentStatuses are served but none exist; field selectors are those kube
 //! registers: `metadata.name`, `metadata.namespace`, each built-in kind's own (`selector`) and
 //! CRDs' `selectableFields`;
-//! HTTPS with the server's own authority only (no client certificates).
+//! HTTPS with the server's own authority only (no client certificates); `/metrics` in
+//! OpenMetrics text only (kube writes Prometheus' 0.0.4 text), a watch counted when it starts.
 
 mod admin;
 mod admission;
