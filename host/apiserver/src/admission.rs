@@ -9,7 +9,7 @@ use wasmctrl_scope::validation::{self, FieldError, NameRule};
 use super::events;
 use super::handlers::{Query, Target};
 use super::registry::crd_resource;
-use super::schema::crd_schemas;
+use super::schema::{crd_default_errors, crd_schemas};
 use super::status::{ApiError, ApiResult, Cause};
 use super::store::{State, str_at};
 use super::validate;
@@ -311,15 +311,20 @@ pub(crate) fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResu
             "Invalid value: group is served by a built-in API".into(),
         ));
     }
-    if let Err(causes) = crd_schemas(crd) {
-        return Err(ApiError::invalid_causes(
-            "CustomResourceDefinition",
-            "apiextensions.k8s.io",
-            name,
-            &causes,
-        ));
+    let causes = match crd_schemas(crd) {
+        Err(causes) => causes,
+        // As kube: defaults are checked once the schemas are structural.
+        Ok(_) => crd_default_errors(crd, old),
+    };
+    if causes.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    Err(ApiError::invalid_causes(
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io",
+        name,
+        &causes,
+    ))
 }
 
 /// Decodes a YAML or JSON body (apply patches are YAML; JSON is YAML).

@@ -597,6 +597,20 @@ pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
         (
             "clusterroles",
             role(
+                "system:monitoring",
+                json!([
+                    {"nonResourceURLs": ["/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz",
+                        "/livez/*", "/readyz/*", "/healthz/*"], "verbs": ["get"]},
+                ]),
+            ),
+        ),
+        (
+            "clusterrolebindings",
+            binding("system:monitoring", "system:monitoring"),
+        ),
+        (
+            "clusterroles",
+            role(
                 "system:discovery",
                 json!([
                     {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",

@@ -16,7 +16,7 @@ use super::events;
 use super::registry::{ResKey, Resource, storage_key};
 use super::selector::Selectors;
 use super::status::{ApiError, ApiResult};
-use super::store::{Snapshot, str_at};
+use super::store::{Snapshot, State, str_at};
 use super::table;
 
 /// Largest request body accepted (kube-apiserver's limit).
@@ -232,11 +232,11 @@ fn render_stored(t: &Target, obj: &Value, shape: Shape) -> Value {
 
 /// GET of one object.
 pub fn get(inner: &Inner, t: &Target, name: &str, shape: Shape) -> ApiResult<Response<Body>> {
-    let obj = inner
-        .store
-        .lock()
-        .get(&t.key(), t.ns(), name)
-        .ok_or_else(|| t.not_found(name))?;
+    let started = std::time::Instant::now();
+    let found = inner.store.lock().get(&t.key(), t.ns(), name);
+    let (group, plural) = t.key();
+    (inner.store.metrics()).stored("get", &group, &plural, started.elapsed());
+    let obj = found.ok_or_else(|| t.not_found(name))?;
     Ok(json_response(200, &render(t, &obj, shape)))
 }
 
@@ -269,7 +269,9 @@ fn expired_continue() -> ApiError {
     )
 }
 
-/// LIST with selectors, `limit`/`continue` over a saved snapshot, `resourceVersionMatch`.
+/// LIST with selectors, `limit`/`continue` over a saved snapshot, `resourceVersionMatch`
+/// (an `Exact` list, or a legacy one with `limit`, at an older revision is rebuilt from the
+/// event history: [`State::objects_at`]).
 pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
     let selectors = selectors(t, q)?;
     let limit: usize = match q.get("limit") {
@@ -278,82 +280,22 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
             .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
         None => 0,
     };
-    let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
-    let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
     let mut st = inner.store.lock();
-    let (snap, offset, saved) = if let Some(token) = q.get("continue").filter(|s| !s.is_empty()) {
-        let (id, off) = token.split_once(':').ok_or_else(expired_continue)?;
-        let id: u64 = id.parse().map_err(|_| expired_continue())?;
-        let off: usize = off.parse().map_err(|_| expired_continue())?;
-        (st.snapshot(id).ok_or_else(expired_continue)?, off, Some(id))
-    } else {
-        if let Some(m) = rv_match {
-            let Some(rv) = rv_param else {
-                return Err(ApiError::invalid(
-                    "ListOptions",
-                    "meta.k8s.io",
-                    "",
-                    &[("resourceVersionMatch".into(), "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided".into())],
-                ));
-            };
-            let want: u64 = rv
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
-            match m.as_str() {
-                "Exact" if want != st.rv => {
-                    if want < st.rv {
-                        return Err(ApiError::expired(format!(
-                            "too old resource version: {want} ({})",
-                            st.rv
-                        )));
-                    }
-                    return Err(too_large(want, st.rv));
-                }
-                "Exact" => {}
-                "NotOlderThan" if want > st.rv => return Err(too_large(want, st.rv)),
-                "NotOlderThan" => {}
-                other => {
-                    return Err(ApiError::invalid(
-                        "ListOptions",
-                        "meta.k8s.io",
-                        "",
-                        &[(
-                            "resourceVersionMatch".into(),
-                            format!("Unsupported value: \"{other}\""),
-                        )],
-                    ));
-                }
-            }
-        } else if let Some(rv) = rv_param {
-            let want: u64 = rv
-                .parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
-            if want > st.rv {
-                return Err(too_large(want, st.rv));
-            }
+    let (snap, offset, saved) = match q.get("continue").filter(|s| !s.is_empty()) {
+        Some(token) => {
+            let (id, off) = token.split_once(':').ok_or_else(expired_continue)?;
+            let id: u64 = id.parse().map_err(|_| expired_continue())?;
+            let off: usize = off.parse().map_err(|_| expired_continue())?;
+            (st.snapshot(id).ok_or_else(expired_continue)?, off, Some(id))
         }
-        let items: Vec<Arc<Value>> = st
-            .tables
-            .get(&t.key())
-            .map(|tab| {
-                let range: Box<dyn Iterator<Item = &Arc<Value>>> =
-                    match (&t.namespace, t.res.namespaced) {
-                        (Some(ns), true) => Box::new(
-                            tab.objects
-                                .range((ns.clone(), String::new())..)
-                                .take_while(move |((n, _), _)| n == ns)
-                                .map(|(_, v)| v),
-                        ),
-                        _ => Box::new(tab.objects.values()),
-                    };
-                range
-                    .filter(|o| visible(t, &selectors, o))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        let snap = Arc::new(Snapshot { items, rv: st.rv });
-        (snap, 0, None)
+        None => {
+            let at = list_revision(&st, q, limit)?;
+            let started = std::time::Instant::now();
+            let snap = snapshot(&mut st, t, &selectors, at)?;
+            let (group, plural) = t.key();
+            (inner.store.metrics()).stored("list", &group, &plural, started.elapsed());
+            (Arc::new(snap), 0, None)
+        }
     };
     // Only pages that leave something behind need the snapshot kept for a continue token.
     let end = if limit > 0 {
@@ -380,9 +322,14 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
     if let Some(info) = selectors.shard_info() {
         meta["shardInfo"] = info;
     }
+    Ok(list_response(t, page, meta, shape))
+}
+
+/// The list of a page of objects in the shape asked for.
+fn list_response(t: &Target, page: &[Arc<Value>], meta: Value, shape: Shape) -> Response<Body> {
     if shape == Shape::Table {
         let tab = table::table(&t.res, page.iter().map(|o| &**o), meta);
-        return Ok(json_response(200, &tab));
+        return json_response(200, &tab);
     }
     let items: Vec<Value> = page.iter().map(|o| render(t, o, shape)).collect();
     let (kind, api_version) = match shape {
@@ -392,10 +339,95 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
         ),
         Shape::Full | Shape::Table => (t.res.list_kind.clone(), t.api_version()),
     };
-    Ok(json_response(
+    json_response(
         200,
         &json!({ "kind": kind, "apiVersion": api_version, "metadata": meta, "items": items }),
-    ))
+    )
+}
+
+fn list_options_invalid(detail: &str) -> ApiError {
+    ApiError::invalid(
+        "ListOptions",
+        "meta.k8s.io",
+        "",
+        &[("resourceVersionMatch".into(), detail.into())],
+    )
+}
+
+/// The revision a new list reads: `None` for the current one (no resourceVersion,
+/// `NotOlderThan`, or a legacy resourceVersion without `limit`, all served from the latest
+/// state as kube's watch cache serves them), `Some(rv)` for an exact one (`Exact`, or a
+/// resourceVersion other than "0" with `limit`, which kube-apiserver 1.32 reads from etcd
+/// at that revision).
+fn list_revision(st: &State, q: &Query, limit: usize) -> ApiResult<Option<u64>> {
+    let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let rv_match = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let Some(rv) = rv_param else {
+        return match rv_match {
+            Some(_) => Err(list_options_invalid(
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            )),
+            None => Ok(None),
+        };
+    };
+    let exact = match rv_match.map(String::as_str) {
+        Some("Exact") if rv == "0" => {
+            return Err(list_options_invalid(
+                "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+        Some("Exact") => true,
+        Some("NotOlderThan") => false,
+        Some(other) => {
+            return Err(list_options_invalid(&format!(
+                "Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\""
+            )));
+        }
+        None => limit > 0 && rv != "0",
+    };
+    let want: u64 = rv
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+    if want > st.rv {
+        return Err(too_large(want, st.rv));
+    }
+    Ok((exact && want < st.rv).then_some(want))
+}
+
+/// The objects a new list returns, at revision `at` (`None`: the current one), or 410
+/// `Expired` as etcd's compaction makes kube answer for a revision no longer kept.
+fn snapshot(
+    st: &mut State,
+    t: &Target,
+    selectors: &Selectors,
+    at: Option<u64>,
+) -> ApiResult<Snapshot> {
+    let (objects, rv) = match at {
+        Some(rv) => {
+            let past = st.objects_at(&t.key(), rv).ok_or_else(|| {
+                ApiError::expired("The resourceVersion for the provided list is too old.")
+            })?;
+            (std::borrow::Cow::Owned(past), rv)
+        }
+        None => {
+            let current = (st.tables.get(&t.key())).map(|tab| &tab.objects);
+            let current = current.map_or_else(Default::default, std::borrow::Cow::Borrowed);
+            (current, st.rv)
+        }
+    };
+    let in_scope: Box<dyn Iterator<Item = &Arc<Value>>> = match (&t.namespace, t.res.namespaced) {
+        (Some(ns), true) => Box::new(
+            (objects.range((ns.clone(), String::new())..))
+                .take_while(move |((n, _), _)| n == ns)
+                .map(|(_, v)| v),
+        ),
+        _ => Box::new(objects.values()),
+    };
+    let items = in_scope
+        .filter(|o| visible(t, selectors, o))
+        .cloned()
+        .collect();
+    Ok(Snapshot { items, rv })
 }
 
 fn too_large(want: u64, cur: u64) -> ApiError {

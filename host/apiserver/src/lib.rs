@@ -20,11 +20,13 @@
 //! Modules, in layers (each uses only the layers before it; a test,
 //! `host/tests/it/module_layers.rs`, keeps the crate free of import cycles):
 //!
-//! 1. `status` (API errors), `audit` (request log), `faults` (injected failures), `tls`,
+//! 1. `status` (API errors), `audit` (request log), `metrics` (`/metrics`), `faults` (injected
+//!    failures), `tls`,
 //!    `quantity` (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies'
 //!    duplicate fields).
 //! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
-//!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots);
+//!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots,
+//!    lists at earlier revisions), `compaction` (how long earlier revisions stay readable);
 //!    `events` (the two Event APIs over one storage), `selector` (label, field and shard
 //!    selectors),
 //!    `printers` + `table` (kubectl's columns).
@@ -40,12 +42,25 @@
 //! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
 //!    kubeconfig).
 //!
+//! Lists at an earlier revision (`resourceVersionMatch=Exact`, or a `resourceVersion` with
+//! `limit`, which kube-apiserver 1.32 reads from etcd) are rebuilt from the resource's event
+//! history (the current objects with the newer events undone) until etcd's compaction, as
+//! kube-apiserver drives it every [`Builder::compaction_interval`], or the history cap
+//! ([`Builder::history`]) has dropped what they need: then 410 `Expired`, with etcd's message.
+//!
 //! Authentication is by bearer token (the kubeconfig's admin token, ServiceAccount tokens from
 //! the TokenRequest API) and authorization is kube's RBAC (`auth`), with impersonation and
 //! SelfSubjectAccessReview, LocalSubjectAccessReview, SubjectAccessReview and
 //! SelfSubjectRulesReview, so `kubectl auth can-i [--list]` answers, SelfSubjectReview
 //! (`kubectl auth whoami`), a scheduler's Binding; TokenReview
 //! tells delegating servers (the host's secure `/metrics`) whom a token belongs to.
+//!
+//! `/metrics` serves kube-apiserver's main series (`metrics`): `apiserver_request_total` and
+//! `apiserver_request_duration_seconds` (kube's labels, verbs, scopes and buckets),
+//! `apiserver_storage_objects` and `etcd_request_duration_seconds` (the store's own
+//! operations), as OpenMetrics text, to users RBAC lets `get` the non-resource URL `/metrics`
+//! (`cluster-admin`, and the group `system:monitoring` through kube's bootstrap role of that
+//! name).
 //!
 //! Object metadata is validated on every write as kube's `rest.BeforeCreate`/`BeforeUpdate` and
 //! apimachinery's validation do (`admission`, rules in `wasmctrl_scope::validation`): names and
@@ -71,12 +86,13 @@
 //!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
 //! authentication, no admission webhooks, no ClusterRole aggregation; custom resources get
-//! their structural schema's pruning, types, `default`s, `format`s, list types and CEL rules
+//! their structural schema's pruning, types, `default`s (a CRD's own defaults checked against
+//! its schema as kube checks them), `format`s, list types and CEL rules
 //! (`schema`, with `messageExpression`s and the most used of kube's CEL libraries), but not
 //! `allOf`/`anyOf`/`oneOf`/`not`, kube's typed CEL values (`quantity()`, `url()`, `ip()`) or
-//! CEL cost limits; CRD versions share storage and are converted
-//! by rewriting `apiVersion` only; `resourceVersionMatch=Exact` lists only at the current
-//! resourceVersion; the specs of some built-in kinds (Nodes, PersistentVolumes,
+//! CEL cost limits, nor, in a CRD's defaults, the ObjectMeta rules kube applies to defaults of an
+//! embedded resource's metadata; CRD versions share storage and are converted
+//! by rewriting `apiVersion` only; the specs of some built-in kinds (Nodes, PersistentVolumes,
 //! StorageClasses, ...) are stored without kube's validation, and `validate` leaves out some of
 //! kube's checks of the kinds it covers (volume sources' own fields, probes, security
 //! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,
@@ -88,7 +104,8 @@
 //! initial delay); ComponentStatuses are served but none exist; field selectors are those kube
 //! registers: `metadata.name`, `metadata.namespace`, each built-in kind's own (`selector`) and
 //! CRDs' `selectableFields`;
-//! HTTPS with the server's own authority only (no client certificates).
+//! HTTPS with the server's own authority only (no client certificates); `/metrics` in
+//! OpenMetrics text only (kube writes Prometheus' 0.0.4 text), a watch counted when it starts.
 
 mod admin;
 mod admission;
@@ -96,6 +113,7 @@ mod apply;
 mod audit;
 mod auth;
 mod cluster;
+mod compaction;
 mod cron;
 mod decode;
 mod defaults;
@@ -107,6 +125,7 @@ mod fields;
 mod gc;
 mod handlers;
 mod listener;
+mod metrics;
 mod patch;
 mod persist;
 mod pods;
@@ -201,6 +220,7 @@ pub struct Builder {
     kubelet: Option<Kubelet>,
     admin: bool,
     shard_selectors: bool,
+    compaction_interval: std::time::Duration,
 }
 
 impl Default for Builder {
@@ -215,12 +235,14 @@ impl Default for Builder {
             kubelet: None,
             admin: false,
             shard_selectors: true,
+            compaction_interval: compaction::DEFAULT_INTERVAL,
         }
     }
 }
 
 impl Builder {
-    /// Events kept per resource for watch resume (older resourceVersions get 410).
+    /// Events kept per resource for watch resume and lists at earlier revisions (older
+    /// resourceVersions get 410).
     pub fn history(mut self, n: usize) -> Self {
         self.history = n.max(1);
         self
@@ -297,6 +319,16 @@ impl Builder {
         self
     }
 
+    /// How often old revisions are compacted, as kube-apiserver's `--etcd-compaction-interval`
+    /// has etcd do it (5 minutes by default; zero: never): a `resourceVersionMatch=Exact` list
+    /// reads a revision back until the second compaction after it was superseded (and while
+    /// the resource's [`history`](Self::history) still holds the events since), and gets 410
+    /// `Expired` after.
+    pub fn compaction_interval(mut self, interval: std::time::Duration) -> Self {
+        self.compaction_interval = interval;
+        self
+    }
+
     /// Builds the server (loading the data directory, starting controllers).
     pub fn build(self) -> Result<ApiServer, Error> {
         let log = match &self.data_dir {
@@ -329,6 +361,7 @@ impl Builder {
             let mut st = store.lock();
             st.service_accounts = self.service_accounts;
             st.kubelet = self.kubelet.is_some();
+            st.compaction.set_interval(self.compaction_interval);
         }
         let inner = Arc::new(Inner {
             store,
@@ -525,6 +558,17 @@ impl ApiServer {
     pub fn cronjob_clock(&self) -> std::time::Duration {
         let ahead = self.inner.store.lock().cronjob_clock;
         ahead.to_std().unwrap_or_default()
+    }
+
+    /// Moves the clock of the storage's compaction ([`Builder::compaction_interval`]) `by`
+    /// ahead, as if that time had been waited for: revisions it compacts in that time can no
+    /// longer be listed with `resourceVersionMatch=Exact`. A test clock; other timestamps keep
+    /// the system's time.
+    pub fn advance_compaction_clock(&self, by: std::time::Duration) {
+        let mut st = self.inner.store.lock();
+        st.compaction.advance_clock(by);
+        let rv = st.rv;
+        st.compaction.tick(rv);
     }
 
     /// The last assigned resourceVersion.

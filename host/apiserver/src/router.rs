@@ -16,7 +16,8 @@ use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{self, ApiError, ApiResult};
 use super::{
-    admin, admission, decode, delete, pods, protobuf, reviews, scale, swagger, watch, write,
+    admin, admission, decode, delete, metrics, pods, protobuf, reviews, scale, swagger, watch,
+    write,
 };
 
 /// The axum router of a server.
@@ -49,6 +50,16 @@ fn accept(req: &Request<Body>) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string()
+}
+
+/// The `/metrics` exposition.
+fn metrics_text(inner: &Inner) -> Response<Body> {
+    let counts = inner.store.lock().object_counts();
+    let text = inner.store.metrics().encode(counts);
+    Response::builder()
+        .header(header::CONTENT_TYPE, metrics::CONTENT_TYPE)
+        .body(Body::from(text))
+        .unwrap_or_default()
 }
 
 fn text(s: &str) -> Response<Body> {
@@ -133,6 +144,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
                 "/apis",
                 "/healthz",
                 "/livez",
+                "/metrics",
                 "/openapi/v2",
                 "/openapi/v3",
                 "/readyz",
@@ -141,6 +153,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
             return Ok(json_response(200, &json!({ "paths": paths })));
         }
         ["version"] if get => return Ok(json_response(200, &discovery::version())),
+        ["metrics"] if get => return Ok(metrics_text(inner)),
         ["healthz" | "livez" | "readyz", ..] if get => return Ok(text("ok")),
         ["api"] if get => {
             if discovery::wants_aggregated(&accept) {
@@ -277,54 +290,50 @@ async fn resource(
     if t.sub.is_none() && !t.res.serves_verb(verb) {
         return Err(ApiError::method_not_allowed(req.method().as_str()));
     }
+    // Routed: from here on kube's route instrumentation counts and times the request.
+    let labels = request_labels(&req, &t, verb);
+    let started = std::time::Instant::now();
+    let answered = serve(inner, t, req, user, q, verb).await;
+    let code = match &answered {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => e.code,
+    };
+    inner
+        .store
+        .metrics()
+        .answered(labels, code, started.elapsed());
+    answered
+}
+
+/// The `apiserver_request_*` labels of a routed resource request.
+fn request_labels(req: &Request<Body>, t: &Target, verb: &str) -> metrics::Request {
+    let target = [
+        t.res.group.as_str(),
+        t.version.as_str(),
+        t.res.plural.as_str(),
+        t.sub.as_deref().unwrap_or(""),
+        t.namespace.as_deref().unwrap_or(""),
+        t.name.as_deref().unwrap_or(""),
+    ];
+    let query = req.uri().query().unwrap_or("");
+    let ct = content_type(req);
+    metrics::Request::new(req.method().as_str(), target, query, &ct, verb == "create")
+}
+
+/// Serves an authorized resource request.
+async fn serve(
+    inner: &Arc<Inner>,
+    t: Target,
+    req: Request<Body>,
+    user: &User,
+    q: handlers::Query,
+    verb: &str,
+) -> ApiResult<Response<Body>> {
     if let Some(e) = inner.faults.check(verb, &t.res.plural) {
         return Err(e);
     }
-    if t.res.create_only {
-        if req.method() != Method::POST || t.name.is_some() {
-            return Err(ApiError::method_not_allowed(req.method().as_str()));
-        }
-        let ct = content_type(&req);
-        let body = body_bytes(req).await?;
-        let object = decode_object(&ct, &body)?;
-        if t.res.kind == "Binding" {
-            let ns = t.namespace.as_deref().unwrap_or_default();
-            let bound = write::bind(inner, ns, object)?;
-            return Ok(json_response(201, &bound));
-        }
-        let ns = t.namespace.as_deref();
-        let review = reviews::answer(inner, &t.res.kind, ns, user, object)?;
-        return Ok(json_response(201, &review));
-    }
-    if let (Some(name), Some(sub @ ("binding" | "eviction"))) = (&t.name, t.sub.as_deref()) {
-        if req.method() != Method::POST {
-            return Err(ApiError::method_not_allowed(req.method().as_str()));
-        }
-        let ct = content_type(&req);
-        let body = body_bytes(req).await?;
-        let object = decode_object(&ct, &body)?;
-        let out = if sub == "binding" {
-            pods::bind(inner, &t, name, object)?
-        } else {
-            pods::evict(inner, &t, name, &object)?
-        };
-        return Ok(json_response(201, &out));
-    }
-    if let (Some(ns), Some(name), Some("token")) = (&t.namespace, &t.name, t.sub.as_deref()) {
-        if req.method() != Method::POST {
-            return Err(ApiError::method_not_allowed(req.method().as_str()));
-        }
-        let ct = content_type(&req);
-        let body = body_bytes(req).await?;
-        let request = if body.is_empty() {
-            json!({})
-        } else {
-            decode_object(&ct, &body)?
-        };
-        return Ok(json_response(
-            201,
-            &reviews::token(inner, ns, name, request)?,
-        ));
+    if is_post_only(&t) {
+        return post_only(inner, &t, req, user).await;
     }
     if t.res.namespaced && t.namespace.is_none() && t.name.is_some() {
         return Err(ApiError::not_found_path());
@@ -393,6 +402,71 @@ async fn resource(
         (Method::DELETE, None) if t.sub.is_none() => delete_collection(inner, &t, &q),
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
+}
+
+/// Whether the target takes only a POST of a request object, answered with a 201 and nothing
+/// stored as posted: reviews and Bindings, a Pod's `binding` and `eviction`, a TokenRequest.
+fn is_post_only(t: &Target) -> bool {
+    let sub = t.sub.as_deref();
+    t.res.create_only
+        || (t.name.is_some() && matches!(sub, Some("binding" | "eviction")))
+        || (t.namespace.is_some() && t.name.is_some() && sub == Some("token"))
+}
+
+/// Serves a target [`is_post_only`] accepts.
+async fn post_only(
+    inner: &Arc<Inner>,
+    t: &Target,
+    req: Request<Body>,
+    user: &User,
+) -> ApiResult<Response<Body>> {
+    if t.res.create_only {
+        if req.method() != Method::POST || t.name.is_some() {
+            return Err(ApiError::method_not_allowed(req.method().as_str()));
+        }
+        let ct = content_type(&req);
+        let body = body_bytes(req).await?;
+        let object = decode_object(&ct, &body)?;
+        if t.res.kind == "Binding" {
+            let ns = t.namespace.as_deref().unwrap_or_default();
+            let bound = write::bind(inner, ns, object)?;
+            return Ok(json_response(201, &bound));
+        }
+        let ns = t.namespace.as_deref();
+        let review = reviews::answer(inner, &t.res.kind, ns, user, object)?;
+        return Ok(json_response(201, &review));
+    }
+    if let (Some(name), Some(sub @ ("binding" | "eviction"))) = (&t.name, t.sub.as_deref()) {
+        if req.method() != Method::POST {
+            return Err(ApiError::method_not_allowed(req.method().as_str()));
+        }
+        let ct = content_type(&req);
+        let body = body_bytes(req).await?;
+        let object = decode_object(&ct, &body)?;
+        let out = if sub == "binding" {
+            pods::bind(inner, t, name, object)?
+        } else {
+            pods::evict(inner, t, name, &object)?
+        };
+        return Ok(json_response(201, &out));
+    }
+    if let (Some(ns), Some(name), Some("token")) = (&t.namespace, &t.name, t.sub.as_deref()) {
+        if req.method() != Method::POST {
+            return Err(ApiError::method_not_allowed(req.method().as_str()));
+        }
+        let ct = content_type(&req);
+        let body = body_bytes(req).await?;
+        let request = if body.is_empty() {
+            json!({})
+        } else {
+            decode_object(&ct, &body)?
+        };
+        return Ok(json_response(
+            201,
+            &reviews::token(inner, ns, name, request)?,
+        ));
+    }
+    Err(ApiError::not_found_path())
 }
 
 /// DELETE on a collection: deletes every object the selectors match.

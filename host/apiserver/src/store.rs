@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::compaction::{self, Compaction};
 use super::events;
+use super::metrics::{self, Metrics};
 use super::persist::{Log, Record};
 use super::registry::{self, Registry, ResKey};
 use super::schema;
@@ -46,7 +48,8 @@ pub struct Event {
     pub kind: EventKind,
     /// Object after the change (for deletions: its last state, with the deletion's RV).
     pub object: Arc<Value>,
-    /// Object before the change, for MODIFIED (lets selector watches synthesise ADDED/DELETED).
+    /// Object before the change, for MODIFIED (lets selector watches synthesise ADDED/DELETED)
+    /// and DELETED (with its own resourceVersion: lists at older revisions restore it).
     pub old: Option<Arc<Value>>,
     /// resourceVersion of the change.
     pub rv: u64,
@@ -102,6 +105,10 @@ pub struct State {
     pub wake_at: Option<std::time::Instant>,
     /// How far the CronJob controller's clock is ahead of the system's (a test clock).
     pub cronjob_clock: chrono::TimeDelta,
+    /// How far back revisions stay readable (etcd's compaction as kube-apiserver drives it).
+    pub compaction: Compaction,
+    /// Where writes are timed (`etcd_request_duration_seconds`).
+    metrics: Arc<Metrics>,
 }
 
 const SNAPSHOTS_KEPT: usize = 256;
@@ -166,9 +173,11 @@ impl State {
     /// Stores `obj` under the next resourceVersion and publishes ADDED or MODIFIED. Events
     /// written through `events.k8s.io` are stored in their core form.
     pub fn put(&mut self, key: &ResKey, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+        let started = std::time::Instant::now();
         if events::is_core_events(&key.0, &key.1) {
             obj = events::to_core(obj);
         }
+        self.compaction.tick(self.rv);
         let rv = self.rv + 1;
         obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let ns = str_at(&obj, "/metadata/namespace").to_string();
@@ -190,10 +199,10 @@ impl State {
         let cap = self.history_cap;
         let t = self.table(key);
         let old = t.objects.insert((ns, name), obj.clone());
-        let kind = if old.is_some() {
-            EventKind::Modified
+        let (kind, operation) = if old.is_some() {
+            (EventKind::Modified, "update")
         } else {
-            EventKind::Added
+            (EventKind::Added, "create")
         };
         push(
             t,
@@ -205,6 +214,7 @@ impl State {
                 rv,
             },
         );
+        (self.metrics).stored(operation, &key.0, &key.1, started.elapsed());
         Ok(obj)
     }
 
@@ -215,9 +225,11 @@ impl State {
         ns: &str,
         name: &str,
     ) -> Result<Option<Arc<Value>>, ApiError> {
+        let started = std::time::Instant::now();
         let Some(cur) = self.get(key, ns, name) else {
             return Ok(None);
         };
+        self.compaction.tick(self.rv);
         let rv = self.rv + 1;
         if let Some(log) = &mut self.log {
             log.append(&Record::Delete {
@@ -242,10 +254,11 @@ impl State {
             Event {
                 kind: EventKind::Deleted,
                 object: last.clone(),
-                old: None,
+                old: Some(cur),
                 rv,
             },
         );
+        (self.metrics).stored("delete", &key.0, &key.1, started.elapsed());
         Ok(Some(last))
     }
 
@@ -280,6 +293,52 @@ impl State {
         Ok(t.history.range(start..).cloned().collect())
     }
 
+    /// The objects of a resource as they were at revision `rv` (at most the current one), by
+    /// key, rebuilt from the current ones by undoing the newer events of its history, newest
+    /// first (bounded by the history cap); `None` when `rv` is compacted (etcd's compaction,
+    /// [`Compaction`]) or older than the resource's history reaches.
+    pub fn objects_at(&mut self, key: &ResKey, rv: u64) -> Option<BTreeMap<ObjectKey, Arc<Value>>> {
+        self.compaction.tick(self.rv);
+        if rv < self.compaction.compacted() {
+            return None;
+        }
+        let Some(t) = self.tables.get(key) else {
+            return Some(BTreeMap::new());
+        };
+        if rv < t.compacted {
+            return None;
+        }
+        let mut objects = t.objects.clone();
+        for ev in t.history.iter().rev().take_while(|e| e.rv > rv) {
+            let k = object_key(&ev.object);
+            match (ev.kind, &ev.old) {
+                (EventKind::Added, _) => objects.remove(&k),
+                (EventKind::Modified | EventKind::Deleted, Some(old)) => {
+                    objects.insert(k, old.clone())
+                }
+                // Every MODIFIED and DELETED event is published with its `old`.
+                (EventKind::Modified | EventKind::Deleted, None) => return None,
+            };
+        }
+        Some(objects)
+    }
+
+    /// The objects stored per served resource, named as kube names them in
+    /// `apiserver_storage_objects` (`configmaps`, `deployments.apps`); both Event APIs count
+    /// their one storage, as kube's two stores count one prefix.
+    pub fn object_counts(&self) -> Vec<(String, i64)> {
+        let mut seen = std::collections::BTreeSet::new();
+        (self.registry.all())
+            .filter(|r| !r.create_only && seen.insert((r.group.as_str(), r.plural.as_str())))
+            .map(|r| {
+                let table = self.tables.get(&registry::storage_key(r));
+                let n = table.map_or(0, |t| t.objects.len());
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                (metrics::group_resource(&r.group, &r.plural), n)
+            })
+            .collect()
+    }
+
     /// Oldest resourceVersion a watch of this resource can still resume from.
     pub fn compacted(&self, key: &ResKey) -> u64 {
         self.tables.get(key).map(|t| t.compacted).unwrap_or(0)
@@ -309,6 +368,16 @@ fn is_older_events_key(key: &ResKey) -> bool {
     key.0 == "events.k8s.io" && key.1 == "events"
 }
 
+/// An object's `(namespace, name)`, as [`Table::objects`] keys it.
+pub type ObjectKey = (String, String);
+
+fn object_key(obj: &Value) -> ObjectKey {
+    (
+        str_at(obj, "/metadata/namespace").to_string(),
+        str_at(obj, "/metadata/name").to_string(),
+    )
+}
+
 /// `obj[ptr]` as a string, or `""`.
 pub fn str_at<'a>(obj: &'a Value, ptr: &str) -> &'a str {
     obj.pointer(ptr).and_then(Value::as_str).unwrap_or("")
@@ -319,6 +388,7 @@ pub fn str_at<'a>(obj: &'a Value, ptr: &str) -> &'a str {
 pub struct Store {
     state: Mutex<State>,
     notify: watch::Sender<u64>,
+    metrics: Arc<Metrics>,
 }
 
 impl Store {
@@ -337,6 +407,8 @@ impl Store {
             kubelet: false,
             wake_at: None,
             cronjob_clock: chrono::TimeDelta::zero(),
+            compaction: Compaction::new(compaction::DEFAULT_INTERVAL),
+            metrics: Arc::new(Metrics::default()),
         };
         let mut log_handle = None;
         if let Some((log, records)) = log {
@@ -385,11 +457,13 @@ impl Store {
             for t in st.tables.values_mut() {
                 t.compacted = rv;
             }
+            st.compaction.compact_to(rv);
             log_handle = Some(log);
         }
         st.log = log_handle;
         let (notify, _) = watch::channel(st.rv);
         Self {
+            metrics: st.metrics.clone(),
             state: Mutex::new(st),
             notify,
         }
@@ -399,6 +473,11 @@ impl Store {
     /// in one step after every check, so the state is consistent.
     pub fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The server's metrics (the store times its own operations into them).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Wakes watchers after writes (call after releasing the lock).

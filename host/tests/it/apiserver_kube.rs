@@ -174,8 +174,9 @@ async fn typed_configmap_crud() {
         ),
         400
     );
-    // resourceVersionMatch: Exact at the current RV works, an older one is 410, a future one 504;
-    // NotOlderThan an older RV gives the current state.
+    // resourceVersionMatch: Exact at the current RV works, an older one gives the list as it
+    // was then (until compacted: 410), a future one 504; NotOlderThan an older RV gives the
+    // current state.
     let cur = api
         .list(&ListParams::default())
         .await
@@ -190,7 +191,15 @@ async fn typed_configmap_crud() {
     let old = ListParams::default()
         .at(&rv)
         .matching(kube::api::VersionMatch::Exact);
-    assert_eq!(status_code(&api.list(&old).await.unwrap_err()), 410);
+    let then = api.list(&old).await.unwrap();
+    assert_eq!(then.metadata.resource_version.as_deref(), Some(rv.as_str()));
+    let rv_of = |c: &ConfigMap| c.resource_version().unwrap().parse::<u64>().unwrap();
+    assert!(then.items.iter().any(|c| c.name_any() == "one"));
+    assert!(
+        then.items
+            .iter()
+            .all(|c| rv_of(c) <= rv.parse::<u64>().unwrap())
+    );
     let future = ListParams::default()
         .at("999999")
         .matching(kube::api::VersionMatch::NotOlderThan);

@@ -113,6 +113,25 @@ pub fn render(v: &Value) -> String {
     }
 }
 
+/// A decoded JSON value as Go's `%#v` prints it (how `ErrorBody` prints a map or slice):
+/// `map[string]interface {}{"a":1, "b":[]interface {}{"x"}}`, keys sorted.
+pub fn go_printed(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".into(),
+        Value::Object(m) => {
+            let fields: Vec<String> = (m.iter())
+                .map(|(k, v)| format!("{}:{}", go_quote(k), go_printed(v)))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", fields.join(", "))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(go_printed).collect();
+            format!("[]interface {{}}{{{}}}", items.join(", "))
+        }
+        scalar => render(scalar),
+    }
+}
+
 /// Go's `strconv.Quote` for the characters JSON strings carry.
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

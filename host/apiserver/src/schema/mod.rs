@@ -15,7 +15,8 @@
 //! `minProperties`/`maxProperties`, `nullable`, `x-kubernetes-int-or-string`,
 //! `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-embedded-resource`, string `format`s
 //! (`format`), `default`s (applied after pruning, before validating, and to stored objects when
-//! a CRD changes, as kube defaults what it reads), `x-kubernetes-list-type` `set` and `map`
+//! a CRD changes, as kube defaults what it reads; a CRD whose defaults break their own schema
+//! is refused as kube refuses it, `default`), `x-kubernetes-list-type` `set` and `map`
 //! (each value or key once), CEL `x-kubernetes-validations` (`cel`, once the rest holds, as
 //! kube skips them on an object of the wrong types). Not enforced: `allOf`/`anyOf`/`oneOf`/`not`.
 
@@ -26,6 +27,7 @@ mod format;
 mod validate;
 
 pub(crate) use default::apply as apply_defaults;
+pub(crate) use default::crd_errors as crd_default_errors;
 
 #[cfg(test)]
 mod tests;
@@ -202,7 +204,8 @@ impl Schema {
             length: (int("minLength"), int("maxLength")),
             items_count: (int("minItems"), int("maxItems")),
             properties_count: (int("minProperties"), int("maxProperties")),
-            default: v.get("default").cloned(),
+            // Go decodes `default: null` as no default at all (a nil pointer).
+            default: v.get("default").filter(|d| !d.is_null()).cloned(),
             rules: cel::parse(v, path, errs),
             list_type: match v.get("x-kubernetes-list-type").and_then(Value::as_str) {
                 Some("set") => ListType::Set,
@@ -311,7 +314,31 @@ impl Schema {
 pub fn crd_schemas(crd: &Value) -> Result<BTreeMap<String, Schema>, Vec<Cause>> {
     let mut out = BTreeMap::new();
     let mut errs = Vec::new();
-    let versions: Vec<(&str, Option<&Value>)> = (crd.pointer("/spec/versions"))
+    let versions = crd_versions(crd);
+    let shared =
+        shared_schema(&versions).map(|first| Schema::parse(first, SHARED_SCHEMA_PATH, &mut errs));
+    for (i, (name, raw)) in versions.iter().enumerate() {
+        let schema = match (&shared, raw) {
+            (Some(shared), _) => shared.clone(),
+            (None, Some(raw)) => Schema::parse(raw, &version_schema_path(i), &mut errs),
+            (None, None) => continue,
+        };
+        out.insert((*name).to_string(), schema);
+    }
+    if errs.is_empty() { Ok(out) } else { Err(errs) }
+}
+
+/// Where kube-apiserver reports a schema every version shares.
+const SHARED_SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
+
+/// Where kube-apiserver reports the schema of the `i`th version.
+fn version_schema_path(i: usize) -> String {
+    format!("spec.versions[{i}].schema.openAPIV3Schema")
+}
+
+/// A CRD's versions (those with a name) and their raw schemas, in order.
+fn crd_versions(crd: &Value) -> Vec<(&str, Option<&Value>)> {
+    (crd.pointer("/spec/versions"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -319,25 +346,27 @@ pub fn crd_schemas(crd: &Value) -> Result<BTreeMap<String, Schema>, Vec<Cause>> 
             let name = v.get("name").and_then(Value::as_str)?;
             Some((name, v.pointer("/schema/openAPIV3Schema")))
         })
-        .collect();
-    let shared = match versions.first() {
-        Some((_, Some(first))) if versions.iter().all(|(_, s)| *s == Some(*first)) => Some(
-            Schema::parse(first, "spec.validation.openAPIV3Schema", &mut errs),
-        ),
+        .collect()
+}
+
+/// The schema every version has, when they all have the same one.
+fn shared_schema<'a>(versions: &[(&str, Option<&'a Value>)]) -> Option<&'a Value> {
+    match versions.first() {
+        Some((_, Some(first))) if versions.iter().all(|(_, s)| *s == Some(*first)) => Some(first),
         _ => None,
-    };
-    for (i, (name, raw)) in versions.iter().enumerate() {
-        let schema = match (&shared, raw) {
-            (Some(shared), _) => shared.clone(),
-            (None, Some(raw)) => {
-                let path = format!("spec.versions[{i}].schema.openAPIV3Schema");
-                Schema::parse(raw, &path, &mut errs)
-            }
-            (None, None) => continue,
-        };
-        out.insert((*name).to_string(), schema);
     }
-    if errs.is_empty() { Ok(out) } else { Err(errs) }
+}
+
+/// A CRD's distinct raw schemas with the paths kube-apiserver reports them at (as
+/// [`crd_schemas`] chooses).
+fn crd_schema_sources(crd: &Value) -> Vec<(String, &Value)> {
+    let versions = crd_versions(crd);
+    if let Some(shared) = shared_schema(&versions) {
+        return vec![(SHARED_SCHEMA_PATH.to_string(), shared)];
+    }
+    (versions.iter().enumerate())
+        .filter_map(|(i, (_, raw))| raw.map(|raw| (version_schema_path(i), raw)))
+        .collect()
 }
 
 /// What a write asks done with fields the schema does not know (`?fieldValidation=`), as

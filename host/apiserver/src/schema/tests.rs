@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::field::go_float;
-use super::{Schema, crd_schemas, prune, validate};
+use super::{Schema, crd_default_errors, crd_schemas, prune, validate};
 use crate::status::Cause;
 
 fn schema(v: Value) -> Schema {
@@ -448,4 +448,195 @@ fn example_crds_keep_samples_and_plugin_statuses_intact() {
         let causes = validate::object(s, &obj, None);
         assert!(causes.is_empty(), "{name}: {causes:?}");
     }
+}
+
+/// A CRD with one version whose root schema is `schema`.
+fn crd_with(schema: Value) -> Value {
+    json!({"metadata": {"name": "xs.example.com"}, "spec": {"group": "example.com",
+        "names": {"plural": "xs", "kind": "X"}, "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": true, "storage": true,
+                      "schema": {"openAPIV3Schema": schema}}]}})
+}
+
+/// The `field: message` lines of the causes a CRD's `spec` schema's defaults are refused with.
+fn default_lines(spec_schema: Value) -> Vec<String> {
+    let crd = crd_with(json!({"type": "object", "properties": {"spec": spec_schema}}));
+    assert!(crd_schemas(&crd).is_ok());
+    crd_default_errors(&crd, None)
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect()
+}
+
+const SIZE: &str = "spec.validation.openAPIV3Schema.properties[spec].properties[size].default";
+
+#[test]
+fn a_default_outside_its_bounds_is_refused_as_kube_words_it() {
+    let lines = default_lines(json!({"type": "object", "properties": {
+        "size": {"type": "integer", "minimum": 1, "default": 0}}}));
+    assert_eq!(
+        lines,
+        [format!(
+            "{SIZE}: Invalid value: 0:  in body should be greater than or equal to 1"
+        )]
+    );
+}
+
+#[test]
+fn a_default_of_the_wrong_type_not_in_the_enum_or_not_matching_the_pattern_is_refused() {
+    let spec = |size: Value| json!({"type": "object", "properties": {"size": size}});
+    assert_eq!(
+        default_lines(spec(json!({"type": "integer", "default": "big"}))),
+        [format!(
+            r#"{SIZE}: Invalid value: "string":  in body must be of type integer: "string""#
+        )]
+    );
+    assert_eq!(
+        default_lines(spec(
+            json!({"type": "string", "enum": ["S", "M"], "default": "XL"})
+        )),
+        [format!(
+            r#"{SIZE}: Unsupported value: "XL": supported values: "S", "M""#
+        )]
+    );
+    assert_eq!(
+        default_lines(spec(
+            json!({"type": "string", "pattern": "^[a-z]+$", "default": "X1"})
+        )),
+        [format!(
+            r#"{SIZE}: Invalid value: "X1":  in body should match '^[a-z]+$'"#
+        )]
+    );
+    assert_eq!(
+        default_lines(spec(
+            json!({"type": "string", "maxLength": 2, "default": "abc"})
+        )),
+        [format!("{SIZE}: Too long: may not be more than 2 bytes")]
+    );
+}
+
+#[test]
+fn an_object_default_is_checked_field_by_field_and_nulls_need_nullable() {
+    let lines = default_lines(json!({"type": "object", "default": {"name": null, "n": -1},
+        "properties": {"name": {"type": "string"}, "n": {"type": "integer", "minimum": 0}}}));
+    let at = "spec.validation.openAPIV3Schema.properties[spec].default";
+    assert_eq!(
+        lines,
+        [
+            format!("{at}.n: Invalid value: -1: n in body should be greater than or equal to 0"),
+            format!(
+                r#"{at}.name: Invalid value: "null": name in body must be of type string: "null""#
+            ),
+        ]
+    );
+    assert!(
+        default_lines(json!({"type": "object", "default": {"name": null},
+            "properties": {"name": {"type": "string", "nullable": true}}}))
+        .is_empty()
+    );
+    // `default: null` is no default at all once Go has decoded it.
+    assert!(default_lines(json!({"type": "string", "default": null})).is_empty());
+}
+
+#[test]
+fn a_default_with_fields_its_schema_prunes_is_refused() {
+    let lines = default_lines(
+        json!({"type": "object", "default": {"known": 1, "extra": "x"},
+        "properties": {"known": {"type": "integer"}}}),
+    );
+    assert_eq!(
+        lines,
+        [
+            r#"spec.validation.openAPIV3Schema.properties[spec].default: Invalid value: map[string]interface {}{"extra":"x", "known":1}: must not have unknown fields"#
+        ]
+    );
+    // Where unknown fields are kept, they are no reason to refuse.
+    assert!(
+        default_lines(json!({"type": "object", "default": {"extra": "x"},
+            "x-kubernetes-preserve-unknown-fields": true}))
+        .is_empty()
+    );
+}
+
+#[test]
+fn a_default_breaking_a_cel_rule_of_its_subtree_is_refused() {
+    let lines = default_lines(json!({"type": "object", "properties": {"size": {
+        "type": "integer", "default": 3,
+        "x-kubernetes-validations": [{"rule": "self % 2 == 0", "message": "must be even"}]}}}));
+    assert_eq!(
+        lines,
+        [format!(r#"{SIZE}: Invalid value: "integer": must be even"#)]
+    );
+}
+
+#[test]
+fn valid_defaults_are_accepted() {
+    let lines = default_lines(
+        json!({"type": "object", "default": {"size": 2}, "properties": {
+        "size": {"type": "integer", "minimum": 1, "maximum": 9, "default": 4,
+                 "x-kubernetes-validations": [{"rule": "self % 2 == 0"}]},
+        "mode": {"type": "string", "enum": ["a", "b"], "default": "a"},
+        "tags": {"type": "array", "items": {"type": "string"}, "default": ["x", "x"],
+                 "x-kubernetes-list-type": "set"}}}),
+    );
+    assert!(lines.is_empty(), "{lines:?}");
+}
+
+#[test]
+fn defaults_are_forbidden_where_kube_forbids_them() {
+    let crd = crd_with(json!({"type": "object", "properties": {
+        "metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "n"}}},
+        "spec": {"type": "object", "properties": {"embedded": {"type": "object",
+            "x-kubernetes-embedded-resource": true, "properties": {"metadata": {"type": "object",
+                "properties": {"annotations": {"type": "object",
+                    "additionalProperties": {"type": "string", "default": "a"}}}}}}}}}}));
+    let fields: Vec<String> = crd_default_errors(&crd, None)
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    let root = "spec.validation.openAPIV3Schema";
+    assert_eq!(
+        fields,
+        [
+            format!(
+                "{root}.properties[metadata].properties[name].default: Forbidden: must not be set in top-level metadata"
+            ),
+            format!(
+                "{root}.properties[spec].properties[embedded].properties[metadata].properties[annotations].additionalProperties.default: Forbidden: must not be set inside additionalProperties applying to object metadata"
+            ),
+        ]
+    );
+    let mut preserving = crd_with(json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"n": {"type": "integer", "default": 1}}}}}));
+    preserving["spec"]["preserveUnknownFields"] = json!(true);
+    let causes = crd_default_errors(&preserving, None);
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0].field, "spec.preserveUnknownFields");
+    assert_eq!(
+        causes[0].message,
+        "Invalid value: true: must be false in order to use defaults in the schema"
+    );
+}
+
+#[test]
+fn an_update_may_keep_the_unpruned_defaults_its_crd_had() {
+    let unpruned = crd_with(
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+        "default": {"extra": 1}}}}),
+    );
+    assert_eq!(crd_default_errors(&unpruned, None).len(), 1);
+    assert!(crd_default_errors(&unpruned, Some(&unpruned)).is_empty());
+}
+
+#[test]
+fn a_huge_default_is_checked_in_one_bounded_pass() {
+    let items: Vec<Value> = (0..50_000).map(|i| json!(i)).collect();
+    let lines = default_lines(json!({"type": "array", "maxItems": 10,
+        "items": {"type": "integer", "minimum": 0}, "default": items}));
+    assert_eq!(
+        lines,
+        [
+            "spec.validation.openAPIV3Schema.properties[spec].default: Too many: 50000: must have at most 10 items"
+        ]
+    );
 }

@@ -36,6 +36,22 @@ pub fn object(s: &Schema, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
     out
 }
 
+/// The violations of a lone value (a schema node's `default`) against its node `s`, as kube's
+/// `ValidateDefaults` finds them: the schema's keywords at paths below the value (`""` for the
+/// value itself, `a.b`, `[0]`), then, only when those hold, the CEL rules of the subtree (at
+/// `""`, `.a`, `[0]`: the second list of the pair). List-type uniqueness is left out: kube
+/// checks it (`ValidateListSetsAndMaps`) on objects, never on defaults.
+pub fn value(s: &Schema, v: &Value) -> (Vec<Cause>, Vec<Cause>) {
+    let mut schema_causes = Vec::new();
+    check(s, v, None, "", &mut schema_causes);
+    schema_causes.retain(|c| c.reason != "FieldValueDuplicate");
+    let mut rule_causes = Vec::new();
+    if schema_causes.is_empty() {
+        rules(s, v, None, "", false, &mut rule_causes);
+    }
+    (schema_causes, rule_causes)
+}
+
 /// The CEL rules of `s` and of the schemas below it, on `v` (`old` its stored value: unchanged
 /// values are not judged again, and transition rules see it as `oldSelf`). List items have no
 /// stored value (kube correlates only the items of `map` and `set` lists).
@@ -295,13 +311,7 @@ fn duplicates(s: &Schema, items: &[Value], path: &str, out: &mut Vec<Cause>) {
         };
         if seen.contains(&k) {
             let printed = match (&s.list_type, &k) {
-                (ListType::Map(_), Value::Object(m)) => {
-                    let fields: Vec<String> = m
-                        .iter()
-                        .map(|(name, v)| format!("{}:{}", go_quote(name), field::render(v)))
-                        .collect();
-                    format!("map[string]interface {{}}{{{}}}", fields.join(", "))
-                }
+                (ListType::Map(_), Value::Object(_)) => field::go_printed(&k),
                 _ => field::render(&k),
             };
             out.push(field::duplicate(&format!("{path}[{i}]"), &printed));

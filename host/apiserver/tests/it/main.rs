@@ -4,7 +4,10 @@
 mod common;
 
 mod cluster;
+mod crd_defaults;
 mod endpoints;
 mod jobs;
+mod list_history;
+mod metrics;
 mod shards;
 mod statefulsets;

@@ -48,3 +48,33 @@ where
 pub fn condition<'a>(o: &'a Value, kind: &str) -> Option<&'a Value> {
     (o.pointer("/status/conditions")?.as_array()?.iter()).find(|c| c["type"] == kind)
 }
+
+/// Serves `server` over HTTP (loopback, TLS) and returns a client of that listener as its
+/// administrator, with the listener (dropping it stops serving).
+pub async fn http_client(
+    server: &wasmctrl_apiserver::ApiServer,
+) -> (kube::Client, wasmctrl_apiserver::HttpServer) {
+    let http = server
+        .serve(([127, 0, 0, 1], 0).into())
+        .await
+        .expect("serve");
+    let client = client_of(&http.kubeconfig()).await;
+    (client, http)
+}
+
+/// A client of the listener a kubeconfig (YAML) points at.
+pub async fn client_of(kubeconfig: &str) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(kubeconfig).expect("kubeconfig");
+    let cfg = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("client config");
+    kube::Client::try_from(cfg).expect("client")
+}
+
+/// The `Status` of a refused request, or a panic naming what came instead.
+pub fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::Status {
+    match r {
+        Err(kube::Error::Api(s)) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
