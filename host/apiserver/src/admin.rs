@@ -40,8 +40,13 @@ pub(crate) fn admin(inner: &Inner, action: &str, body: &[u8]) -> ApiResult<Respo
                 .get("seconds")
                 .and_then(Value::as_u64)
                 .unwrap_or(0);
+            // A jump past chrono's range (some 292 million years) is refused, not a panic.
+            let by = (i64::try_from(seconds).ok())
+                .and_then(chrono::TimeDelta::try_seconds)
+                .ok_or_else(|| ApiError::bad_request(format!("cannot advance by {seconds} s")))?;
             let mut st = inner.store.lock();
-            st.cronjob_clock += chrono::TimeDelta::seconds(seconds as i64);
+            st.cronjob_clock = (st.cronjob_clock.checked_add(&by))
+                .ok_or_else(|| ApiError::bad_request(format!("cannot advance by {seconds} s")))?;
             st.wake_within(Duration::ZERO);
         }
         "requests" => return Ok(json_response(200, &json!(inner.audit.requests()))),

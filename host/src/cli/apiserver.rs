@@ -22,9 +22,6 @@ pub struct Args {
     /// Persist objects in this directory (survives restarts).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// Serve the fault-injection admin endpoints (`/_admin/...`).
-    #[arg(long)]
-    pub admin: bool,
     /// Events kept per resource for watch resume.
     #[arg(long, default_value_t = 1000)]
     pub history: usize,
@@ -75,6 +72,11 @@ pub struct ClusterArgs {
     /// trying `run --sharding`'s client-side filtering).
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, require_equals = true)]
     pub shard_selectors: bool,
+    /// Serve the admin endpoints (`/_admin/...`): fault injection, the request log, and the test
+    /// clock (`POST /_admin/advance-cronjob-clock` `{"seconds": n}`), which `wasmctrl dev`'s
+    /// plugins are told the time by too.
+    #[arg(long)]
+    pub admin: bool,
 }
 
 impl ClusterArgs {
@@ -142,7 +144,8 @@ impl ClusterArgs {
             .service_accounts(on.contains(&"serviceaccount-controller"))
             .workload_controllers(on.iter().copied())
             .kubelet(self.kubelet(default))
-            .shard_selectors(self.shard_selectors))
+            .shard_selectors(self.shard_selectors)
+            .admin(self.admin))
     }
 }
 
@@ -167,7 +170,6 @@ async fn serve(args: Args) -> anyhow::Result<ExitCode> {
     let server = (args.cluster.builder(Pods::Manual)?)
         .history(args.history)
         .data_dir(args.data_dir.clone())
-        .admin(args.admin)
         .build()?;
     let http = server.serve(args.listen).await?;
     if let Some(path) = &args.kubeconfig_out {

@@ -23,6 +23,7 @@ mod build;
 mod cli_test;
 mod contract;
 mod controller;
+mod cronjob;
 mod deadlines;
 mod dev;
 mod dev_cluster;

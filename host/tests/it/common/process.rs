@@ -179,23 +179,26 @@ impl Process {
     /// `wasmctrl dev` on a free loopback port over `plugins`, writing its kubeconfig to
     /// `kubeconfig`, logging to `log`.
     pub fn dev(plugins: &Path, kubeconfig: &Path, log: PathBuf) -> Self {
-        Self::wasmctrl(
-            &[
-                "dev",
-                "--listen",
-                "127.0.0.1:0",
-                "--plugins",
-                plugins.to_str().expect("utf-8 path"),
-                "--kubeconfig-out",
-                kubeconfig.to_str().expect("utf-8 path"),
-                "--health-probe-bind-address",
-                "127.0.0.1:0",
-                "--metrics-bind-address",
-                "127.0.0.1:0",
-            ],
-            log,
-            &[],
-        )
+        Self::dev_with(plugins, kubeconfig, log, &[])
+    }
+
+    /// [`dev`](Self::dev) with more arguments.
+    pub fn dev_with(plugins: &Path, kubeconfig: &Path, log: PathBuf, extra: &[&str]) -> Self {
+        let args = [
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--plugins",
+            plugins.to_str().expect("utf-8 path"),
+            "--kubeconfig-out",
+            kubeconfig.to_str().expect("utf-8 path"),
+            "--health-probe-bind-address",
+            "127.0.0.1:0",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+        ];
+        let args: Vec<&str> = args.iter().chain(extra).copied().collect();
+        Self::wasmctrl(&args, log, &[])
     }
 
     /// What the process has logged so far.
