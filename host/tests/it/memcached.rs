@@ -60,7 +60,9 @@ fn ready_pods(kubeconfig: &Path) -> Vec<String> {
 
 fn apply_memcached(kubeconfig: &Path, dir: &Path, size: &str) -> (bool, String) {
     let path = dir.join(format!("memcached-{size}.yaml"));
-    let sample = std::fs::read_to_string("examples/memcached/sample.yaml").unwrap();
+    let sample =
+        std::fs::read_to_string(common::repo_root().join("examples/memcached/sample.yaml"))
+            .unwrap();
     std::fs::write(&path, sample.replace("size: 3", &format!("size: {size}"))).unwrap();
     kubectl(kubeconfig, &["apply", "-f", path.to_str().unwrap()])
 }
@@ -149,17 +151,10 @@ fn the_memcached_tutorial_runs_end_to_end_in_dev_mode() {
         get_json(&kubeconfig, &["get", "pods", "-l", selector])
             .is_some_and(|p| p["items"].as_array().is_some_and(Vec::is_empty))
     });
-    let events = get_json(
-        &kubeconfig,
-        &[
-            "get",
-            "events.events.k8s.io",
-            "--field-selector",
-            "reason=Deleting",
-        ],
-    )
-    .unwrap();
-    let events = events["items"].as_array().unwrap();
+    let events = get_json(&kubeconfig, &["get", "events.events.k8s.io"]).unwrap();
+    let events: Vec<&Value> = (events["items"].as_array().into_iter().flatten())
+        .filter(|e| e["reason"] == "Deleting")
+        .collect();
     assert_eq!(events.len(), 1, "{events:#?}");
     let event = &events[0];
     assert_eq!(event["type"], "Warning");

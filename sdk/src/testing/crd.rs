@@ -121,7 +121,8 @@ fn invalid_defaults(crd: &Value) -> Vec<String> {
 }
 
 fn walk_defaults(schema: &Value, path: &str, problems: &mut Vec<String>) {
-    if let Some(default) = schema.get("default") {
+    // `default: null` is no default at all to kube (Go decodes it to nil), so not checked.
+    if let Some(default) = schema.get("default").filter(|d| !d.is_null()) {
         let mut why = Vec::new();
         validate(default, schema, "", &mut why);
         for reason in why {
@@ -358,11 +359,12 @@ mod tests {
             ),
             (
                 json!({"type": "string", "pattern": "^[a-z]+$", "default": "A"}),
-                "should match",
+                "should match '^[a-z]+$'",
             ),
             (
-                json!({"type": "string", "default": null}),
-                "must not be null",
+                json!({"type": "object", "properties": {"n": {"type": "string"}},
+                    "default": {"n": null}}),
+                "n: must not be null (the schema is not nullable)",
             ),
             (
                 json!({"type": "array", "minItems": 1, "items": {"type": "string"}, "default": []}),
@@ -402,6 +404,49 @@ mod tests {
                 "required": ["reason"], "properties": {"reason": {"type": "string", "minLength": 1}}}},
         }});
         assert_eq!(problems(spec), Vec::<String>::new());
+    }
+
+    /// A newcomer's Memcached: `size` bounded below by 1 with a bare `#[serde(default)]`.
+    #[derive(
+        crate::CustomResource,
+        Debug,
+        Clone,
+        Default,
+        serde::Deserialize,
+        serde::Serialize,
+        schemars::JsonSchema,
+    )]
+    #[kube(
+        group = "cache.example.com",
+        version = "v1alpha1",
+        kind = "Memcached",
+        namespaced,
+        crates(
+            kube_core = "::wasmctrl_sdk::kube_core",
+            k8s_openapi = "::wasmctrl_sdk::k8s_openapi",
+            schemars = "::wasmctrl_sdk::schemars"
+        )
+    )]
+    struct MemcachedSpec {
+        #[serde(default)]
+        #[schemars(range(min = 1, max = 3))]
+        size: i32,
+    }
+
+    #[test]
+    #[should_panic(expected = "properties[size].default: 0: should be greater than or equal to 1")]
+    fn check_crd_fails_on_a_bare_default_below_the_minimum_and_says_how_to_write_it() {
+        // Never read nor written: the defaults are checked first.
+        let path = std::path::Path::new("/nonexistent/crd.yaml");
+        let outcome = std::panic::catch_unwind(|| super::check_crd::<Memcached>(path));
+        let message = outcome.unwrap_err();
+        let message = message.downcast_ref::<String>().unwrap();
+        assert!(
+            message.contains("kube-apiserver refuses such a CRD"),
+            "{message}"
+        );
+        assert!(message.contains("#[serde(default = "), "{message}");
+        panic!("{message}");
     }
 
     #[test]
