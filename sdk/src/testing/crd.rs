@@ -449,6 +449,129 @@ mod tests {
         panic!("{message}");
     }
 
+    /// Every row of the crate docs' kubebuilder-marker table, generated (`lib.rs`, "CRDs from
+    /// types").
+    #[derive(
+        crate::CustomResource,
+        Debug,
+        Clone,
+        Default,
+        serde::Deserialize,
+        serde::Serialize,
+        schemars::JsonSchema,
+    )]
+    #[kube(
+        group = "x.example.com",
+        version = "v1",
+        kind = "Marked",
+        namespaced,
+        shortname = "mk",
+        status = "MarkedStatus",
+        scale(
+            spec_replicas_path = ".spec.replicas",
+            status_replicas_path = ".status.replicas"
+        ),
+        printcolumn = r#"{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}"#,
+        crates(
+            kube_core = "::wasmctrl_sdk::kube_core",
+            k8s_openapi = "::wasmctrl_sdk::k8s_openapi",
+            schemars = "::wasmctrl_sdk::schemars"
+        )
+    )]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self.replicas < 10"}]))]
+    struct MarkedSpec {
+        #[schemars(range(min = 1, max = 5))]
+        replicas: i32,
+        #[schemars(range(min = 0), extend("exclusiveMinimum" = true))]
+        ratio: f64,
+        #[schemars(length(min = 1, max = 63))]
+        name: String,
+        #[schemars(length(min = 1))]
+        items: Vec<String>,
+        #[schemars(pattern(r"^[a-z]+$"))]
+        word: String,
+        mode: Mode,
+        #[schemars(extend("format" = "date-time"))]
+        at: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        optional: Option<i32>,
+        #[serde(default = "one")]
+        defaulted: i32,
+        #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+        free: serde_json::Value,
+        #[schemars(extend("x-kubernetes-list-type" = "set"))]
+        tags: Vec<String>,
+    }
+
+    #[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+    enum Mode {
+        #[default]
+        A,
+        B,
+    }
+
+    #[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+    struct MarkedStatus {
+        replicas: i32,
+    }
+
+    fn one() -> i32 {
+        1
+    }
+
+    #[test]
+    fn the_marker_table_s_rust_makes_what_its_kubebuilder_markers_make() {
+        use kube_core::CustomResourceExt as _;
+        let crd = serde_json::to_value(Marked::crd()).unwrap();
+        assert_eq!(invalid_defaults(&crd), Vec::<String>::new());
+        let version = &crd["spec"]["versions"][0];
+        let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let field = |name: &str| &spec["properties"][name];
+        let expect = [
+            (field("replicas"), json!({"minimum": 1.0, "maximum": 5.0})),
+            (
+                field("ratio"),
+                json!({"minimum": 0.0, "exclusiveMinimum": true}),
+            ),
+            (field("name"), json!({"minLength": 1, "maxLength": 63})),
+            (field("items"), json!({"minItems": 1})),
+            (field("word"), json!({"pattern": "^[a-z]+$"})),
+            (field("mode"), json!({"enum": ["A", "B"]})),
+            (field("at"), json!({"format": "date-time"})),
+            (field("optional"), json!({"nullable": true})),
+            (field("defaulted"), json!({"default": 1})),
+            (
+                field("free"),
+                json!({"x-kubernetes-preserve-unknown-fields": true}),
+            ),
+            (field("tags"), json!({"x-kubernetes-list-type": "set"})),
+            (
+                spec,
+                json!({"x-kubernetes-validations": [{"rule": "self.replicas < 10"}]}),
+            ),
+        ];
+        for (schema, wanted) in expect {
+            for (key, value) in wanted.as_object().unwrap() {
+                assert_eq!(&schema[key], value, "{key} in {schema:#}");
+            }
+        }
+        let required: Vec<&str> = (spec["required"].as_array().unwrap().iter())
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            required.contains(&"replicas") && !required.contains(&"optional"),
+            "{required:?}"
+        );
+        assert_eq!(crd["spec"]["names"]["shortNames"], json!(["mk"]));
+        assert_eq!(version["subresources"]["status"], json!({}));
+        assert_eq!(
+            version["subresources"]["scale"]["specReplicasPath"],
+            ".spec.replicas"
+        );
+        assert_eq!(version["additionalPrinterColumns"][0]["name"], "Replicas");
+    }
+
     #[test]
     fn whole_number_bounds_are_written_as_integers() {
         let mut schema = json!({"properties": {"size": {"minimum": 1.0, "maximum": 2.5,
