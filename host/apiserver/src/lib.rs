@@ -124,6 +124,7 @@ mod faults;
 mod fields;
 mod gc;
 mod handlers;
+mod json;
 mod listener;
 mod metrics;
 mod patch;
