@@ -252,6 +252,8 @@ struct Sources {
     paths: Vec<(Vec<String>, Vec<String>, String)>,
     /// The names the crate root imports or re-exports, and the paths they name.
     root_names: BTreeMap<String, Vec<String>>,
+    /// The names the crate gives itself (`extern crate self as name;`): `name::a` is `crate::a`.
+    crate_names: BTreeSet<String>,
 }
 
 /// Reads one file: its `mod` declarations (queued to be read in turn) and its paths.
@@ -340,6 +342,13 @@ fn read(source: &Source, queue: &mut Vec<Source>, into: &mut Sources) {
                     continue;
                 }
             }
+            Token::Ident(w) if w == "extern" && is_ident(t.get(i + 2), "self") => {
+                if let Some(Token::Ident(name)) = t.get(i + 4) {
+                    into.crate_names.insert(name.clone());
+                }
+                i += 5;
+                continue;
+            }
             Token::Ident(w) if w == "use" && module.is_empty() => {
                 let (leaves, next) = path_tree(&t, i + 1, &[]);
                 for (segments, name) in leaves {
@@ -350,7 +359,8 @@ fn read(source: &Source, queue: &mut Vec<Source>, into: &mut Sources) {
                 continue;
             }
             Token::Ident(w)
-                if matches!(w.as_str(), "crate" | "self" | "super")
+                if (matches!(w.as_str(), "crate" | "self" | "super")
+                    || into.crate_names.contains(w))
                     && t.get(i + 1) == Some(&Token::PathSep)
                     && before != Some(&Token::PathSep) =>
             {
@@ -386,8 +396,10 @@ fn resolve(
     let mut base = module.to_vec();
     let mut rest = segments;
     while let Some((first, tail)) = rest.split_first() {
+        let named = rest.len() == segments.len() && sources.crate_names.contains(first);
         match first.as_str() {
             "crate" => base.clear(),
+            _ if named => base.clear(),
             "self" => {}
             "super" => {
                 base.pop()?;
@@ -540,7 +552,7 @@ fn the_scan_sees_imports_and_only_imports() {
     };
     write(
         "lib.rs",
-        "mod a;\npub(crate) mod b;\nmod c;\nmod d;\nmod e;\n#[path = \"other.rs\"]\nmod f;\n\
+        "extern crate self as my_lib;\nmod a;\npub(crate) mod b;\nmod c;\nmod d;\nmod e;\n#[path = \"other.rs\"]\nmod f;\nmod h;\n\
          #[cfg(test)]\nmod g;\npub use e::Thing;\n",
     );
     // A leaf file: `super::` is the crate root.
@@ -576,6 +588,8 @@ fn the_scan_sees_imports_and_only_imports() {
     );
     write("other.rs", "fn k() -> crate::Thing { todo!() }\n");
     write("g.rs", "use crate::a;\n");
+    // The crate by the name it gives itself.
+    write("h.rs", "use my_lib::a::g;\n");
     // Not declared by any `mod`: not a module of the crate.
     write("stray.rs", "use crate::a;\n");
     let (graph, _) = imports(dir.path());
@@ -587,6 +601,7 @@ fn the_scan_sees_imports_and_only_imports() {
         ("d", set(&["b"])),
         ("e", set(&["f"])),
         ("f", set(&["e"])),
+        ("h", set(&["a"])),
     ]
     .into_iter()
     .map(|(m, s)| (m.to_string(), s))
