@@ -28,7 +28,8 @@ const CRATES: [&str; 6] = [
 /// Each top-level module of a crate, and the top-level modules it imports.
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
-/// Where an edge of a [`Graph`] was first seen: `(from, to)` -> `file: path`.
+/// Where an edge of a [`Graph`] was first seen: `(from, to)` -> `file: path` (the file from
+/// the crate's source directory).
 type Evidence = BTreeMap<(String, String), String>;
 
 /// What the scan keeps of a source file: its words, punctuation and string literals (which
@@ -365,9 +366,9 @@ fn read(source: &Source, queue: &mut Vec<Source>, into: &mut Sources) {
                     && before != Some(&Token::PathSep) =>
             {
                 let (leaves, next) = path_tree(&t, i, &[]);
-                let relative = source.file.display().to_string();
+                let file = source.file.display().to_string();
                 for (segments, _) in leaves {
-                    let at = format!("{relative}: {}", segments.join("::"));
+                    let at = format!("{file}: {}", segments.join("::"));
                     into.paths.push((module.clone(), segments, at));
                 }
                 i = next;
@@ -443,6 +444,7 @@ fn imports(src: &Path) -> (Graph, Evidence) {
         .map(|m| (m.clone(), BTreeSet::new()))
         .collect();
     let mut evidence = Evidence::new();
+    let within = format!("{}/", src.display());
     for (module, segments, at) in &sources.paths {
         let Some(from) = module.first() else { continue };
         let Some(to) = resolve(&sources, module, segments, 0) else {
@@ -450,7 +452,8 @@ fn imports(src: &Path) -> (Graph, Evidence) {
         };
         if &to != from && sources.modules.contains(&to) {
             graph.get_mut(from).expect("declared").insert(to.clone());
-            evidence.entry((from.clone(), to)).or_insert(at.clone());
+            let at = at.strip_prefix(&within).unwrap_or(at);
+            evidence.entry((from.clone(), to)).or_insert(at.to_string());
         }
     }
     (graph, evidence)
@@ -515,7 +518,6 @@ fn cycles(graph: &Graph) -> Vec<Vec<String>> {
 #[test]
 fn no_crate_has_an_import_cycle_among_its_modules() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let prefix = format!("{}/", root.display());
     let mut problems = Vec::new();
     for src in CRATES {
         let (graph, evidence) = imports(&root.join(src));
@@ -525,7 +527,6 @@ fn no_crate_has_an_import_cycle_among_its_modules() {
             for m in &cycle {
                 for d in graph[m].iter().filter(|d| cycle.contains(d)) {
                     let at = &evidence[&(m.clone(), d.clone())];
-                    let at = at.strip_prefix(&prefix).unwrap_or(at);
                     edges.push(format!("  {m} -> {d}    ({at})"));
                 }
             }
@@ -535,6 +536,46 @@ fn no_crate_has_an_import_cycle_among_its_modules() {
     assert!(
         problems.is_empty(),
         "import cycles:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The apiserver's crate documentation lists its modules bottom-up; each imports only modules
+/// listed before it, so the list is the order to read the crate in.
+#[test]
+fn the_apiserver_modules_are_in_their_documented_order() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("apiserver/src");
+    let (graph, evidence) = imports(&src);
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let docs = lib
+        .split("//! Modules, in layers")
+        .nth(1)
+        .expect("a list of layers");
+    let docs = docs.split("\n//!\n").take(2).collect::<Vec<_>>().join("\n");
+    let mut order: Vec<&str> = Vec::new();
+    for name in docs.split('`').skip(1).step_by(2) {
+        if graph.contains_key(name) && !order.contains(&name) {
+            order.push(name);
+        }
+    }
+    let place = |m: &str| order.iter().position(|o| *o == m);
+    let mut problems: Vec<String> = (graph.keys())
+        .filter(|m| place(m).is_none())
+        .map(|m| format!("{m} is not listed"))
+        .collect();
+    for (m, used) in &graph {
+        for d in used {
+            if let (Some(at), Some(uses)) = (place(m), place(d))
+                && uses > at
+            {
+                let why = &evidence[&(m.clone(), d.clone())];
+                problems.push(format!("{m} uses {d}, listed after it ({why})"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "host/apiserver/src/lib.rs lists its modules out of order:\n{}",
         problems.join("\n")
     );
 }
