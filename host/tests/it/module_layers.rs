@@ -160,10 +160,10 @@ fn is_ident(t: Option<&Token>, word: &str) -> bool {
 
 /// The index just past the bracket matching the opening one at `i`.
 fn past_group(t: &[Token], i: usize) -> usize {
-    let (open, close) = match t[i] {
-        Token::Punct('{') => ('{', '}'),
-        Token::Punct('(') => ('(', ')'),
-        Token::Punct('[') => ('[', ']'),
+    let (open, close) = match t.get(i) {
+        Some(Token::Punct('{')) => ('{', '}'),
+        Some(Token::Punct('(')) => ('(', ')'),
+        Some(Token::Punct('[')) => ('[', ']'),
         _ => return i + 1,
     };
     let mut depth = 0;
@@ -277,18 +277,15 @@ fn read(source: &Source, queue: &mut Vec<Source>, into: &mut Sources) {
             Token::Punct('#') => {
                 let start = i + 1 + usize::from(t.get(i + 1) == Some(&Token::Punct('!')));
                 let end = past_group(&t, start);
-                let attr = &t[(start + 1).min(end)..end.saturating_sub(1).max(start + 1)];
+                let attr = t.get(start + 1..end.saturating_sub(1)).unwrap_or(&[]);
                 let word = |w: &str| Token::Ident(w.into());
-                if attr
-                    == [
-                        word("cfg"),
-                        Token::Punct('('),
-                        word("test"),
-                        Token::Punct(')'),
-                    ]
-                {
-                    test_attr = true;
-                }
+                let cfg_test = [
+                    word("cfg"),
+                    Token::Punct('('),
+                    word("test"),
+                    Token::Punct(')'),
+                ];
+                test_attr |= attr == cfg_test;
                 if let [Token::Ident(p), Token::Punct('='), Token::Str(file)] = attr
                     && p == "path"
                 {
