@@ -304,7 +304,7 @@ fn read(source: &Source, queue: &mut Vec<Source>, into: &mut Sources) {
             }
             Token::Ident(w) if w == "mod" => {
                 if let Some(Token::Ident(name)) = t.get(i + 1) {
-                    let declared = [module.as_slice(), &[name.clone()]].concat();
+                    let declared = [module.as_slice(), std::slice::from_ref(name)].concat();
                     let body = t.get(i + 2) == Some(&Token::Punct('{'));
                     if test_attr {
                         i = if body { past_group(&t, i + 2) } else { i + 3 };
