@@ -6,7 +6,6 @@ use jiff::Timestamp;
 use kube_core::Resource;
 use serde::de::DeserializeOwned;
 
-use crate::__private::bindings::wasmctrl::plugin::{cache, log, sql};
 use crate::request::Request;
 use crate::sql::{Rows, SqlError, Statement};
 use crate::{ActionFailure, ActionResult, Error, Gvk, NoSettings};
@@ -41,44 +40,6 @@ pub trait Host {
     -> Result<Vec<String>, String>;
     /// Runs statements in one transaction on a granted database.
     fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError>;
-}
-
-/// The real host: the component's imports.
-pub(crate) struct Imports;
-
-impl Host for Imports {
-    fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]) {
-        let fields: Vec<(String, String)> = fields
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        log::log(level.into(), message, &fields);
-    }
-
-    fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String> {
-        cache::get(&kind.into(), namespace, name)
-    }
-
-    fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
-        cache::list(&kind.into(), namespace, labels)
-    }
-
-    fn children(
-        &self,
-        kind: &Gvk,
-        namespace: &str,
-        owner_uid: &str,
-    ) -> Result<Vec<String>, String> {
-        cache::children(&kind.into(), namespace, owner_uid)
-    }
-
-    fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
-        let statements: Vec<sql::Statement> = statements.iter().map(Into::into).collect();
-        match sql::execute(database, &statements) {
-            Ok(rows) => Ok(rows.into_iter().map(Into::into).collect()),
-            Err(e) => Err(e.into()),
-        }
-    }
 }
 
 /// Handed to [`crate::Reconciler::reconcile`]: the operator's settings, the key, the host's

@@ -1,12 +1,15 @@
 //! Support for [`export!`](crate::export): the bindings generated from the SDK's copy of the
-//! contract (`wit/plugin.wit`, `wasmctrl:plugin@0.3.0`) and the conversions between them and the
-//! SDK's own types. Not part of the API: plugin authors never see a binding type.
+//! contract (`wit/plugin.wit`, `wasmctrl:plugin@0.3.0`), the real [`Host`] behind a
+//! [`Context`] (the component's imports) and the conversions between the bindings and the SDK's
+//! own types. Not part of the API: plugin authors never see a binding type.
 
 use serde::de::DeserializeOwned;
 
 pub use wit_bindgen;
 
-use crate::{Context, Reconciler};
+use crate::context::{Host, Level};
+use crate::sql::{Rows, SqlError, Statement};
+use crate::{Context, Gvk, Reconciler};
 
 /// The generated bindings.
 #[allow(missing_docs, clippy::all, unsafe_code)]
@@ -25,7 +28,7 @@ pub use bindings::exports::wasmctrl::plugin::reconciler::{
     Error as WireError, Guest, Outcome as WireOutcome, PluginManifest as WireManifest,
     Request as WireRequest,
 };
-use bindings::wasmctrl::plugin::{sql as wsql, types as w};
+use bindings::wasmctrl::plugin::{cache, log, sql as wsql, types as w};
 
 /// The settings as the reconciler's type: none (empty, `null` or absent) is its default;
 /// anything else must deserialize, and the serde message says why not.
@@ -63,10 +66,48 @@ pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, Wir
         now: timestamp(request.now),
         previous: all(request.previous),
     };
-    let context = Context::new(&crate::context::Imports, &settings, &request);
+    let context = Context::new(&Imports, &settings, &request);
     crate::reconcile::run::<R>(&request, &context)
         .map(Into::into)
         .map_err(Into::into)
+}
+
+/// The real host: the component's imports.
+struct Imports;
+
+impl Host for Imports {
+    fn log(&self, level: Level, message: &str, fields: &[(&str, &str)]) {
+        let fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        log::log(level.into(), message, &fields);
+    }
+
+    fn get(&self, kind: &Gvk, namespace: &str, name: &str) -> Result<Option<String>, String> {
+        cache::get(&kind.into(), namespace, name)
+    }
+
+    fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
+        cache::list(&kind.into(), namespace, labels)
+    }
+
+    fn children(
+        &self,
+        kind: &Gvk,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> Result<Vec<String>, String> {
+        cache::children(&kind.into(), namespace, owner_uid)
+    }
+
+    fn sql(&self, database: &str, statements: &[Statement]) -> Result<Vec<Rows>, SqlError> {
+        let statements: Vec<wsql::Statement> = statements.iter().map(Into::into).collect();
+        match wsql::execute(database, &statements) {
+            Ok(rows) => Ok(rows.into_iter().map(Into::into).collect()),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 fn timestamp(t: w::Timestamp) -> jiff::Timestamp {
@@ -75,12 +116,11 @@ fn timestamp(t: w::Timestamp) -> jiff::Timestamp {
 
 /// `tracing` events go to the host's `log` import.
 fn forward_logs() {
-    use crate::context::Host as _;
     crate::logging::Forward::new(|level, message, fields| {
         let fields: Vec<(&str, &str)> = (fields.iter())
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        crate::context::Imports.log(level, &message, &fields);
+        Imports.log(level, &message, &fields);
     })
     .install();
 }

@@ -108,6 +108,7 @@ extern crate self as wasmctrl_sdk;
 pub mod action;
 pub mod conditions;
 pub mod context;
+mod error;
 pub mod kube;
 mod logging;
 pub mod manifest;
@@ -123,10 +124,11 @@ pub mod __private;
 pub use action::{Action, ObjectRef, Outcome, Propagation};
 pub use conditions::Condition;
 pub use context::Context;
+pub use error::Error;
 pub use jiff;
 pub use manifest::{Gvk, Manifest, NoSettings};
 pub use reconcile::{Reconcile, finalizer};
-pub use request::{ActionFailure, ActionResult, ActionStatus, Error};
+pub use request::{ActionFailure, ActionResult, ActionStatus};
 pub use tracing;
 pub use {
     k8s_openapi, kube_core,

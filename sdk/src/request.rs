@@ -1,12 +1,10 @@
-//! The host's [`Request`] for one reconcile, what the previous reconcile's actions did
-//! ([`ActionResult`]), and the [`Error`] a reconcile reports.
-
-use std::fmt;
+//! The host's [`Request`] for one reconcile and what the previous reconcile's actions did
+//! ([`ActionResult`]).
 
 use jiff::Timestamp;
 use serde::de::DeserializeOwned;
 
-use crate::ObjectRef;
+use crate::{Error, ObjectRef};
 
 /// One reconcile as the host asks for it: the key, the cached object and the host's clock. The
 /// SDK turns it into a [`Reconcile`](crate::Reconcile) and a [`Context`](crate::Context); tests
@@ -137,52 +135,5 @@ impl Request {
         serde_json::from_str(json)
             .map(Some)
             .map_err(|e| Error::terminal(format!("{}: object does not parse: {e}", self.key())))
-    }
-}
-
-/// A failed reconcile.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    /// What went wrong, naming the object.
-    pub message: String,
-    /// Retryable errors back off exponentially; terminal ones are reported and not retried
-    /// until the object changes.
-    pub retryable: bool,
-}
-
-impl Error {
-    /// A failure worth retrying with backoff (a dependency is not ready, a read failed).
-    pub fn retryable(message: impl fmt::Display) -> Self {
-        Self {
-            message: message.to_string(),
-            retryable: true,
-        }
-    }
-
-    /// A failure retrying cannot fix (invalid spec); reported, not retried until the object changes.
-    pub fn terminal(message: impl fmt::Display) -> Self {
-        Self {
-            message: message.to_string(),
-            retryable: false,
-        }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = if self.retryable {
-            "retryable"
-        } else {
-            "terminal"
-        };
-        write!(f, "{} ({kind})", self.message)
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<serde_json::Error> for Error {
-    fn from(e: serde_json::Error) -> Self {
-        Error::terminal(e)
     }
 }

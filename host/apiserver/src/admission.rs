@@ -8,10 +8,11 @@ use wasmctrl_scope::validation::{self, FieldError, NameRule};
 
 use super::events;
 use super::handlers::{Query, Target};
+use super::json::str_at;
 use super::registry::crd_resource;
 use super::schema::{crd_default_errors, crd_schemas};
 use super::status::{ApiError, ApiResult, Cause};
-use super::store::{State, str_at};
+use super::store::State;
 use super::validate;
 
 /// Current time in the RFC 3339 form Kubernetes uses (second precision, `Z`).

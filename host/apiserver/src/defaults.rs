@@ -12,9 +12,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::handlers::Target;
+use super::json::str_at;
 use super::quantity::Quantity;
 use super::status::{ApiError, ApiResult};
-use super::store::{State, str_at};
+use super::store::State;
 
 /// Sets `v[key]` to `value` when absent (or null).
 fn or(v: &mut Value, key: &str, value: Value) {

@@ -9,9 +9,10 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::admission::dry_run;
 use super::handlers::{Query, Target};
+use super::json::str_at;
 use super::registry::crd_resource;
 use super::status::{ApiError, ApiResult};
-use super::store::{State, str_at};
+use super::store::State;
 
 /// Namespaces also wait for `spec.finalizers`.
 pub(crate) fn has_spec_finalizers(o: &Value) -> bool {

@@ -16,8 +16,9 @@ use super::Inner;
 use super::cluster::{self, accounts};
 use super::delete;
 use super::handlers::Target;
+use super::json::str_at;
 use super::registry::ResKey;
-use super::store::{State, str_at};
+use super::store::State;
 
 fn target_for(st: &State, key: &ResKey) -> Option<Target> {
     let res = st.registry.by_key(key)?;

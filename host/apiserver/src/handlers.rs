@@ -13,10 +13,11 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::events;
+use super::json::str_at;
 use super::registry::{ResKey, Resource, storage_key};
 use super::selector::Selectors;
 use super::status::{ApiError, ApiResult};
-use super::store::{Snapshot, State, str_at};
+use super::store::{Snapshot, State};
 use super::table;
 
 /// Largest request body accepted (kube-apiserver's limit).

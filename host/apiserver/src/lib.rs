@@ -17,28 +17,29 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules, in layers (each uses only the layers before it; a test,
-//! `host/tests/it/module_layers.rs`, keeps the crate free of import cycles):
+//! Modules, in layers (each uses only the layers before it and, within its own, the modules
+//! named before it; a test, `host/tests/it/module_layers.rs`, holds the crate to this order):
 //!
-//! 1. `status` (API errors), `audit` (request log), `metrics` (`/metrics`), `faults` (injected
-//!    failures), `tls`,
-//!    `quantity` (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies'
-//!    duplicate fields).
-//! 2. Storage: `registry` (kinds, CRDs, their resources) and `schema` (structural schemas);
-//!    `persist` (the data dir's log) and `store` (objects, RV counter, history, snapshots,
-//!    lists at earlier revisions), `compaction` (how long earlier revisions stay readable);
-//!    `events` (the two Event APIs over one storage), `selector` (label, field and shard
-//!    selectors),
-//!    `printers` + `table` (kubectl's columns).
+//! 1. `status` (API errors), `audit` (request log), `metrics` (`/metrics`), `tls`, `quantity`
+//!    (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies' duplicate
+//!    fields), `json` (reading objects' fields), `faults` (injected failures), `protobuf` (the
+//!    protobuf encoding of built-in kinds).
+//! 2. Storage: `schema` (structural schemas), `registry` (kinds, CRDs, their resources and
+//!    their schemas), `persist` (the data dir's log), `compaction` (how long earlier revisions
+//!    stay readable), `events` (the two Event APIs over one storage), `store` (objects, RV
+//!    counter, history, snapshots, lists at earlier revisions), `selector` (label, field and
+//!    shard selectors), `printers` + `table` (kubectl's columns).
 //! 3. Requests: `handlers` (targets, content negotiation, get/list), `auth` (RBAC),
-//!    `admission` (kube's validation of metadata, and of specs through `validate`),
-//!    `defaults` (kube's defaulting), `typed` (built-in kinds
-//!    decoded as their `k8s-openapi` types: unknown fields, schemas), `patch` and `apply` + `fields`
-//!    (server-side apply, managedFields).
-//! 4. Writes and reads built on them: `delete`, `write`, `scale`, `watch`, `discovery`
-//!    (discovery, OpenAPI v3), `swagger` (OpenAPI v2), `reviews` (access and token reviews), `gc` (owner-reference GC
-//!    and namespace cleanup), `cluster` (what makes dev mode a cluster: kube-controller-manager's
-//!    workload controllers, fake Nodes, a scheduler and a kubelet stand-in).
+//!    `validate` (kube's validation of specs), `admission` (of metadata, and of specs through
+//!    `validate`), `defaults` (kube's defaulting), `typed` (built-in kinds decoded as their
+//!    `k8s-openapi` types: unknown fields, schemas), `patch`, `fields` + `apply` (server-side
+//!    apply, managedFields).
+//! 4. Writes and reads built on them: `delete`, `write` (which admits custom resources through
+//!    their version's `schema`), `scale`, `pods` (binding, eviction), `watch`, `discovery`
+//!    (discovery, OpenAPI v3), `swagger` (OpenAPI v2), `reviews` (access and token reviews),
+//!    `cluster` (what makes dev mode a cluster: kube-controller-manager's workload controllers,
+//!    fake Nodes, a scheduler and a kubelet stand-in), `gc` (owner-reference GC and namespace
+//!    cleanup).
 //! 5. HTTP: `admin` (fault-injection endpoints), `router`, `listener` (the socket, the
 //!    kubeconfig).
 //!
@@ -124,6 +125,7 @@ mod faults;
 mod fields;
 mod gc;
 mod handlers;
+mod json;
 mod listener;
 mod metrics;
 mod patch;

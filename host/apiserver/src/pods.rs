@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::handlers::{Query, Target};
+use super::json::str_at;
 use super::status::{ApiError, ApiResult};
-use super::store::str_at;
 use super::validate::selects;
 use super::{delete, write};
 

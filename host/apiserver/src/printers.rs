@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::store::str_at;
+use super::json::str_at;
 
 /// A kind's printer: its columns and how a row's cells are computed.
 pub struct Printer {

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::compaction::{self, Compaction};
 use super::events;
+use super::json::str_at;
 use super::metrics::{self, Metrics};
 use super::persist::{Log, Record};
 use super::registry::{self, Registry, ResKey};
@@ -376,11 +377,6 @@ fn object_key(obj: &Value) -> ObjectKey {
         str_at(obj, "/metadata/namespace").to_string(),
         str_at(obj, "/metadata/name").to_string(),
     )
-}
-
-/// `obj[ptr]` as a string, or `""`.
-pub fn str_at<'a>(obj: &'a Value, ptr: &str) -> &'a str {
-    obj.pointer(ptr).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The shared store: state plus a wake-up channel carrying the latest resourceVersion.

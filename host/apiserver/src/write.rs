@@ -18,12 +18,13 @@ use super::defaults;
 use super::delete::{finalize_delete, has_spec_finalizers};
 use super::events;
 use super::handlers::{Query, Target, flag};
+use super::json::str_at;
 use super::patch::{self, PatchType};
 use super::protobuf;
 use super::registry::crd_status;
 use super::schema;
 use super::status::{ApiError, ApiResult};
-use super::store::{State, str_at};
+use super::store::State;
 use super::typed;
 
 /// The stored object in the form of the target's group, which updates and patches work on
@@ -155,7 +156,7 @@ pub fn create_locked(
         _ => {}
     }
     convert_in(t, &mut obj)?;
-    schema::admit(t, &mut obj, None, validation(q)?)?;
+    admit(t, &mut obj, None, q)?;
     // Before the name is looked up, as kube validates before it stores.
     check_create(t, &obj, meta_errors)?;
     if st.get(&t.key(), &ns, &name).is_some() {
@@ -331,7 +332,7 @@ pub(crate) fn update_locked(
         Some("approval") => defaults::condition_times(&mut out, cur, &now),
         _ => {}
     }
-    schema::admit(t, &mut out, Some(cur), validation(q)?)?;
+    admit(t, &mut out, Some(cur), q)?;
     match sub_scope {
         None => check_update(t, &out, cur)?,
         Some(Scope::Part(..)) => check_subresource_update(t, &out, cur)?,
@@ -569,7 +570,9 @@ pub fn patch(
             }
             check_shape(t, &config)?;
             known_fields(t, q, &mut config)?;
-            schema::prune_config(t, &mut config);
+            if let Some(s) = t.res.schemas.get(&t.version) {
+                schema::prune_config(s, &mut config);
+            }
             let cname = str_at(&config, "/metadata/name");
             if !cname.is_empty() && cname != name {
                 return Err(ApiError::bad_request(format!(
@@ -755,7 +758,7 @@ pub(crate) fn bind_locked(
 }
 
 /// Judges a built-in object's unknown fields as the request's `fieldValidation` says
-/// (custom resources' are judged against their schema in `schema::admit`).
+/// (custom resources' are judged against their schema in [`admit`]).
 fn known_fields(t: &Target, q: &Query, obj: &mut Value) -> ApiResult<()> {
     if t.res.custom {
         return Ok(());
@@ -767,6 +770,19 @@ fn known_fields(t: &Target, q: &Query, obj: &mut Value) -> ApiResult<()> {
         obj,
         validation(q)?,
     )
+}
+
+/// Prunes a custom resource to the schema of the version `t` addresses and validates it
+/// (`schema::admit`); kinds without a schema pass.
+fn admit(t: &Target, obj: &mut Value, old: Option<&Value>, q: &Query) -> ApiResult<()> {
+    let validation = validation(q)?;
+    match t.res.schemas.get(&t.version) {
+        Some(s) => {
+            let (group, kind) = (&t.res.group, &t.res.kind);
+            schema::admit(s, group, kind, &t.version, obj, old, validation)
+        }
+        None => Ok(()),
+    }
 }
 
 /// The request's `fieldValidation` directive.

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::{MANAGER, target};
 use crate::handlers::Query;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 use crate::write;
 
 /// kube's description of the root CA ConfigMap.

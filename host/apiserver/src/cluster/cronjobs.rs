@@ -27,7 +27,8 @@ use super::{controller_ref, create, deleting, objects, target, write_status};
 use crate::cron::{self, Schedule};
 use crate::delete;
 use crate::handlers::Target;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 
 /// The annotation giving the time a CronJob's Job was scheduled for.
 const SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";

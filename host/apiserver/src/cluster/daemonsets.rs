@@ -21,7 +21,8 @@ use super::{
     template_hash, update, write_status,
 };
 use crate::delete;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 use crate::validate::selects;
 
 /// Most Pods one pass creates or deletes for one DaemonSet (kube's daemon `BurstReplicas`).

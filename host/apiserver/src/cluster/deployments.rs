@@ -21,7 +21,8 @@ use super::{
     seconds_since, set_condition, target, template_hash, update,
 };
 use crate::admission::now;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 use crate::validate::selects;
 
 const HASH_LABEL: &str = "pod-template-hash";

@@ -27,7 +27,8 @@ use serde_json::{Map, Value, json};
 
 use super::{MANAGER, condition, controller_ref, create, deleting, objects, ready, target, update};
 use crate::delete;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 
 /// The EndpointSlice controller's name, in its slices' `managed-by` label.
 const CONTROLLER: &str = "endpointslice-controller.k8s.io";

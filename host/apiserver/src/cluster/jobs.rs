@@ -41,7 +41,8 @@ use self::status::{
 use super::{active, condition, create, deleting, objects, ready, seconds_since, target};
 use crate::admission::now;
 use crate::handlers::Target;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 
 /// The finalizer a Job's Pods carry until they are counted.
 const FINALIZER: &str = "batch.kubernetes.io/job-tracking";

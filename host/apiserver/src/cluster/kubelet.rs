@@ -34,7 +34,8 @@ use super::{Source, condition, deleting, objects, record, seconds_since, target}
 use crate::admission::now;
 use crate::delete;
 use crate::handlers::Query;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 use crate::write;
 
 /// The kubelet stand-in's settings.

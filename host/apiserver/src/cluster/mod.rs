@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use super::admission::now;
 use super::handlers::{Query, Target};
+use super::json::str_at;
 use super::status::ApiError;
-use super::store::{State, str_at};
+use super::store::State;
 use super::write;
 
 pub(crate) mod accounts;

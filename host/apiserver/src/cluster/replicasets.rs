@@ -16,8 +16,9 @@ use super::{
 };
 use crate::admission::now;
 use crate::handlers::Query;
+use crate::json::str_at;
 use crate::status::ApiError;
-use crate::store::{State, str_at};
+use crate::store::State;
 use crate::validate::selects;
 use crate::{delete, write};
 

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Source, active, condition, controller_uid, deleting, objects, record, set_condition};
+use crate::json::str_at;
 use crate::quantity::Quantity;
-use crate::store::{State, str_at};
+use crate::store::State;
 use crate::write;
 
 /// The scheduler this one stands in for; Pods naming another are left to it.

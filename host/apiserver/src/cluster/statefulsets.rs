@@ -33,7 +33,8 @@ use super::{
 };
 use crate::delete;
 use crate::handlers::Target;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 use crate::validate::selects;
 
 use self::claims::claim_name;

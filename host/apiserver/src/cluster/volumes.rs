@@ -28,9 +28,10 @@ use super::{create, deleting, objects, target, update, write_status};
 use crate::admission::now;
 use crate::defaults::{IS_DEFAULT, default_class};
 use crate::delete;
+use crate::json::str_at;
 use crate::quantity::Quantity;
 use crate::registry::ResKey;
-use crate::store::{State, str_at};
+use crate::store::State;
 use crate::validate::selects;
 
 /// The fake provisioner's name, on the default StorageClass and the volumes it provisions.

@@ -36,9 +36,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::handlers::Target;
+use super::json::str_at;
 use super::status::{self, ApiError, ApiResult, Cause};
-use super::store::str_at;
 
 /// An OpenAPI `type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -421,42 +420,35 @@ impl FieldValidation {
     }
 }
 
-/// Prunes `obj` to the schema of the version `t` addresses (unknown fields refused, warned
+/// Prunes `obj` to `s`, the schema of `kind`'s `version` (unknown fields refused, warned
 /// about or dropped as `validation` says), then validates it. `old` is the stored object of an
 /// update: values it already had are not judged again (kube-apiserver's validation
 /// ratcheting), so tightening a schema does not lock existing objects.
 pub(crate) fn admit(
-    t: &Target,
+    s: &Schema,
+    group: &str,
+    kind: &str,
+    version: &str,
     obj: &mut Value,
     old: Option<&Value>,
     validation: FieldValidation,
 ) -> ApiResult<()> {
-    let Some(s) = t.res.schemas.get(&t.version) else {
-        return Ok(());
-    };
     let mut unknown = Vec::new();
     prune_at(s, obj, false, true, "", &mut unknown);
-    validation.judge(&t.res.kind, &t.version, &unknown)?;
+    validation.judge(kind, version, &unknown)?;
     default::apply(s, obj);
     let causes = validate::object(s, obj, old);
     if causes.is_empty() {
         return Ok(());
     }
     let name = str_at(obj, "/metadata/name");
-    Err(ApiError::invalid_causes(
-        &t.res.kind,
-        &t.res.group,
-        name,
-        &causes,
-    ))
+    Err(ApiError::invalid_causes(kind, group, name, &causes))
 }
 
 /// Prunes a server-side apply configuration, so fields the schema drops are never recorded as
 /// owned in managedFields.
-pub(crate) fn prune_config(t: &Target, config: &mut Value) {
-    if let Some(s) = t.res.schemas.get(&t.version) {
-        prune(s, config, false, true);
-    }
+pub(crate) fn prune_config(s: &Schema, config: &mut Value) {
+    prune(s, config, false, true);
 }
 
 /// [`prune`], naming each unknown field it drops in `unknown` (`spec.foo`, `spec.items[0].x`,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::phase;
 use crate::cluster::condition;
-use crate::store::str_at;
+use crate::json::str_at;
 
 /// The first delay before a failed Pod is replaced (`DefaultJobPodFailureBackOff`).
 const BACKOFF: Duration = Duration::from_secs(10);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::store::str_at;
+use crate::json::str_at;
 
 /// The annotation (and label) carrying a Pod's completion index.
 pub(super) const KEY: &str = "batch.kubernetes.io/job-completion-index";

@@ -12,7 +12,8 @@ use super::{
 use crate::cluster::{
     condition, controller_ref, controller_uid, deleting, objects, ready, target, update,
 };
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 use crate::validate::selects;
 
 /// The Job's Pods: those it controls whose labels its selector matches, orphans it matches

@@ -11,7 +11,8 @@ use super::pods::remove_finalizer;
 use super::{Ctx, has_finalizer, phase, pod_failed, uid};
 use crate::admission::now;
 use crate::cluster::{deleting, write_status};
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 
 /// Most Pods recorded as uncounted at once (`MaxUncountedPods`).
 const MAX_UNCOUNTED: usize = 500;

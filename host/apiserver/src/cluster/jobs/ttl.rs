@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use super::finished_at;
 use crate::cluster::{deleting, objects, seconds_since, target};
 use crate::delete;
-use crate::store::{State, str_at};
+use crate::json::str_at;
+use crate::store::State;
 
 /// Deletes the Jobs whose time is up; asks to run again when the next one's is.
 pub(super) fn sync(st: &mut State) -> bool {

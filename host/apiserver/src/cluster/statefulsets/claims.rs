@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Pass, Set, ordinal, refs_of};
 use crate::cluster::{controller_ref, create, deleting};
-use crate::store::str_at;
+use crate::json::str_at;
 
 impl Pass<'_> {
     fn claim(&self, name: &str) -> Option<Arc<Value>> {

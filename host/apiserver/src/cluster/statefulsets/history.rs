@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{Pass, REVISION, Revisions, revision_of};
 use crate::cluster::{controller_uid, create, deleting, objects, update};
 use crate::delete;
-use crate::store::str_at;
+use crate::json::str_at;
 
 impl Pass<'_> {
     /// The StatefulSet's ControllerRevisions, its selector matching (orphans adopted), in
