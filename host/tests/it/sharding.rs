@@ -634,8 +634,38 @@ async fn a_name_deleted_and_created_again_is_reconciled_by_one_host_at_a_time() 
         *m.entry(s.host).or_insert(0usize) += 1;
         m
     });
+    // The old objects' `Gone`s: each time the name moved to the other host, the host it left
+    // ran the old object's `Gone` first (unless it found the name back and folded it into
+    // the new object's reconciles). A host that holds both objects runs one reconcile for a
+    // deletion and creation that arrive while it is busy with the key, as a single host does.
+    let mut runs = Vec::new();
+    let mut folded = 0;
+    for n in 1..=2 {
+        let log = std::fs::read_to_string(dir.path().join(format!("host-{n}.log"))).unwrap();
+        runs.extend(
+            (records(&log, "reconciling").into_iter())
+                .filter(|r| r["span"]["object.key"] == "default/flip")
+                .map(|r| (at(&r), n, r["fields"]["gone"] == true)),
+        );
+        folded += records(&log, "not reconciling the deleted object").len();
+    }
+    runs.sort_by_key(|(at, ..)| *at);
+    let gones = runs.iter().filter(|(.., gone)| *gone).count();
+    let moves: Vec<bool> = (runs.windows(2))
+        .filter(|w| w[0].1 != w[1].1)
+        .map(|w| w[0].2)
+        .collect();
     let overlapping = reconciles::overlapping(&spans);
-    println!("reconciles of default/flip by host: {by_host:?}; {overlapping} overlapping pairs");
+    println!(
+        "reconciles of default/flip by host: {by_host:?} ({gones} of deleted objects, \
+         {folded} deletions folded into the next object's); the name moved between the hosts \
+         {} times; {overlapping} overlapping pairs",
+        moves.len()
+    );
     assert_eq!(by_host.len(), 2, "both hosts reconciled the name");
+    assert!(
+        folded > 0 || moves.iter().all(|gone| *gone),
+        "a host took the name over without the other's Gone first: {runs:?}"
+    );
     reconciles::assert_no_overlap(spans);
 }
