@@ -645,6 +645,31 @@ impl Applier {
         }
     }
 
+    /// Whether `key` of `cache`'s kind exists now, as the API server says, read as `plugin`'s
+    /// account: sharding by uid, a `Gone` asks before it runs on a name that may be back
+    /// (see [`crate::sharding::tombstones`]). A kind not resolved yet cannot be asked about.
+    pub async fn exists(
+        &self,
+        plugin: &str,
+        cache: &Informer,
+        key: &ObjectKey,
+    ) -> Result<bool, kube::Error> {
+        let Some((resource, namespaced)) = cache.resource() else {
+            return Err(kube::Error::Api(
+                kube::core::Status::failure("the kind is not resolved yet", "NotFound")
+                    .with_code(404)
+                    .boxed(),
+            ));
+        };
+        let client = self.client(plugin);
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(client, key.namespace(), &resource)
+        } else {
+            Api::all_with(client, &resource)
+        };
+        Ok(api.get_opt(key.name()).await?.is_some())
+    }
+
     /// Counts the events the API server refuses into `metrics`.
     pub fn counted(mut self, metrics: Arc<Metrics>) -> Self {
         self.recorders = self.recorders.counted(metrics);

@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::controller::Manager;
 use crate::leader::{self, FenceKeeper, Leadership};
+use crate::sharding::tombstones::{Buckets, TOMBSTONES_ANNOTATION};
 use crate::sharding::{GROUP_LABEL, SLOTS, SLOTS_ANNOTATION, Shards, SlotSet, assign};
 
 /// How often a member looks again while a handover step waits (drain, cache list).
@@ -128,6 +129,8 @@ struct Peer {
     duration: Duration,
     /// The Lease's resourceVersion as last seen: an expired Lease is deleted only if unchanged.
     resource_version: Option<String>,
+    /// The deletions whose `Gone` it has yet to run (see [`crate::sharding::tombstones`]).
+    tombstones: Buckets,
 }
 
 impl Peer {
@@ -177,12 +180,15 @@ impl Run {
             .boxed();
         let mut listing = Vec::new();
         tracing::info!(group = %self.group(), lease = %self.member.lease_name, identity = %self.member.config.identity, "joining the shard group");
+        let shards = self.member.shards.clone();
         loop {
             self.step().await;
             let wake = self.next_wake();
             tokio::select! {
                 () = stop.cancelled() => return self,
                 () = tokio::time::sleep(wake) => {}
+                // A tombstone added or dropped: written at once (see `step`).
+                () = shards.tombstones().changed() => {}
                 event = leases.next() => match event {
                     Some(Ok(Event::Init)) => listing.clear(),
                     Some(Ok(Event::InitApply(lease))) => listing.push(lease),
@@ -229,8 +235,12 @@ impl Run {
             self.lapse();
         }
         let now = Instant::now();
+        self.share_peers(now);
         let retry = self.member.config.retry_period;
-        if self.tried.is_none_or(|t| now >= t + retry) {
+        // Tombstones are written at once: a new object of the name on another member waits
+        // for a write after its creation, and for the tombstone's removal.
+        let tombstones = self.joined && self.member.shards.tombstones().unwritten();
+        if tombstones || self.tried.is_none_or(|t| now >= t + retry) {
             self.renew().await;
         }
         if !self.member.fence.holds() {
@@ -268,6 +278,18 @@ impl Run {
         if settled {
             self.member.shards.set_settled(true);
         }
+    }
+
+    /// Tells the workers the live peers' Lease revisions and tombstones.
+    fn share_peers(&self, now: Instant) {
+        let peers = (self.peers.values())
+            .filter(|p| p.live(now))
+            .map(|p| {
+                let revision = (p.resource_version.as_deref()).and_then(|v| v.parse().ok());
+                (revision, p.tombstones.clone())
+            })
+            .collect();
+        self.member.shards.tombstones().set_peers(peers);
     }
 
     /// Deletes the Leases of members judged gone (crashed, killed), unless they changed since:
@@ -519,6 +541,8 @@ impl Run {
         let attempt = Instant::now();
         let config = &self.member.config;
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        // Abandoned (an error, a timeout) unless it lands: see `Writing`.
+        let tombstones = self.member.shards.tombstones().writing();
         for _ in 0..3 {
             let current = match self.lease.take() {
                 Some(lease) => Some(lease),
@@ -548,6 +572,9 @@ impl Run {
             lease
                 .annotations_mut()
                 .insert(SLOTS_ANNOTATION.into(), claims.to_string());
+            lease
+                .annotations_mut()
+                .insert(TOMBSTONES_ANNOTATION.into(), tombstones.buckets.clone());
             let written = if lease.metadata.resource_version.is_some() {
                 let api = &self.member.api;
                 api.replace(&self.member.lease_name, &PostParams::default(), &lease)
@@ -557,6 +584,9 @@ impl Run {
             };
             match written {
                 Ok(lease) => {
+                    let revision =
+                        (lease.metadata.resource_version.as_deref()).and_then(|v| v.parse().ok());
+                    tombstones.wrote(revision);
                     self.lease = Some(lease);
                     self.member.fence.extend_to(attempt + config.renew_deadline);
                     return Ok(());
@@ -607,10 +637,13 @@ impl Run {
             spec.lease_duration_seconds,
             slots.clone(),
         );
+        let tombstones =
+            Buckets::parse((lease.annotations().get(TOMBSTONES_ANNOTATION)).map_or("", |t| t));
         if let Some(peer) = self.peers.get_mut(&name)
             && peer.record == record
         {
             peer.resource_version = lease.metadata.resource_version.clone();
+            peer.tombstones = tombstones;
             let claims = peer.claims;
             self.claimed_at(&claims, revision);
             return;
@@ -628,6 +661,7 @@ impl Run {
             seen: Instant::now(),
             duration: Duration::from_secs(seconds),
             resource_version: lease.metadata.resource_version.clone(),
+            tombstones,
         };
         self.claimed_at(&claims, revision);
         self.peers.insert(name, peer);

@@ -36,6 +36,9 @@ use crate::sharding::{Shards, SlotSet};
 
 /// Keys being reconciled, with their shard slot (`None` outside a shard group).
 type InFlight = HashMap<ObjectKey, Option<usize>>;
+
+/// Slots of reconciled objects deleted from a uid-sharded cache, until their `Gone` runs.
+type Gone = Arc<Mutex<HashMap<ObjectKey, usize>>>;
 use mapping::{Filter, Keys, Mapper, by_mapping, by_owner};
 use worker::{CallTime, Worker};
 
@@ -526,6 +529,10 @@ impl Manager {
             return;
         };
         controller.stop(&self.informers, grace).await;
+        if let Some(shards) = &self.shards {
+            // Their `Gone`s will not run: other replicas need not wait for them.
+            shards.tombstones().forget_plugin(name);
+        }
         self.applier.act_as(name, None);
         tracing::info!(plugin.name = %name, "plugin stopped");
     }
@@ -642,6 +649,7 @@ impl Manager {
         let observer = Arc::new(self.metrics.queue_observer(&name));
         let queue: Queue<ObjectKey> = Queue::with_observer(queue::Config::default(), observer);
         let gone = Arc::new(Mutex::new(HashMap::new()));
+        let cleared = Arc::new(Mutex::new(HashMap::new()));
         let by_uid = (self.shards.as_ref()).is_some_and(|s| s.field() == shard::Field::Uid);
         let mut keys = KeySources {
             manager: self,
@@ -651,7 +659,9 @@ impl Manager {
             sharded: self.shards.is_some(),
             // Children share their owner's namespace, hence its slot when sharding by it.
             children_sharded: owner_namespaced && !by_uid,
-            gone: by_uid.then(|| gone.clone()),
+            gone: (self.shards.clone())
+                .filter(|_| by_uid)
+                .map(|shards| (gone.clone(), shards)),
             account: tuning.account.clone(),
         };
         // Its writes and events as the same account as its caches.
@@ -683,6 +693,7 @@ impl Manager {
             stats: stats.clone(),
             in_flight: in_flight.clone(),
             gone: gone.clone(),
+            cleared: cleared.clone(),
             leadership: self.leadership.clone(),
             shards: self.shards.clone(),
             echoes: echoes.clone(),
@@ -746,8 +757,9 @@ struct KeySources<'a> {
     /// Whether the owned kinds' caches are sharded with it (by namespace, the reconciled kind
     /// known to be namespaced).
     children_sharded: bool,
-    /// Sharding by uid: where the slots of deleted reconciled objects are kept.
-    gone: Option<Arc<Mutex<HashMap<ObjectKey, usize>>>>,
+    /// Sharding by uid: where the slots of deleted reconciled objects are kept, and the shard
+    /// state whose tombstones order their `Gone` before a new object of the name elsewhere.
+    gone: Option<(Gone, Shards)>,
     /// Whose rights the caches are filled with (`None`: the host's).
     account: Option<Account>,
 }
@@ -774,13 +786,15 @@ impl KeySources<'_> {
                 scope: self.scope.clone(),
             };
             let gone = self.gone.clone();
+            let plugin = manifest.name.clone();
             self.subscribe(
                 informer.clone(),
                 Box::new(move |notice, out| {
-                    if let Some(gone) = &gone {
-                        remember_gone(gone, notice);
+                    let before = out.len();
+                    filter.primary(notice, out);
+                    if let Some((gone, shards)) = &gone {
+                        remember_gone(gone, shards, &plugin, notice, out.len() > before);
                     }
-                    filter.primary(notice, out)
                 }),
             );
         }
@@ -903,16 +917,37 @@ impl Controller {
 }
 
 /// Keeps the slot of a reconciled object deleted from a uid-sharded cache until its key is
-/// reconciled (its last reconcile has no object to read the uid from); forgets it if the object
-/// comes back.
-fn remember_gone(gone: &Mutex<HashMap<ObjectKey, usize>>, notice: &Notice) {
+/// reconciled (its last reconcile has no object to read the uid from), with a tombstone that
+/// keeps other replicas from reconciling a new object of the name meanwhile (see
+/// [`crate::sharding::tombstones`]) if its key was `queued` (a worker drops the tombstone);
+/// forgets both if the object comes back.
+fn remember_gone(
+    gone: &Mutex<HashMap<ObjectKey, usize>>,
+    shards: &Shards,
+    plugin: &str,
+    notice: &Notice,
+    queued: bool,
+) {
+    let tombstones = shards.tombstones();
     match &notice.change {
         Change::Deleted(entry) => {
             let slot = crate::sharding::slot_of(entry.uid_hash);
             lock(gone).insert(entry.key.clone(), slot);
+            // The deletion's revision (a relist's finding has only the last cached one,
+            // earlier: the worker then looks the name up before running the `Gone`).
+            let deleted_at = match entry.resource_version {
+                Version::Revision(revision) => Some(revision),
+                Version::Opaque(_) => None,
+            };
+            let key = &entry.key;
+            if queued {
+                tombstones.record(plugin, key.namespace(), key.name(), deleted_at);
+            }
         }
         Change::Applied { new, .. } => {
-            lock(gone).remove(&new.key);
+            if lock(gone).remove(&new.key).is_some() {
+                tombstones.forget(plugin, new.key.namespace(), new.key.name());
+            }
         }
     }
 }

@@ -15,13 +15,14 @@ use super::outcomes::Outcomes;
 use super::{ReconcileResult, Stats, current, lock};
 use crate::applier::{self, Applier, Subject};
 use crate::clock::Clock;
-use crate::informer::{Caches, Informer, ObjectKey};
+use crate::informer::{Caches, Entry, Informer, ObjectKey, Version};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::plugin::wit;
 use crate::queue::Queue;
 use crate::runtime::{ErrorKind, Plugin};
 use crate::sharding::Shards;
+use crate::sharding::tombstones::Publication;
 use crate::view::View;
 
 /// Numbers each reconcile of the process, for telling one reconcile's log lines from another's.
@@ -29,6 +30,35 @@ static NEXT_RECONCILE: AtomicU64 = AtomicU64::new(1);
 
 /// Conflicts in a row on one key before it gets a Warning event.
 const CONFLICTS_BEFORE_WARNING: u32 = 5;
+
+/// How soon a key held back for another replica's reconcile of its name is looked at again
+/// (a look at what the membership Leases last said, not a request).
+const ORDER_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How long a `Gone` waits in its worker for a Lease write under way to land (a few
+/// milliseconds) before it is queued again: waiting in place, it starts before a new object of
+/// the name on this replica would fold it away.
+const PUBLISH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sharding by uid: the object of a key this replica has looked at, and whether no other
+/// replica may still run a `Gone` of its name (see [`crate::sharding::tombstones`]).
+pub(super) struct Clearance {
+    uid_hash: u64,
+    /// The object's revision when first seen here: a deletion of the name came before it.
+    since: Option<u64>,
+    clear: bool,
+}
+
+/// Whether a key's reconcile may start now, as far as another replica's reconcile of the same
+/// name goes.
+enum Ordered {
+    Now,
+    /// Another replica may still run a `Gone` of the name, or a Lease write under way decides
+    /// whether this one's `Gone` may run: look again shortly.
+    Later,
+    /// The name exists again: this `Gone` folds into the new object's reconciles.
+    Folded,
+}
 
 pub(super) struct Worker {
     pub(super) plugin: Arc<RwLock<Arc<Plugin>>>,
@@ -49,6 +79,8 @@ pub(super) struct Worker {
     pub(super) in_flight: Arc<Mutex<super::InFlight>>,
     /// Slots of reconciled objects deleted from a uid-sharded cache.
     pub(super) gone: Arc<Mutex<std::collections::HashMap<ObjectKey, usize>>>,
+    /// Sharding by uid: the objects looked at, and whether their first reconcile may run.
+    pub(super) cleared: Arc<Mutex<std::collections::HashMap<ObjectKey, Clearance>>>,
     /// Keys are taken only while this replica leads.
     pub(super) leadership: Leadership,
     /// In a shard group, only the keys of this replica's slots.
@@ -144,15 +176,23 @@ impl Worker {
             {
                 // Another replica's key (or soon to be): it queues the key itself.
                 lock(&self.in_flight).remove(&key);
+                self.settled(&manifest.name, &key);
                 self.queue.forget(&key);
                 self.queue.done(&key);
                 continue;
             }
+            let gone = self.cached(&key).is_none();
+            if !self.in_order(&manifest.name, &key, slot, gone, &span).await {
+                continue;
+            }
             let started = std::time::Instant::now();
             // The start of a reconcile, as its end below: operators (and tests) can tell
-            // which replica worked on a key when.
-            span.in_scope(|| tracing::debug!("reconciling"));
+            // which replica worked on a key when, and whether it was of an object gone.
+            span.in_scope(|| tracing::debug!(gone, "reconciling"));
             let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
+            if gone {
+                self.settled(&manifest.name, &key);
+            }
             lock(&self.in_flight).remove(&key);
             span.record("outcome", tracing::field::debug(outcome));
             self.stats.record(outcome);
@@ -182,13 +222,126 @@ impl Worker {
         cached.map(|e| e.slot(shards)).or(gone)
     }
 
-    async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> ReconcileResult {
-        let (cache, entry) = self
-            .watched
-            .iter()
+    /// Whether `key`'s reconcile (of an object `gone`, in `slot`) may start now, as far as
+    /// another replica's reconcile of the same name goes ([`ordered`](Self::ordered)); if not,
+    /// the key is handed back to the queue: for a look again shortly, or for good when the
+    /// deletion folds into a new object's reconciles.
+    async fn in_order(
+        &self,
+        plugin: &str,
+        key: &ObjectKey,
+        slot: Option<usize>,
+        gone: bool,
+        span: &tracing::Span,
+    ) -> bool {
+        match self.ordered(plugin, key).instrument(span.clone()).await {
+            Ordered::Now => return true,
+            Ordered::Later => {
+                if let (true, Some(slot)) = (gone, slot) {
+                    lock(&self.gone).insert(key.clone(), slot);
+                }
+                lock(&self.in_flight).remove(key);
+                self.queue.add_after(key.clone(), ORDER_POLL);
+            }
+            Ordered::Folded => {
+                span.in_scope(|| tracing::info!("not reconciling the deleted object: its name exists again, and its new object's reconciles follow"));
+                lock(&self.in_flight).remove(key);
+                self.settled(plugin, key);
+                self.queue.forget(key);
+            }
+        }
+        self.queue.done(key);
+        false
+    }
+
+    /// The cached object of `key`, and the cache it is in.
+    fn cached(&self, key: &ObjectKey) -> Option<(&Arc<Informer>, Arc<Entry>)> {
+        (self.watched.iter())
             .filter(|w| w.covers(key.namespace()))
             .find_map(|w| Some((w, w.get(key)?)))
-            .unzip();
+    }
+
+    /// Sharding by uid: whether `key`'s reconcile may start without overtaking another
+    /// replica's reconcile of the same name, or running beside it (see
+    /// [`crate::sharding::tombstones`]). A `Gone` runs once no write of this replica's Lease
+    /// without its tombstone can land after the deletion; an object's first reconcile here once
+    /// no live member shows a tombstone of its name in a Lease written after the object was
+    /// first seen.
+    async fn ordered(&self, plugin: &str, key: &ObjectKey) -> Ordered {
+        let Some(shards) =
+            (self.shards.as_ref()).filter(|s| s.field() == wasmctrl_scope::shard::Field::Uid)
+        else {
+            return Ordered::Now;
+        };
+        let (namespace, name) = (key.namespace(), key.name());
+        let tombstones = shards.tombstones();
+        let Some((_, entry)) = self.cached(key) else {
+            lock(&self.cleared).remove(key);
+            let publication =
+                (tombstones.published(plugin, namespace, name, PUBLISH_PATIENCE)).await;
+            return match publication {
+                Publication::Published => Ordered::Now,
+                Publication::Pending => Ordered::Later,
+                Publication::Lagging => self.still_gone(plugin, key).await,
+            };
+        };
+        let since = match entry.resource_version {
+            Version::Revision(revision) => Some(revision),
+            Version::Opaque(_) => None,
+        };
+        let mut cleared = lock(&self.cleared);
+        let clearance = cleared.entry(key.clone()).or_insert(Clearance {
+            uid_hash: entry.uid_hash,
+            since,
+            clear: false,
+        });
+        if clearance.uid_hash != entry.uid_hash {
+            *clearance = Clearance {
+                uid_hash: entry.uid_hash,
+                since,
+                clear: false,
+            };
+        }
+        clearance.clear =
+            clearance.clear || tombstones.clear(plugin, namespace, name, clearance.since);
+        if clearance.clear {
+            Ordered::Now
+        } else {
+            Ordered::Later
+        }
+    }
+
+    /// A `Gone` whose tombstone was recorded only after a write of this replica's Lease landed
+    /// after the deletion: another replica may have cleared a new object of the name
+    /// meanwhile. Runs only if the name does not exist now; if it does, the deletion
+    /// folds into the new object's reconciles, as on one host that sees both before a worker
+    /// takes the key.
+    async fn still_gone(&self, plugin: &str, key: &ObjectKey) -> Ordered {
+        let Some(cache) = self.watched.iter().find(|w| w.covers(key.namespace())) else {
+            return Ordered::Now;
+        };
+        match self.applier.exists(plugin, cache, key).await {
+            Ok(false) => Ordered::Now,
+            Ok(true) => Ordered::Folded,
+            Err(e) => {
+                tracing::info!(error = %e, "cannot tell whether the deleted object's name exists again; looking again shortly");
+                Ordered::Later
+            }
+        }
+    }
+
+    /// Sharding by uid: `key`'s `Gone` has ended here or will not run here; its tombstone goes.
+    fn settled(&self, plugin: &str, key: &ObjectKey) {
+        if let Some(shards) = &self.shards {
+            shards
+                .tombstones()
+                .forget(plugin, key.namespace(), key.name());
+        }
+        lock(&self.cleared).remove(key);
+    }
+
+    async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> ReconcileResult {
+        let (cache, entry) = self.cached(key).unzip();
         let request = wit::Request {
             namespace: key.namespace().to_owned(),
             name: key.name().to_owned(),

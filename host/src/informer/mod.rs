@@ -669,7 +669,16 @@ impl Informer {
         let _delivering = lock(&self.delivering);
         let old = self.write().remove(&key);
         if let Some(old) = old {
-            self.publish(vec![Change::Deleted(old)], false);
+            // At the deletion's revision, which orders it against other changes (see
+            // `sharding::tombstones`); the rest as last cached.
+            let deleted = match &obj.metadata.resource_version {
+                Some(version) => Arc::new(Entry {
+                    resource_version: Version::new(version.clone()),
+                    ..(*old).clone()
+                }),
+                None => old,
+            };
+            self.publish(vec![Change::Deleted(deleted)], false);
         }
     }
 

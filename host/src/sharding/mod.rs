@@ -30,12 +30,16 @@
 //!   echoing it in the list's `shardInfo`; when it does not (before Kubernetes 1.36, or without
 //!   the alpha feature), the host says so in its log and `wasmctrl_shard_server_side` and
 //!   filters on its side.
+//! - **One name in order** ([`tombstones`]): sharding by uid, an object deleted and created
+//!   again under its name may move to another replica; the new object's first reconcile waits
+//!   until the replica running the old one's `Gone` is done with it.
 //!
 //! This module is the shard state the informers and workers read ([`Shards`]), below both; the
 //! membership task that moves it is above the controller.
 
 pub mod assign;
 mod service;
+pub mod tombstones;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -45,6 +49,7 @@ use tokio::sync::watch;
 use wasmctrl_scope::shard;
 
 pub use service::sharded_client;
+pub use tombstones::Tombstones;
 
 /// Slots the hash space is cut into (and the most replicas that can share the work).
 pub const SLOTS: usize = 256;
@@ -244,6 +249,7 @@ struct State {
     /// Joined the group and settled its first assignment (for `/readyz`).
     settled: AtomicBool,
     members: std::sync::atomic::AtomicUsize,
+    tombstones: Tombstones,
 }
 
 impl Shards {
@@ -261,6 +267,7 @@ impl Shards {
                 server: AtomicU8::new(UNKNOWN),
                 settled: AtomicBool::new(false),
                 members: std::sync::atomic::AtomicUsize::new(0),
+                tombstones: Tombstones::default(),
             }),
         }
     }
@@ -347,6 +354,11 @@ impl Shards {
 
     pub(crate) fn set_members(&self, members: usize) {
         self.inner.members.store(members, Ordering::Relaxed);
+    }
+
+    /// Deletions whose `Gone` is to run here, and the other members' (sharding by uid).
+    pub fn tombstones(&self) -> &Tombstones {
+        &self.inner.tombstones
     }
 
     pub(crate) fn set_settled(&self, settled: bool) {

@@ -554,3 +554,118 @@ async fn a_member_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
         .unwrap();
     assert!(left.items.is_empty(), "the Lease is deleted on leaving");
 }
+
+/// Times a name is deleted and created again in the test below.
+const FLIPS: usize = 20;
+
+/// The hostile plugin as `slow`: every reconcile, `Gone` included, spins long enough (a
+/// hundred milliseconds or so) for another host's reconcile of the same name to start meanwhile.
+const SLOW: &str = "[settings]\nmode = \"spin\"\niterations = 100000000\nname = \"slow\"\n";
+
+/// Sharding by uid places an object deleted and created again under the same name in another
+/// slot, most likely another host's: the old object's last reconcile (`Gone`) runs on the
+/// host whose cache saw the deletion while the new object's first one (`Apply`) runs on the
+/// other. A single host runs them one after the other on one key; so must two. Each flip
+/// deletes the name and creates it again at once, while the old object's `Gone` is still
+/// queued or running; every new object must be reconciled, and no two reconciles of the name
+/// may overlap across the hosts' logs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_deleted_and_created_again_is_reconciled_by_one_host_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::in_memory(dir.path());
+    let client = cluster.client().await;
+    common::things::install(&client).await;
+    let plugins = plugin_dir(dir.path(), &[("hostile", Some(SLOW))]);
+    let args = [
+        &["--sharding", "--shard-key", "uid", "--log-format", "json"],
+        &TIMINGS[..],
+    ]
+    .concat();
+    let hosts = [
+        cluster.run_host(&plugins, &args, &[]),
+        cluster.run_host(&plugins, &args, &[]),
+    ];
+    for host in &hosts {
+        wait_ready(host);
+        wait_for(30, "the metrics to show two members", || {
+            host.sample("wasmctrl_shard_members") == Some(2.0)
+        });
+    }
+    let api = common::things::api(&client);
+    let mut uids = Vec::new();
+    for flip in 0..=FLIPS {
+        if flip > 0 {
+            api.delete("flip", &Default::default()).await.unwrap();
+            // Deleted at once (no finalizers): the name is free.
+            common::eventually(30, "flip deleted", || async {
+                api.get_opt("flip").await.unwrap().is_none().then_some(())
+            })
+            .await;
+        }
+        common::things::create(&api, "flip", json!({})).await;
+        let uid = api.get("flip").await.unwrap().metadata.uid.unwrap();
+        // The new object's own reconcile: its status, under its uid.
+        common::eventually(30, &format!("flip {flip} reconciled"), || async {
+            let thing = api.get_opt("flip").await.unwrap()?;
+            (thing.metadata.uid.as_deref() == Some(uid.as_str())
+                && thing.data["status"]["observedGeneration"] == 1)
+                .then_some(())
+        })
+        .await;
+        uids.push(uid);
+    }
+    let slots: BTreeSet<usize> = (uids.iter())
+        .map(|u| sharding::slot_of(wasmctrl_scope::shard::hash(u)))
+        .collect();
+    println!("{} objects in {} slots", uids.len(), slots.len());
+    api.delete("flip", &Default::default()).await.unwrap();
+    for host in hosts {
+        let status = host.terminate();
+        assert!(status.success(), "exit {status}");
+    }
+    let spans: Vec<reconciles::Span> = (1..=2)
+        .flat_map(|n| {
+            let log = std::fs::read_to_string(dir.path().join(format!("host-{n}.log"))).unwrap();
+            reconciles::spans(n - 1, &log, None)
+        })
+        .filter(|s| s.key == "default/flip")
+        .collect();
+    let by_host = (spans.iter()).fold(BTreeMap::new(), |mut m, s| {
+        *m.entry(s.host).or_insert(0usize) += 1;
+        m
+    });
+    // The old objects' `Gone`s: each time the name moved to the other host, the host it left
+    // ran the old object's `Gone` first (unless it found the name back and folded it into
+    // the new object's reconciles). A host that holds both objects runs one reconcile for a
+    // deletion and creation that arrive while it is busy with the key, as a single host does.
+    let mut runs = Vec::new();
+    let mut folded = 0;
+    for n in 1..=2 {
+        let log = std::fs::read_to_string(dir.path().join(format!("host-{n}.log"))).unwrap();
+        runs.extend(
+            (records(&log, "reconciling").into_iter())
+                .filter(|r| r["span"]["object.key"] == "default/flip")
+                .map(|r| (at(&r), n, r["fields"]["gone"] == true)),
+        );
+        folded += records(&log, "not reconciling the deleted object").len();
+    }
+    runs.sort_by_key(|(at, ..)| *at);
+    let gones = runs.iter().filter(|(.., gone)| *gone).count();
+    let moves: Vec<bool> = (runs.windows(2))
+        .filter(|w| w[0].1 != w[1].1)
+        .map(|w| w[0].2)
+        .collect();
+    let overlapping = reconciles::overlapping(&spans);
+    println!(
+        "reconciles of default/flip by host: {by_host:?} ({gones} of deleted objects, \
+         {folded} deletions folded into the next object's); the name moved between the hosts \
+         {} times; {overlapping} overlapping pairs",
+        moves.len()
+    );
+    assert_eq!(by_host.len(), 2, "both hosts reconciled the name");
+    assert!(
+        folded > 0 || moves.iter().all(|gone| *gone),
+        "a host took the name over without the other's Gone first: {runs:?}"
+    );
+    reconciles::assert_no_overlap(spans);
+}

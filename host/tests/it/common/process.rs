@@ -151,9 +151,13 @@ impl Process {
     }
 
     /// Starts `wasmctrl <args>` with `RUST_LOG=info` (and the controller's per-reconcile debug
-    /// records, see [`reconciles`](Self::reconciles)), logging to `log`.
+    /// records, see [`reconciles`](Self::reconciles)), logging to `log`. The binary is the one
+    /// cargo built with the tests, or a copy `WASMCTRL_BIN` names: worktrees sharing a target
+    /// directory replace each other's `target/debug/wasmctrl`.
     pub fn wasmctrl(args: &[&str], log: PathBuf, envs: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_wasmctrl"));
+        let binary = std::env::var_os("WASMCTRL_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_wasmctrl").into());
+        let mut command = Command::new(binary);
         command
             .args(args)
             .env("RUST_LOG", "info,wasmctrl::controller=debug")

@@ -66,6 +66,17 @@ pub fn spans(host: usize, log: &str, killed: Option<DateTime<FixedOffset>>) -> V
     spans
 }
 
+/// How many pairs of reconciles of one key by two hosts overlap in time.
+pub fn overlapping(spans: &[Span]) -> usize {
+    let mut pairs = 0;
+    for (i, a) in spans.iter().enumerate() {
+        pairs += (spans[i + 1..].iter())
+            .filter(|b| b.key == a.key && b.host != a.host && !(a.end < b.start || b.end < a.start))
+            .count();
+    }
+    pairs
+}
+
 /// Panics naming the first key two hosts reconciled at overlapping times; returns the spans by
 /// key.
 pub fn assert_no_overlap(spans: Vec<Span>) -> BTreeMap<String, Vec<Span>> {

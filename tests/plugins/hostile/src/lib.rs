@@ -6,7 +6,7 @@
 //! `<name>-child`, `requeue` asks to run again after `{"afterMs": n}`, `warn`
 //! writes `{"warned": true}` to the status and the same Warning `NotReady` on every reconcile,
 //! then asks to run again after `{"afterMs": n}` (default 10). `spin` burns `{"iterations": n}` loop iterations (a slow but well-behaved reconcile)
-//! and reports the object's generation in its status. `sql` declares `sql:<declare>` and runs
+//! and reports the object's generation in its status (of a gone object, nothing). `sql` declares `sql:<declare>` and runs
 //! `{"query": ..., "identifiers": [...], "params": [...]}` on database `<use>`, reporting the rows
 //! (or the error) in its status. `scope` is declared for namespace `team-a` (owning ConfigMaps,
 //! reading Secrets labelled `visible=yes`, writing Deployments) and tries what the object's
@@ -184,10 +184,12 @@ impl Reconciler for Hostile {
                 for i in 0..n {
                     x = std::hint::black_box(x.wrapping_add(i));
                 }
-                let generation = req
-                    .value()
-                    .map(|o| o["metadata"]["generation"].clone())
-                    .unwrap_or_default();
+                let Some(object) = req.value() else {
+                    // Gone: nothing left to write a status to.
+                    std::hint::black_box(x);
+                    return Ok(Outcome::done());
+                };
+                let generation = object["metadata"]["generation"].clone();
                 let status = json!({ "observedGeneration": generation, "spin": x % 2 });
                 Ok(Outcome::with(vec![Action::update_status(&status)?]))
             }
