@@ -210,6 +210,56 @@ mod tests {
         Some(Timestamp::new(hour * 3600, 0).unwrap())
     }
 
+    /// The constraints controller-gen writes for `metav1.Condition` (apimachinery's
+    /// `types.go` markers), which kube-apiserver enforces on a CRD's conditions.
+    #[test]
+    fn the_schema_is_metav1_conditions() {
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<Condition>();
+        let schema = serde_json::to_value(schema).unwrap();
+        let required: Vec<&str> = (schema["required"].as_array().unwrap().iter())
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        assert_eq!(
+            required,
+            ["lastTransitionTime", "message", "reason", "status", "type"]
+        );
+        let field = |name: &str| &schema["properties"][name];
+        assert_eq!(field("type")["maxLength"], 316);
+        assert_eq!(field("reason")["minLength"], 1);
+        assert_eq!(field("reason")["maxLength"], 1024);
+        assert_eq!(field("message")["maxLength"], 32768);
+        assert_eq!(field("observedGeneration")["minimum"], 0);
+        assert_eq!(field("lastTransitionTime")["format"], "date-time");
+        assert_eq!(
+            field("status")["enum"],
+            serde_json::json!(["True", "False", "Unknown"])
+        );
+        // What the patterns admit and refuse, as kube's validation would.
+        let matches = |name: &str, text: &str| {
+            let pattern = field(name)["pattern"].as_str().unwrap();
+            regex::Regex::new(pattern).unwrap().is_match(text)
+        };
+        assert!(matches("reason", "PodRunning") && matches("reason", "A_b:c,D"));
+        assert!(
+            !matches("reason", "")
+                && !matches("reason", "9Lives")
+                && !matches("reason", "Pod Running")
+        );
+        assert!(matches("type", "Ready") && matches("type", "example.com/Ready"));
+        assert!(!matches("type", "-Ready") && !matches("type", "Example.com/Ready"));
+        // What `Condition::new` and `set_condition` write satisfies it.
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            Condition::new("Ready", true, "Up", ""),
+            t(1),
+        );
+        let written = serde_json::to_value(&conditions[0]).unwrap();
+        for key in required {
+            assert!(written.get(key).is_some(), "{key} missing from {written}");
+        }
+    }
+
     #[test]
     fn the_transition_time_moves_only_when_the_status_does() {
         let mut conditions = vec![Condition::new("Other", true, "Theirs", "kept")];

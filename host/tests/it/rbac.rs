@@ -15,6 +15,16 @@ use common::process::{Cluster, plugin_dir, rbac_yaml, wait_for};
 use serde_json::Value;
 
 /// The built example plugins (`make plugins`): what `make deploy-manifests` generates from.
+/// The plugins `examples/deploy` ships, one ConfigMap each: every crate under `plugins/`.
+const EXAMPLE_PLUGINS: [&str; 6] = [
+    "cronjob",
+    "memcached",
+    "pod-restarter",
+    "postgres-writer",
+    "virtualmachine",
+    "workspace",
+];
+
 fn example_plugins() -> std::path::PathBuf {
     common::plugin_dirs()[0].clone()
 }
@@ -66,12 +76,7 @@ fn deploy_manifests(dir: &Path) -> &Path {
     }
     let plugins = dir.join("deploy/plugins");
     std::fs::create_dir_all(&plugins).unwrap();
-    for name in [
-        "pod-restarter",
-        "postgres-writer",
-        "virtualmachine",
-        "workspace",
-    ] {
+    for name in EXAMPLE_PLUGINS {
         // Compressed, as `make deploy-manifests` writes them (kube refuses a ConfigMap of
         // more than 1 MiB).
         let to = std::fs::File::create(plugins.join(format!("{name}.wasm.gz"))).unwrap();
@@ -283,12 +288,7 @@ fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
     assert_eq!(spec["containers"][0]["ports"][0]["containerPort"], 8443);
     // Every plugin's ConfigMap was accepted (kube's 1 MiB limit holds: compressed), and what
     // the host will read from it is the plugin.
-    for name in [
-        "pod-restarter",
-        "postgres-writer",
-        "virtualmachine",
-        "workspace",
-    ] {
+    for name in EXAMPLE_PLUGINS {
         let config_map = cluster
             .get_json(&["configmap", &format!("plugin-{name}"), "-n", "wasmctrl"])
             .unwrap_or_else(|| panic!("the ConfigMap of {name}"));
