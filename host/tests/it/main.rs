@@ -27,6 +27,7 @@ mod cronjob;
 mod deadlines;
 mod dev;
 mod dev_cluster;
+mod docs;
 mod events;
 mod faults;
 mod hostile_registry;
