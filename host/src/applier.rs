@@ -28,6 +28,7 @@ use crate::informer::{Entry, Informer, Informers, ObjectKey, Version};
 use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::plugin::{Child, Intent, Manifest, Target, wit};
+use crate::sync::lock;
 
 /// Why carrying out an intent failed.
 #[derive(Debug, thiserror::Error)]
@@ -524,11 +525,6 @@ fn status_of(json: &str) -> Option<Value> {
 
 /// A kind's discovered resource and whether it is namespaced, once some worker has found it.
 type Discovered = tokio::sync::OnceCell<(ApiResource, bool)>;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Caches only: a panic mid-update leaves at worst a stale entry, which costs one write.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn hash_of(value: &impl Hash) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();

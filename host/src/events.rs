@@ -31,6 +31,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::metrics::Metrics;
+use crate::sync::lock;
 use wasmctrl_scope::validation::EVENT_NOTE_MAX;
 
 /// Who reports the host's own events (plugins loaded or refused, on the host's Pod).
@@ -89,11 +90,6 @@ pub struct Recorders {
     instance: String,
     series: Mutex<Series>,
     metrics: Option<Arc<Metrics>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A map of series: a panic mid-update loses at worst one series, which starts again.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `note` cut to at most `max` bytes on a character boundary (the server counts bytes).

@@ -48,6 +48,7 @@ pub mod rbac;
 pub mod resources;
 pub use wasmctrl_runtime as runtime;
 pub mod sharding;
+mod sync;
 pub use wasmctrl_runtime::sql;
 pub use wasmctrl_runtime::view;
 pub use wasmctrl_scope::selector;

@@ -738,11 +738,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> Queue<K> {
     }
 }
 
-/// `base * 2^failures`, capped at `max`, without overflowing for any count.
+/// A key's wait after `failures` failures in a row, by [`exponential_backoff`].
 fn backoff(config: &Config, failures: u32) -> Duration {
-    1u32.checked_shl(failures)
-        .and_then(|factor| config.base_backoff.checked_mul(factor))
-        .map_or(config.max_backoff, |delay| delay.min(config.max_backoff))
+    exponential_backoff(config.base_backoff, failures, config.max_backoff)
+}
+
+/// `base * 2^exponent`, capped at `max`, without overflowing for any exponent: client-go's
+/// `ItemExponentialFailureRateLimiter`, the one backoff of the host (keys here, plugin pulls
+/// and preflights in `cluster_plugins`).
+pub(crate) fn exponential_backoff(base: Duration, exponent: u32, max: Duration) -> Duration {
+    1u32.checked_shl(exponent)
+        .and_then(|factor| base.checked_mul(factor))
+        .map_or(max, |delay| delay.min(max))
 }
 
 /// Forwards a wake-up if a waiting `get` is dropped, see [`Queue::get`].

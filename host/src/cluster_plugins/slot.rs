@@ -811,9 +811,7 @@ fn describe(plugin: &Plugin, digest: &str) -> String {
 
 /// The wait before retry `n` (from 1): doubling from [`RETRY_MIN`], at most `max`.
 fn backoff(n: u32, max: Duration) -> Duration {
-    RETRY_MIN
-        .saturating_mul(1 << n.saturating_sub(1).min(16))
-        .min(max)
+    crate::queue::exponential_backoff(RETRY_MIN, n.saturating_sub(1), max)
 }
 
 /// A registry failure as the `Pulled` condition reports it: the reason names the failure

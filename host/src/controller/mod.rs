@@ -33,6 +33,7 @@ use crate::queue::{self, Queue};
 use crate::runtime::Plugin;
 use crate::selector::Selector;
 use crate::sharding::{Shards, SlotSet};
+use crate::sync::lock;
 
 /// Keys being reconciled, with their shard slot (`None` outside a shard group).
 type InFlight = HashMap<ObjectKey, Option<usize>>;
@@ -178,11 +179,6 @@ struct Controller {
     subscriptions: Vec<(Arc<Informer>, u64)>,
     tasks: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The map of controllers is only inserted into and removed from; poisoning cannot break it.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn current(plugin: &RwLock<Arc<Plugin>>) -> Arc<Plugin> {

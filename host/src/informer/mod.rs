@@ -41,6 +41,7 @@ pub use registry::Informers;
 use crate::identity::Account;
 use crate::selector::{Labels, Selector};
 use crate::sharding::{CacheSlots, Shards};
+use crate::sync::lock;
 
 /// What one informer lists and watches: a kind, in one namespace or all, the objects matching a
 /// label selector. The namespace and selector are sent to the API server.
@@ -462,11 +463,6 @@ pub struct Informer {
     /// placed by: any kind by uid, a namespaced one by namespace): the slots it holds every
     /// object of (each of its watches has listed), `None` until it does.
     shard: Mutex<Option<Option<CacheSlots>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Guarded data stays consistent across a panicking holder (single assignments only).
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Informer {

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
@@ -27,6 +27,8 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 use sha2::{Digest as _, Sha256};
+
+use crate::sync::lock;
 
 /// How long a token's review is believed (controller-runtime's authenticator `CacheTTL`).
 const REVIEWED_TTL: Duration = Duration::from_secs(60);
@@ -268,11 +270,6 @@ impl Filter {
             reason,
         })
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A cache holds no invariant a panic could break halfway.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A review request, cut off after [`TIMEOUT`].
