@@ -240,21 +240,11 @@ mod tests {
     }
 
     fn status_of(outcome: &Outcome) -> Option<Status> {
-        outcome.actions.iter().find_map(|a| match a {
-            Action::UpdateStatus(json) => Some(serde_json::from_str(json).unwrap()),
-            _ => None,
-        })
+        outcome.status()
     }
 
     fn event_reasons(outcome: &Outcome) -> Vec<String> {
-        outcome
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                Action::EmitEvent(e) => Some(e.reason.clone()),
-                _ => None,
-            })
-            .collect()
+        outcome.events().map(|e| e.reason.clone()).collect()
     }
 
     #[test]
