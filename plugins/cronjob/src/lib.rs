@@ -146,10 +146,7 @@ fn reconcile(cronjob: &CronJob, ctx: &Context<'_>) -> Result<Outcome, Error> {
     for job in (jobs::beyond(&children.failed, spec.failed_jobs_history_limit).iter()).chain(
         jobs::beyond(&children.successful, spec.successful_jobs_history_limit),
     ) {
-        actions.push(Action::delete(ObjectRef::of::<Job>(
-            &job.namespace().unwrap_or_default(),
-            &job.name_any(),
-        )));
+        actions.push(delete(job));
     }
 
     if spec.suspend == Some(true) {
@@ -175,10 +172,7 @@ fn reconcile(cronjob: &CronJob, ctx: &Context<'_>) -> Result<Outcome, Error> {
         }
         ConcurrencyPolicy::Replace => {
             for job in &children.active {
-                actions.push(Action::delete(ObjectRef::of::<Job>(
-                    &job.namespace().unwrap_or_default(),
-                    &job.name_any(),
-                )));
+                actions.push(delete(job));
             }
         }
         _ => {}
@@ -187,6 +181,14 @@ fn reconcile(cronjob: &CronJob, ctx: &Context<'_>) -> Result<Outcome, Error> {
     tracing::info!(job = job.metadata.name.as_deref().unwrap_or_default(), run = %missed, "starting the run");
     actions.push(Action::apply(&job)?);
     Ok(outcome(actions))
+}
+
+/// Deleting `job` (its Pods go with it, in the background).
+fn delete(job: &Job) -> Action {
+    Action::delete(ObjectRef::of::<Job>(
+        &job.namespace().unwrap_or_default(),
+        &job.name_any(),
+    ))
 }
 
 /// The time in a Job's `scheduled-at` annotation.
