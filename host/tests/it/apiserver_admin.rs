@@ -91,3 +91,37 @@ async fn admin_endpoints_off_by_default() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn the_test_clock_moves_forward_and_refuses_a_jump_past_its_range() {
+    let server = ApiServer::builder().admin(true).build().unwrap();
+    let (client, _http) = http_client(&server).await;
+    admin(&client, "advance-cronjob-clock", json!({"seconds": 3600}))
+        .await
+        .unwrap();
+    assert_eq!(server.cronjob_clock(), std::time::Duration::from_secs(3600));
+    // u64::MAX seconds is past chrono's range: a 400 naming it, not a panic, and the clock
+    // stays where it was.
+    let err = admin(
+        &client,
+        "advance-cronjob-clock",
+        json!({"seconds": u64::MAX}),
+    )
+    .await
+    .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("not an API error: {err}");
+    };
+    assert_eq!(status.code, 400);
+    assert!(
+        status.message.contains("cannot advance by"),
+        "{}",
+        status.message
+    );
+    assert_eq!(server.cronjob_clock(), std::time::Duration::from_secs(3600));
+    // The server still answers.
+    admin(&client, "advance-cronjob-clock", json!({"seconds": 60}))
+        .await
+        .unwrap();
+    assert_eq!(server.cronjob_clock(), std::time::Duration::from_secs(3660));
+}
