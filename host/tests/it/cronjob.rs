@@ -113,13 +113,26 @@ fn the_cronjob_tutorial_runs_jobs_on_the_test_clock_and_keeps_its_history_limit(
         assert_eq!(name, &format!("cronjob-sample-{seconds}"));
     }
 
-    // successfulJobsHistoryLimit: 2 keeps the two latest runs.
-    let latest: Vec<String> = seen.iter().rev().take(2).map(|(n, _)| n.clone()).collect();
+    // successfulJobsHistoryLimit: 2 keeps the two latest runs. The test clock is real time plus
+    // the offset moved, so on a slow machine a real minute may start another run meanwhile:
+    // every Job seen joins `seen`, and "latest" is judged against all of them.
     wait_for(60, "only the two latest Jobs kept", || {
-        let names: Vec<String> = jobs(&kubeconfig).into_iter().map(|(n, ..)| n).collect();
-        names.len() == 2 && latest.iter().all(|n| names.contains(n))
+        let names: Vec<String> = jobs(&kubeconfig)
+            .into_iter()
+            .map(|(name, at, _)| {
+                seen.insert((name.clone(), at));
+                name
+            })
+            .collect();
+        let mut latest = seen.iter().rev().take(2).map(|(n, _)| n);
+        names.len() == 2 && latest.all(|n| names.contains(n))
     });
     wait_for(30, "the status naming the last run, none active", || {
+        seen.extend(
+            jobs(&kubeconfig)
+                .into_iter()
+                .map(|(name, at, _)| (name, at)),
+        );
         let cronjob = get_json(
             &kubeconfig,
             &[
@@ -133,6 +146,7 @@ fn the_cronjob_tutorial_runs_jobs_on_the_test_clock_and_keeps_its_history_limit(
                 && c["status"]["active"].is_null()
         })
     });
+    let latest: Vec<String> = seen.iter().rev().take(2).map(|(n, _)| n.clone()).collect();
     // Each Job's Pod ran to completion on the kubelet stand-in.
     for name in &latest {
         let job = get_json(&kubeconfig, &["get", "job", name]).unwrap();
