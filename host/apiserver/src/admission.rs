@@ -9,11 +9,9 @@ use wasmctrl_scope::validation::{self, FieldError, NameRule};
 use super::events;
 use super::handlers::{Query, Target};
 use super::json::str_at;
-use super::registry::crd_resource;
-use super::schema::{crd_default_errors, crd_schemas};
+use super::registry;
 use super::status::{ApiError, ApiResult, Cause};
 use super::store::State;
-use super::validate;
 
 /// Current time in the RFC 3339 form Kubernetes uses (second precision, `Z`).
 pub fn now() -> String {
@@ -35,16 +33,6 @@ pub fn manager(q: &Query, user_agent: &str) -> String {
 /// `dryRun=All`.
 pub(crate) fn dry_run(q: &Query) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
-}
-
-/// The five random characters `generateName` appends.
-pub(crate) fn random_suffix() -> String {
-    use rand::Rng;
-    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut r = rand::rng();
-    (0..5)
-        .map(|_| ALPHA[r.random_range(0..ALPHA.len())] as char)
-        .collect()
 }
 
 /// 422 Invalid for one field of the target's kind.
@@ -99,10 +87,10 @@ fn spec_errors(t: &Target, obj: &Value, old: Option<&Value>) -> Vec<FieldError> 
     if t.res.custom || t.sub.is_some() {
         return Vec::new();
     }
-    let (group, kind) = (t.res.group.as_str(), t.res.kind.as_str());
+    let strategy = registry::of(&t.res);
     match old {
-        None => validate::create(group, kind, obj),
-        Some(old) => validate::update(group, kind, obj, old),
+        None => strategy.validate(obj),
+        Some(old) => strategy.validate_update(obj, old),
     }
 }
 
@@ -135,7 +123,7 @@ pub(crate) fn check_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()
 /// `ephemeralcontainers`, a CSR's `approval`): what kube refuses of that part.
 pub(crate) fn check_subresource_update(t: &Target, new: &Value, old: &Value) -> ApiResult<()> {
     let sub = t.sub.as_deref().unwrap_or_default();
-    let errors = validate::subresource_update(&t.res.group, &t.res.kind, sub, new, old);
+    let errors = registry::of(&t.res).validate_subresource_update(sub, new, old);
     refuse(t, str_at(new, "/metadata/name"), errors)
 }
 
@@ -276,56 +264,6 @@ pub(crate) fn check_namespace(st: &State, ns: &str) -> ApiResult<()> {
         .with_details(ns, "", "namespaces")),
         Some(_) => Ok(()),
     }
-}
-
-/// A CRD must be named `plural.group`, not take over a built-in group, and have schemas the
-/// server can enforce (known types, patterns that compile).
-pub(crate) fn check_crd(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
-    let name = str_at(crd, "/metadata/name");
-    let t_invalid = |f: &str, m: String| {
-        ApiError::invalid(
-            "CustomResourceDefinition",
-            "apiextensions.k8s.io",
-            name,
-            &[(f.into(), m)],
-        )
-    };
-    let Some(r) = crd_resource(crd) else {
-        return Err(t_invalid(
-            "spec",
-            "Invalid value: spec must name a group, names.plural, names.kind and a served version"
-                .into(),
-        ));
-    };
-    if name != format!("{}.{}", r.plural, r.group) {
-        return Err(t_invalid(
-            "metadata.name",
-            format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
-        ));
-    }
-    if old.is_none()
-        && let Some(existing) = st.registry.get(&r.group, &r.versions[0], &r.plural)
-        && !existing.custom
-    {
-        return Err(t_invalid(
-            "spec.group",
-            "Invalid value: group is served by a built-in API".into(),
-        ));
-    }
-    let causes = match crd_schemas(crd) {
-        Err(causes) => causes,
-        // As kube: defaults are checked once the schemas are structural.
-        Ok(_) => crd_default_errors(crd, old),
-    };
-    if causes.is_empty() {
-        return Ok(());
-    }
-    Err(ApiError::invalid_causes(
-        "CustomResourceDefinition",
-        "apiextensions.k8s.io",
-        name,
-        &causes,
-    ))
 }
 
 /// Decodes a YAML or JSON body (apply patches are YAML; JSON is YAML).

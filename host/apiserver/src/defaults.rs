@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::handlers::Target;
 use super::json::str_at;
 use super::quantity::Quantity;
 use super::status::{ApiError, ApiResult};
@@ -226,7 +225,7 @@ fn allocate_cluster_ip(st: &State) -> Option<String> {
 }
 
 /// A Service's defaults, and on create its cluster IP.
-fn service(st: &State, obj: &mut Value, old: Option<&Value>) {
+pub(crate) fn service(st: &State, obj: &mut Value, old: Option<&Value>) {
     let spec = spec(obj);
     or(spec, "type", json!("ClusterIP"));
     or(spec, "sessionAffinity", json!("None"));
@@ -270,176 +269,193 @@ fn service(st: &State, obj: &mut Value, old: Option<&Value>) {
     or(spec, "ipFamilyPolicy", json!("SingleStack"));
 }
 
-/// Defaults `obj`, an object of `t`'s kind a client is creating (`old` is `None`) or updating.
-pub(crate) fn apply(st: &State, t: &Target, obj: &mut Value, old: Option<&Value>) {
-    if t.res.custom || t.sub.is_some() {
-        return;
+/// `SetDefaults_Pod` (and its containers', probes' and volumes').
+pub(crate) fn pod(obj: &mut Value) {
+    let spec = spec(obj);
+    pod_spec(spec);
+    or(spec, "enableServiceLinks", json!(true));
+    each(spec, "containers", resize_policy);
+    // A container's limits stand for the requests it does not make.
+    for key in ["containers", "initContainers"] {
+        each(spec, key, |c| {
+            let Some(limits) = c
+                .pointer("/resources/limits")
+                .and_then(Value::as_object)
+                .cloned()
+            else {
+                return;
+            };
+            let requests = &mut c["resources"]["requests"];
+            if !requests.is_object() {
+                *requests = json!({});
+            }
+            for (name, quantity) in limits {
+                or(requests, &name, quantity);
+            }
+        });
     }
+}
+
+/// A PodTemplate's: its template's.
+pub(crate) fn pod_template(obj: &mut Value) {
+    if let Some(t) = obj.get_mut("template").filter(|t| t.is_object()) {
+        template(t);
+    }
+}
+
+/// `SetDefaults_ReplicationController`: selector and labels from the template's.
+pub(crate) fn replication_controller(obj: &mut Value) {
+    let template_labels = obj.pointer("/spec/template/metadata/labels").cloned();
+    if let Some(labels) = template_labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty())) {
+        if obj["spec"]["selector"]
+            .as_object()
+            .is_none_or(|m| m.is_empty())
+        {
+            obj["spec"]["selector"] = labels.clone();
+        }
+        if obj["metadata"]["labels"]
+            .as_object()
+            .is_none_or(|m| m.is_empty())
+        {
+            obj["metadata"]["labels"] = labels;
+        }
+    }
+    let spec = spec(obj);
+    or(spec, "replicas", json!(1));
+    spec_template(spec);
+}
+
+/// `SetDefaults_Secret`: `Opaque` unless typed.
+pub(crate) fn secret(obj: &mut Value) {
+    if obj["type"].as_str().is_none_or(str::is_empty) {
+        obj["type"] = json!("Opaque");
+    }
+}
+
+/// `SetDefaults_NetworkPolicy`: TCP ports, and the policy types its rules imply.
+pub(crate) fn network_policy(obj: &mut Value) {
+    let spec = spec(obj);
+    for rules in ["ingress", "egress"] {
+        each(spec, rules, |r| {
+            each(r, "ports", |p| or(p, "protocol", json!("TCP")))
+        });
+    }
+    if spec["policyTypes"].as_array().is_none_or(Vec::is_empty) {
+        let mut types = vec![json!("Ingress")];
+        if spec["egress"].as_array().is_some_and(|e| !e.is_empty()) {
+            types.push(json!("Egress"));
+        }
+        spec["policyTypes"] = json!(types);
+    }
+}
+
+/// `SetDefaults_Subject` and the role bindings': an empty group is rbac's (none for a
+/// ServiceAccount).
+pub(crate) fn role_binding(obj: &mut Value) {
+    let unset = |v: &Value| v["apiGroup"].as_str().is_none_or(str::is_empty);
+    if obj["roleRef"].is_object() && unset(&obj["roleRef"]) {
+        obj["roleRef"]["apiGroup"] = json!("rbac.authorization.k8s.io");
+    }
+    each(obj, "subjects", |s| {
+        if (s["kind"] == "User" || s["kind"] == "Group") && unset(s) {
+            s["apiGroup"] = json!("rbac.authorization.k8s.io");
+        }
+    });
+}
+
+/// `SetDefaults_PersistentVolumeClaimSpec`.
+pub(crate) fn claim(obj: &mut Value) {
+    or(spec(obj), "volumeMode", json!("Filesystem"));
+}
+
+/// `SetDefaults_PersistentVolume`.
+pub(crate) fn volume(obj: &mut Value) {
+    let spec = spec(obj);
+    or(spec, "volumeMode", json!("Filesystem"));
+    or(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+    host_path(spec);
+}
+
+/// `SetDefaults_Deployment`.
+pub(crate) fn deployment(obj: &mut Value) {
+    let spec = spec(obj);
+    or(spec, "replicas", json!(1));
+    or(spec, "revisionHistoryLimit", json!(10));
+    or(spec, "progressDeadlineSeconds", json!(600));
+    let rolling = [("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))];
+    rolling_update(spec, "strategy", &rolling);
+    spec_template(spec);
+}
+
+/// `SetDefaults_ReplicaSet`.
+pub(crate) fn replica_set(obj: &mut Value) {
+    let spec = spec(obj);
+    or(spec, "replicas", json!(1));
+    spec_template(spec);
+}
+
+/// `SetDefaults_StatefulSet`, its claim templates' included.
+pub(crate) fn stateful_set(obj: &mut Value) {
+    let spec = spec(obj);
+    or(spec, "replicas", json!(1));
+    or(spec, "podManagementPolicy", json!("OrderedReady"));
+    or(spec, "revisionHistoryLimit", json!(10));
+    rolling_update(spec, "updateStrategy", &[("partition", json!(0))]);
+    or(
+        spec,
+        "persistentVolumeClaimRetentionPolicy",
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+    );
+    each(spec, "volumeClaimTemplates", |claim| {
+        or(claim, "apiVersion", json!("v1"));
+        or(claim, "kind", json!("PersistentVolumeClaim"));
+        or(self::spec(claim), "volumeMode", json!("Filesystem"));
+        or(claim, "status", json!({}));
+        or(&mut claim["status"], "phase", json!("Pending"));
+    });
+    spec_template(spec);
+}
+
+/// `SetDefaults_DaemonSet`.
+pub(crate) fn daemon_set(obj: &mut Value) {
+    let spec = spec(obj);
+    or(spec, "revisionHistoryLimit", json!(10));
+    let rolling = [("maxUnavailable", json!(1)), ("maxSurge", json!(0))];
+    rolling_update(spec, "updateStrategy", &rolling);
+    spec_template(spec);
+}
+
+/// `SetDefaults_Job`, and on create (`old` is `None`) the selector kube's strategy generates.
+pub(crate) fn job(obj: &mut Value, old: Option<&Value>) {
     let name = str_at(obj, "/metadata/name").to_string();
     let uid = old
         .is_none()
         .then(|| str_at(obj, "/metadata/uid").to_string())
         .filter(|u| !u.is_empty());
-    match (t.res.group.as_str(), t.res.kind.as_str()) {
-        ("", "Pod") => {
-            let spec = spec(obj);
-            pod_spec(spec);
-            or(spec, "enableServiceLinks", json!(true));
-            each(spec, "containers", resize_policy);
-            // `SetDefaults_Pod`: a container's limits stand for the requests it does not make.
-            for key in ["containers", "initContainers"] {
-                each(spec, key, |c| {
-                    let Some(limits) = c
-                        .pointer("/resources/limits")
-                        .and_then(Value::as_object)
-                        .cloned()
-                    else {
-                        return;
-                    };
-                    let requests = &mut c["resources"]["requests"];
-                    if !requests.is_object() {
-                        *requests = json!({});
-                    }
-                    for (name, quantity) in limits {
-                        or(requests, &name, quantity);
-                    }
-                });
-            }
-        }
-        ("", "PodTemplate") => {
-            if let Some(t) = obj.get_mut("template").filter(|t| t.is_object()) {
-                template(t);
-            }
-        }
-        ("", "ReplicationController") => {
-            // `SetDefaults_ReplicationController`: selector and labels from the template's.
-            let template_labels = obj.pointer("/spec/template/metadata/labels").cloned();
-            if let Some(labels) =
-                template_labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
-            {
-                if obj["spec"]["selector"]
-                    .as_object()
-                    .is_none_or(|m| m.is_empty())
-                {
-                    obj["spec"]["selector"] = labels.clone();
-                }
-                if obj["metadata"]["labels"]
-                    .as_object()
-                    .is_none_or(|m| m.is_empty())
-                {
-                    obj["metadata"]["labels"] = labels;
-                }
-            }
-            let spec = spec(obj);
-            or(spec, "replicas", json!(1));
-            spec_template(spec);
-        }
-        ("", "Secret") if obj["type"].as_str().is_none_or(str::is_empty) => {
-            obj["type"] = json!("Opaque");
-        }
-        ("networking.k8s.io", "NetworkPolicy") => {
-            let spec = spec(obj);
-            for rules in ["ingress", "egress"] {
-                each(spec, rules, |r| {
-                    each(r, "ports", |p| or(p, "protocol", json!("TCP")))
-                });
-            }
-            if spec["policyTypes"].as_array().is_none_or(Vec::is_empty) {
-                let mut types = vec![json!("Ingress")];
-                if spec["egress"].as_array().is_some_and(|e| !e.is_empty()) {
-                    types.push(json!("Egress"));
-                }
-                spec["policyTypes"] = json!(types);
-            }
-        }
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
-            // `SetDefaults_Subject` and the bindings': an empty group is rbac's (none for a
-            // ServiceAccount).
-            let unset = |v: &Value| v["apiGroup"].as_str().is_none_or(str::is_empty);
-            if obj["roleRef"].is_object() && unset(&obj["roleRef"]) {
-                obj["roleRef"]["apiGroup"] = json!("rbac.authorization.k8s.io");
-            }
-            each(obj, "subjects", |s| {
-                if (s["kind"] == "User" || s["kind"] == "Group") && unset(s) {
-                    s["apiGroup"] = json!("rbac.authorization.k8s.io");
-                }
-            });
-        }
-        ("", "Service") => service(st, obj, old),
-        ("", "PersistentVolumeClaim") => or(spec(obj), "volumeMode", json!("Filesystem")),
-        ("", "PersistentVolume") => {
-            let spec = spec(obj);
-            or(spec, "volumeMode", json!("Filesystem"));
-            or(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
-            host_path(spec);
-        }
-        ("apps", "Deployment") => {
-            let spec = spec(obj);
-            or(spec, "replicas", json!(1));
-            or(spec, "revisionHistoryLimit", json!(10));
-            or(spec, "progressDeadlineSeconds", json!(600));
-            let rolling = [("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))];
-            rolling_update(spec, "strategy", &rolling);
-            spec_template(spec);
-        }
-        ("apps", "ReplicaSet") => {
-            let spec = spec(obj);
-            or(spec, "replicas", json!(1));
-            spec_template(spec);
-        }
-        ("apps", "StatefulSet") => {
-            let spec = spec(obj);
-            or(spec, "replicas", json!(1));
-            or(spec, "podManagementPolicy", json!("OrderedReady"));
-            or(spec, "revisionHistoryLimit", json!(10));
-            rolling_update(spec, "updateStrategy", &[("partition", json!(0))]);
-            or(
-                spec,
-                "persistentVolumeClaimRetentionPolicy",
-                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
-            );
-            each(spec, "volumeClaimTemplates", |claim| {
-                or(claim, "apiVersion", json!("v1"));
-                or(claim, "kind", json!("PersistentVolumeClaim"));
-                or(self::spec(claim), "volumeMode", json!("Filesystem"));
-                or(claim, "status", json!({}));
-                or(&mut claim["status"], "phase", json!("Pending"));
-            });
-            spec_template(spec);
-        }
-        ("apps", "DaemonSet") => {
-            let spec = spec(obj);
-            or(spec, "revisionHistoryLimit", json!(10));
-            let rolling = [("maxUnavailable", json!(1)), ("maxSurge", json!(0))];
-            rolling_update(spec, "updateStrategy", &rolling);
-            spec_template(spec);
-        }
-        ("batch", "Job") => {
-            job_spec(spec(obj), &name, uid.as_deref());
-            if uid.is_some() && obj["spec"]["manualSelector"].is_null() {
-                obj["spec"]["manualSelector"] = json!(false);
-            }
-            // `SetDefaults_Job`: a Job without labels wears its Pods'.
-            if obj["metadata"]["labels"]
-                .as_object()
-                .is_none_or(|m| m.is_empty())
-                && let Some(labels) = obj.pointer("/spec/template/metadata/labels").cloned()
-            {
-                obj["metadata"]["labels"] = labels;
-            }
-        }
-        ("batch", "CronJob") => {
-            let spec = spec(obj);
-            or(spec, "concurrencyPolicy", json!("Allow"));
-            or(spec, "suspend", json!(false));
-            or(spec, "successfulJobsHistoryLimit", json!(3));
-            or(spec, "failedJobsHistoryLimit", json!(1));
-            if let Some(job) = spec.get_mut("jobTemplate").filter(|j| j.is_object()) {
-                // The Job's own selector is generated when a Job is made from it.
-                job_spec(self::spec(job), "", None);
-            }
-        }
-        _ => {}
+    job_spec(spec(obj), &name, uid.as_deref());
+    if uid.is_some() && obj["spec"]["manualSelector"].is_null() {
+        obj["spec"]["manualSelector"] = json!(false);
+    }
+    // A Job without labels wears its Pods'.
+    if obj["metadata"]["labels"]
+        .as_object()
+        .is_none_or(|m| m.is_empty())
+        && let Some(labels) = obj.pointer("/spec/template/metadata/labels").cloned()
+    {
+        obj["metadata"]["labels"] = labels;
+    }
+}
+
+/// `SetDefaults_CronJob`, its Job template's included.
+pub(crate) fn cron_job(obj: &mut Value) {
+    let spec = spec(obj);
+    or(spec, "concurrencyPolicy", json!("Allow"));
+    or(spec, "suspend", json!(false));
+    or(spec, "successfulJobsHistoryLimit", json!(3));
+    or(spec, "failedJobsHistoryLimit", json!(1));
+    if let Some(job) = spec.get_mut("jobTemplate").filter(|j| j.is_object()) {
+        // The Job's own selector is generated when a Job is made from it.
+        job_spec(self::spec(job), "", None);
     }
 }
 
@@ -620,7 +636,7 @@ fn service_account(st: &State, pod: &mut Value, pod_name: &str) -> ApiResult<()>
     if !automount || mounted {
         return Ok(());
     }
-    let volume = format!("kube-api-access-{}", super::admission::random_suffix());
+    let volume = format!("kube-api-access-{}", super::names::random_suffix());
     let mut volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
     volumes.push(
         json!({"name": volume, "projected": {"defaultMode": 420, "sources": [

@@ -10,7 +10,7 @@ use super::Inner;
 use super::admission::dry_run;
 use super::handlers::{Query, Target};
 use super::json::str_at;
-use super::registry::crd_resource;
+use super::registry;
 use super::status::{ApiError, ApiResult};
 use super::store::State;
 
@@ -22,24 +22,12 @@ pub(crate) fn has_spec_finalizers(o: &Value) -> bool {
             .is_some_and(|a| !a.is_empty())
 }
 
-/// Removes an object for good (after its last finalizer), cascading CRD removal.
+/// Removes an object for good (after its last finalizer), with what its strategy removes with
+/// it (a CRD its objects).
 pub(crate) fn finalize_delete(st: &mut State, t: &Target, obj: &Value) -> ApiResult<Value> {
     let ns = str_at(obj, "/metadata/namespace").to_string();
     let name = str_at(obj, "/metadata/name").to_string();
-    if t.res.plural == "customresourcedefinitions"
-        && let Some(r) = crd_resource(obj)
-    {
-        let key = (r.group.clone(), r.plural.clone());
-        let names: Vec<(String, String)> = st
-            .tables
-            .get(&key)
-            .map(|tab| tab.objects.keys().cloned().collect())
-            .unwrap_or_default();
-        for (n, m) in names {
-            st.remove(&key, &n, &m)?;
-        }
-        st.registry.unregister_crd(obj);
-    }
+    registry::of(&t.res).removing(st, obj)?;
     let last = st
         .remove(&t.key(), &ns, &name)?
         .map(|a| (*a).clone())

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::registry::{Registry, Resource};
+use super::catalog::{Catalog, Resource};
 use super::typed;
 
 /// Whether the Accept header asks for aggregated discovery v2.
@@ -42,7 +42,7 @@ fn group_json(name: &str, versions: &[String]) -> Value {
 }
 
 /// `/apis` (legacy).
-pub fn api_groups(reg: &Registry) -> Value {
+pub fn api_groups(reg: &Catalog) -> Value {
     let groups: Vec<Value> = reg
         .groups()
         .iter()
@@ -53,7 +53,7 @@ pub fn api_groups(reg: &Registry) -> Value {
 }
 
 /// `/apis/{g}`.
-pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
+pub fn api_group(reg: &Catalog, group: &str) -> Option<Value> {
     let groups = reg.groups();
     let vs = groups.get(group).filter(|_| !group.is_empty())?;
     let mut g = group_json(group, vs);
@@ -101,7 +101,7 @@ fn subresources(r: &Resource) -> Vec<(&'static str, &'static str, &'static str, 
 }
 
 /// `/api/v1` or `/apis/{g}/{v}` (legacy APIResourceList).
-pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+pub fn resource_list(reg: &Catalog, group: &str, version: &str) -> Option<Value> {
     let rs = reg.in_group_version(group, version);
     if rs.is_empty() {
         return None;
@@ -171,7 +171,7 @@ fn aggregated_resource(r: &Resource, version: &str) -> Value {
 }
 
 /// Aggregated discovery for `/api` (`core = true`) or `/apis`.
-pub fn aggregated(reg: &Registry, core: bool) -> Value {
+pub fn aggregated(reg: &Catalog, core: bool) -> Value {
     let mut items = Vec::new();
     for (g, vs) in reg.groups() {
         if g.is_empty() != core {
@@ -202,7 +202,7 @@ pub fn version() -> Value {
 }
 
 /// A short hash of the registry, so OpenAPI URLs change when CRDs do (clients cache by URL).
-fn hash(reg: &Registry, gv: &str) -> String {
+fn hash(reg: &Catalog, gv: &str) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     for r in reg.all() {
@@ -221,7 +221,7 @@ fn gv_path(group: &str, version: &str) -> String {
 }
 
 /// `/openapi/v3`: the index of per-group-version documents.
-pub fn openapi_index(reg: &Registry) -> Value {
+pub fn openapi_index(reg: &Catalog) -> Value {
     let mut paths = serde_json::Map::new();
     for (g, vs) in reg.groups() {
         for v in vs {
@@ -264,7 +264,7 @@ fn op(r: &Resource, version: &str, action: &str, patch: bool) -> Value {
 }
 
 /// `/openapi/v3/{api/v1|apis/g/v}`: paths with the operations and parameters kubectl checks.
-pub fn openapi_gv(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+pub fn openapi_gv(reg: &Catalog, group: &str, version: &str) -> Option<Value> {
     let rs: Vec<Arc<Resource>> = reg.in_group_version(group, version);
     if rs.is_empty() {
         return None;

@@ -13,15 +13,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Inner;
+use super::catalog::ResKey;
 use super::cluster::{self, accounts};
 use super::delete;
 use super::handlers::Target;
 use super::json::str_at;
-use super::registry::ResKey;
 use super::store::State;
 
 fn target_for(st: &State, key: &ResKey) -> Option<Target> {
-    let res = st.registry.by_key(key)?;
+    let res = st.catalog.by_key(key)?;
     Some(Target {
         version: res.versions[0].clone(),
         res,

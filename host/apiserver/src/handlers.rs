@@ -12,9 +12,10 @@ use http::{Method, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::Inner;
+use super::catalog::{ResKey, Resource, storage_key};
 use super::events;
 use super::json::str_at;
-use super::registry::{ResKey, Resource, storage_key};
+use super::registry;
 use super::selector::Selectors;
 use super::status::{ApiError, ApiResult};
 use super::store::{Snapshot, State};
@@ -147,7 +148,7 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
         _ => return Ok(None),
     };
     let st = inner.store.lock();
-    let reg = &st.registry;
+    let reg = &st.catalog;
     let lookup = |plural: &str| reg.get(group, version, plural);
     let ns_path = rest.len() >= 3
         && rest[0] == "namespaces"
@@ -260,6 +261,7 @@ pub fn selectors(t: &Target, q: &Query) -> ApiResult<Selectors> {
         param("fieldSelector"),
         param("shardSelector"),
         &t.res,
+        registry::of(&t.res).selectable_fields(),
     )
 }
 

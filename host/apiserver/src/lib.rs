@@ -1,6 +1,6 @@
 //! An embedded, protocol-faithful Kubernetes API server.
 //!
-//! Serves every resource kube-apiserver 1.32 serves by default (`registry`, from the list kept
+//! Serves every resource kube-apiserver 1.32 serves by default (`catalog`, from the list kept
 //! in `data/builtin-resources.json`: names, scope, verbs, short names, categories) and any CRD
 //! registered at run time, with the
 //! behaviour real clients depend on: discovery, list/watch with resourceVersions (and Kubernetes
@@ -22,18 +22,21 @@
 //!
 //! 1. `status` (API errors), `audit` (request log), `metrics` (`/metrics`), `tls`, `quantity`
 //!    (resource quantities), `cron` (CronJob schedules), `decode` (JSON bodies' duplicate
-//!    fields), `json` (reading objects' fields), `faults` (injected failures), `protobuf` (the
-//!    protobuf encoding of built-in kinds).
-//! 2. Storage: `schema` (structural schemas), `registry` (kinds, CRDs, their resources and
+//!    fields), `json` (reading objects' fields), `names` (generated names and hashes),
+//!    `faults` (injected failures), `protobuf` (the protobuf encoding of built-in kinds).
+//! 2. Storage: `schema` (structural schemas), `catalog` (kinds, CRDs, their resources and
 //!    their schemas), `persist` (the data dir's log), `compaction` (how long earlier revisions
 //!    stay readable), `events` (the two Event APIs over one storage), `store` (objects, RV
 //!    counter, history, snapshots, lists at earlier revisions), `selector` (label, field and
-//!    shard selectors), `printers` + `table` (kubectl's columns).
-//! 3. Requests: `handlers` (targets, content negotiation, get/list), `auth` (RBAC),
-//!    `validate` (kube's validation of specs), `admission` (of metadata, and of specs through
-//!    `validate`), `defaults` (kube's defaulting), `typed` (built-in kinds decoded as their
-//!    `k8s-openapi` types: unknown fields, schemas), `patch`, `fields` + `apply` (server-side
-//!    apply, managedFields).
+//!    shard selectors), `printers` (kubectl's columns of each built-in kind).
+//! 3. Kinds and requests: `validate` (kube's validation of specs), `defaults` (kube's
+//!    defaulting), `registry` (one strategy per kind, as kube's `pkg/registry`: what the
+//!    server does with a kind's objects, choosing its defaults, validation, printer and
+//!    selectable fields; nothing else matches on kind names), `table` (Table responses),
+//!    `handlers` (targets, content negotiation, get/list), `auth` (RBAC), `admission` (of
+//!    metadata, and of specs through the kind's strategy), `typed` (built-in kinds decoded as
+//!    their `k8s-openapi` types: unknown fields, schemas), `patch`, `fields` + `apply`
+//!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write` (which admits custom resources through
 //!    their version's `schema`), `scale`, `pods` (binding, eviction), `watch`, `discovery`
 //!    (discovery, OpenAPI v3), `swagger` (OpenAPI v2), `reviews` (access and token reviews),
@@ -113,6 +116,7 @@ mod admission;
 mod apply;
 mod audit;
 mod auth;
+mod catalog;
 mod cluster;
 mod compaction;
 mod cron;
@@ -128,6 +132,7 @@ mod handlers;
 mod json;
 mod listener;
 mod metrics;
+mod names;
 mod patch;
 mod persist;
 mod pods;
@@ -595,7 +600,7 @@ pub struct ServedKind {
 /// The built-in resources this server serves, reviews (create-only, nothing stored) left
 /// out: for tests that hold it to Kubernetes' own list, and to pick kinds it does not serve.
 pub fn served_builtins() -> Vec<ServedKind> {
-    (registry::Registry::default().all())
+    (catalog::Catalog::default().all())
         .filter(|r| !r.create_only)
         .map(|r| ServedKind {
             group: r.group.clone(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::registry::ResKey;
+use super::catalog::ResKey;
 
 /// One log record.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -18,46 +18,13 @@ pub struct Printer {
     pub cells: fn(&Value, DateTime<Utc>) -> Vec<Value>,
 }
 
-/// The printer of a built-in kind, by its group and kind: kube's default (Name, Created At) for
-/// kinds without one of their own.
-pub fn of(group: &str, kind: &str) -> &'static Printer {
-    match (group, kind) {
-        ("" | "events.k8s.io", "Event") => &EVENT,
-        ("", "Pod") => &POD,
-        ("", "Node") => &NODE,
-        ("", "Namespace") => &NAMESPACE,
-        ("", "ConfigMap") => &CONFIG_MAP,
-        ("", "Secret") => &SECRET,
-        ("", "Service") => &SERVICE,
-        ("", "ServiceAccount") => &SERVICE_ACCOUNT,
-        ("", "Endpoints") => &ENDPOINTS,
-        ("", "ReplicationController") => &REPLICATION_CONTROLLER,
-        ("", "PersistentVolume") => &PERSISTENT_VOLUME,
-        ("", "PersistentVolumeClaim") => &PERSISTENT_VOLUME_CLAIM,
-        ("apps", "Deployment") => &DEPLOYMENT,
-        ("apps", "ReplicaSet") => &REPLICA_SET,
-        ("apps", "StatefulSet") => &STATEFUL_SET,
-        ("apps", "DaemonSet") => &DAEMON_SET,
-        ("apps", "ControllerRevision") => &CONTROLLER_REVISION,
-        ("batch", "Job") => &JOB,
-        ("batch", "CronJob") => &CRON_JOB,
-        ("policy", "PodDisruptionBudget") => &POD_DISRUPTION_BUDGET,
-        ("autoscaling", "HorizontalPodAutoscaler") => &HORIZONTAL_POD_AUTOSCALER,
-        ("storage.k8s.io", "StorageClass") => &STORAGE_CLASS,
-        ("discovery.k8s.io", "EndpointSlice") => &ENDPOINT_SLICE,
-        ("coordination.k8s.io", "Lease") => &LEASE,
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => &BINDING,
-        _ => &DEFAULT,
-    }
-}
-
 /// kube's default table for a kind without a printer of its own (Roles, ClusterRoles, CRDs).
-static DEFAULT: Printer = Printer {
+pub(crate) static DEFAULT: Printer = Printer {
     columns: &[("Name", "string", 0), ("Created At", "date", 0)],
     cells: |o, _| vec![name(o), str_at(o, "/metadata/creationTimestamp").into()],
 };
 
-static EVENT: Printer = Printer {
+pub(crate) static EVENT: Printer = Printer {
     columns: &[
         ("Last Seen", "string", 0),
         ("Type", "string", 0),
@@ -122,7 +89,7 @@ fn event(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     ]
 }
 
-static POD: Printer = Printer {
+pub(crate) static POD: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Ready", "string", 0),
@@ -298,7 +265,7 @@ fn condition(status: &Value, ty: &str) -> bool {
         .any(|c| c["type"] == ty && c["status"] == "True")
 }
 
-static NAMESPACE: Printer = Printer {
+pub(crate) static NAMESPACE: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Status", "string", 0),
@@ -307,7 +274,7 @@ static NAMESPACE: Printer = Printer {
     cells: |o, now| vec![name(o), o["status"]["phase"].clone(), age(o, now)],
 };
 
-static CONFIG_MAP: Printer = Printer {
+pub(crate) static CONFIG_MAP: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Data", "string", 0),
@@ -319,7 +286,7 @@ static CONFIG_MAP: Printer = Printer {
     },
 };
 
-static SECRET: Printer = Printer {
+pub(crate) static SECRET: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Type", "string", 0),
@@ -332,7 +299,7 @@ static SECRET: Printer = Printer {
     },
 };
 
-static SERVICE_ACCOUNT: Printer = Printer {
+pub(crate) static SERVICE_ACCOUNT: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Secrets", "string", 0),
@@ -341,7 +308,7 @@ static SERVICE_ACCOUNT: Printer = Printer {
     cells: |o, now| vec![name(o), array(&o["secrets"]).len().into(), age(o, now)],
 };
 
-static SERVICE: Printer = Printer {
+pub(crate) static SERVICE: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Type", "string", 0),
@@ -425,7 +392,7 @@ fn service(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     ]
 }
 
-static DEPLOYMENT: Printer = Printer {
+pub(crate) static DEPLOYMENT: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Ready", "string", 0),
@@ -464,13 +431,13 @@ const REPLICAS_COLUMNS: &[(&str, &str, u8)] = &[
     ("Selector", "string", 1),
 ];
 
-static REPLICA_SET: Printer = Printer {
+pub(crate) static REPLICA_SET: Printer = Printer {
     columns: REPLICAS_COLUMNS,
     cells: |o, now| replica_counts(o, now, label_selector(&o["spec"]["selector"])),
 };
 
 /// A ReplicationController's selector is a plain label map.
-static REPLICATION_CONTROLLER: Printer = Printer {
+pub(crate) static REPLICATION_CONTROLLER: Printer = Printer {
     columns: REPLICAS_COLUMNS,
     cells: |o, now| replica_counts(o, now, labels(&o["spec"]["selector"])),
 };
@@ -491,7 +458,7 @@ fn replica_counts(o: &Value, now: DateTime<Utc>, selector: String) -> Vec<Value>
     ]
 }
 
-static STATEFUL_SET: Printer = Printer {
+pub(crate) static STATEFUL_SET: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Ready", "string", 0),
@@ -513,7 +480,7 @@ static STATEFUL_SET: Printer = Printer {
     },
 };
 
-static DAEMON_SET: Printer = Printer {
+pub(crate) static DAEMON_SET: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Desired", "integer", 0),
@@ -546,7 +513,7 @@ static DAEMON_SET: Printer = Printer {
     },
 };
 
-static CONTROLLER_REVISION: Printer = Printer {
+pub(crate) static CONTROLLER_REVISION: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Controller", "string", 0),
@@ -583,7 +550,7 @@ static CONTROLLER_REVISION: Printer = Printer {
     },
 };
 
-static JOB: Printer = Printer {
+pub(crate) static JOB: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Status", "string", 0),
@@ -641,7 +608,7 @@ fn job(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     ]
 }
 
-static CRON_JOB: Printer = Printer {
+pub(crate) static CRON_JOB: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Schedule", "string", 0),
@@ -683,7 +650,7 @@ static CRON_JOB: Printer = Printer {
     },
 };
 
-static NODE: Printer = Printer {
+pub(crate) static NODE: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Status", "string", 0),
@@ -756,7 +723,7 @@ fn node(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     ]
 }
 
-static PERSISTENT_VOLUME: Printer = Printer {
+pub(crate) static PERSISTENT_VOLUME: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Capacity", "string", 0),
@@ -794,7 +761,7 @@ static PERSISTENT_VOLUME: Printer = Printer {
     },
 };
 
-static PERSISTENT_VOLUME_CLAIM: Printer = Printer {
+pub(crate) static PERSISTENT_VOLUME_CLAIM: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Status", "string", 0),
@@ -869,7 +836,7 @@ fn storage_class<'a>(o: &'a Value, field: &str) -> &'a str {
     }
 }
 
-static STORAGE_CLASS: Printer = Printer {
+pub(crate) static STORAGE_CLASS: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Provisioner", "string", 0),
@@ -908,7 +875,7 @@ static STORAGE_CLASS: Printer = Printer {
     },
 };
 
-static ENDPOINTS: Printer = Printer {
+pub(crate) static ENDPOINTS: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Endpoints", "string", 0),
@@ -956,7 +923,7 @@ fn endpoints(o: &Value) -> String {
     }
 }
 
-static ENDPOINT_SLICE: Printer = Printer {
+pub(crate) static ENDPOINT_SLICE: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("AddressType", "string", 0),
@@ -1005,7 +972,7 @@ fn first_three(items: impl Iterator<Item = String>) -> String {
     }
 }
 
-static POD_DISRUPTION_BUDGET: Printer = Printer {
+pub(crate) static POD_DISRUPTION_BUDGET: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Min Available", "string", 0),
@@ -1030,7 +997,7 @@ static POD_DISRUPTION_BUDGET: Printer = Printer {
     },
 };
 
-static HORIZONTAL_POD_AUTOSCALER: Printer = Printer {
+pub(crate) static HORIZONTAL_POD_AUTOSCALER: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Reference", "string", 0),
@@ -1230,7 +1197,7 @@ fn unset_if_absent(v: &Value) -> Value {
     json!(v.as_str().unwrap_or("<unset>"))
 }
 
-static LEASE: Printer = Printer {
+pub(crate) static LEASE: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Holder", "string", 0),
@@ -1245,7 +1212,7 @@ static LEASE: Printer = Printer {
     },
 };
 
-static BINDING: Printer = Printer {
+pub(crate) static BINDING: Printer = Printer {
     columns: &[
         ("Name", "string", 0),
         ("Role", "string", 0),
@@ -1352,6 +1319,15 @@ mod tests {
         DateTime::parse_from_rfc3339("2026-11-26T12:00:00Z")
             .unwrap()
             .with_timezone(&Utc)
+    }
+
+    /// The printer of `group`'s `kind`, as its strategy gives it.
+    fn of(group: &str, kind: &str) -> &'static Printer {
+        let catalog = crate::catalog::Catalog::default();
+        let res = (catalog.all())
+            .find(|r| r.group == group && r.kind == kind)
+            .unwrap_or_else(|| panic!("{group}/{kind} is not a built-in kind"));
+        crate::registry::of(res).printer()
     }
 
     fn cells(group: &str, kind: &str, o: Value) -> Vec<Value> {

@@ -128,7 +128,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
             return Err(attrs.forbidden(&user));
         }
     }
-    let reg = || inner.store.lock().registry.clone();
+    let reg = || inner.store.lock().catalog.clone();
     let aggregated = |core: bool| {
         let body = serde_json::to_vec(&discovery::aggregated(&reg(), core)).unwrap_or_default();
         Response::builder()

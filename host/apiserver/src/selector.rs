@@ -5,8 +5,7 @@
 
 use serde_json::Value;
 
-use super::events;
-use super::registry::Resource;
+use super::catalog::Resource;
 use super::status::ApiError;
 use wasmctrl_scope::selector::Selector;
 use wasmctrl_scope::shard;
@@ -24,12 +23,15 @@ pub struct Selectors {
 }
 
 impl Selectors {
-    /// Parses the `labelSelector`, `fieldSelector` and `shardSelector` query parameters.
+    /// Parses the `labelSelector`, `fieldSelector` and `shardSelector` query parameters of a
+    /// list or watch of `res`, whose kind can further be selected by `kind_fields` (its
+    /// strategy's).
     pub fn parse(
         labels: Option<&str>,
         fields: Option<&str>,
         shards: Option<&str>,
         res: &Resource,
+        kind_fields: &[Field],
     ) -> Result<Self, ApiError> {
         let shards = match shards.filter(|s| !s.is_empty()) {
             Some(text) => {
@@ -41,7 +43,7 @@ impl Selectors {
         };
         Ok(Self {
             labels: LabelSelector::parse(labels.unwrap_or(""))?,
-            fields: FieldSelector::parse(fields.unwrap_or(""), res)?,
+            fields: FieldSelector::parse(fields.unwrap_or(""), res, kind_fields)?,
             shards,
         })
     }
@@ -104,7 +106,7 @@ struct Term {
 }
 
 /// A selectable field of a built-in kind: `(field label, JSON pointer, value when absent)`.
-type Field = (&'static str, &'static str, &'static str);
+pub(crate) type Field = (&'static str, &'static str, &'static str);
 
 /// The selectable fields every resource has.
 const META_FIELDS: &[Field] = &[
@@ -114,7 +116,7 @@ const META_FIELDS: &[Field] = &[
 
 /// core/v1 Events' further selectable fields, as kube-apiserver's Event strategy defines them
 /// (`source` is the source's component, `reportingComponent` the reporting controller).
-const EVENT_FIELDS: &[Field] = &[
+pub(crate) const EVENT_FIELDS: &[Field] = &[
     ("involvedObject.kind", "/involvedObject/kind", ""),
     ("involvedObject.namespace", "/involvedObject/namespace", ""),
     ("involvedObject.name", "/involvedObject/name", ""),
@@ -138,7 +140,7 @@ const EVENT_FIELDS: &[Field] = &[
 
 /// Pods' further selectable fields (kube's Pod strategy): what kubelets, `kubectl drain` and
 /// `kubectl describe node` select by.
-const POD_FIELDS: &[Field] = &[
+pub(crate) const POD_FIELDS: &[Field] = &[
     ("spec.nodeName", "/spec/nodeName", ""),
     ("spec.restartPolicy", "/spec/restartPolicy", ""),
     ("spec.schedulerName", "/spec/schedulerName", ""),
@@ -149,54 +151,31 @@ const POD_FIELDS: &[Field] = &[
     ("status.nominatedNodeName", "/status/nominatedNodeName", ""),
 ];
 
-const NAMESPACE_FIELDS: &[Field] = &[("status.phase", "/status/phase", "")];
+pub(crate) const NAMESPACE_FIELDS: &[Field] = &[("status.phase", "/status/phase", "")];
 
-const SECRET_FIELDS: &[Field] = &[("type", "/type", "")];
+pub(crate) const SECRET_FIELDS: &[Field] = &[("type", "/type", "")];
 
-const NODE_FIELDS: &[Field] = &[("spec.unschedulable", "/spec/unschedulable", "false")];
+pub(crate) const NODE_FIELDS: &[Field] = &[("spec.unschedulable", "/spec/unschedulable", "false")];
 
 /// ReplicaSets' and ReplicationControllers'.
-const REPLICAS_FIELDS: &[Field] = &[("status.replicas", "/status/replicas", "0")];
+pub(crate) const REPLICAS_FIELDS: &[Field] = &[("status.replicas", "/status/replicas", "0")];
 
-const JOB_FIELDS: &[Field] = &[("status.successful", "/status/succeeded", "0")];
+pub(crate) const JOB_FIELDS: &[Field] = &[("status.successful", "/status/succeeded", "0")];
 
-const SERVICE_FIELDS: &[Field] = &[
+pub(crate) const SERVICE_FIELDS: &[Field] = &[
     ("spec.clusterIP", "/spec/clusterIP", ""),
     ("spec.type", "/spec/type", ""),
 ];
 
-const CSR_FIELDS: &[Field] = &[("spec.signerName", "/spec/signerName", "")];
+pub(crate) const CSR_FIELDS: &[Field] = &[("spec.signerName", "/spec/signerName", "")];
 
 /// PersistentVolumes' and PersistentVolumeClaims' (a legacy spelling of `metadata.name`).
-const VOLUME_FIELDS: &[Field] = &[("name", "/metadata/name", "")];
-
-/// The further selectable fields of a built-in kind, as each kind's registry strategy in
-/// kube-apiserver 1.32 lists them (`ToSelectableFields`).
-fn builtin_fields(res: &Resource) -> &'static [Field] {
-    if events::is_core_events(&res.group, &res.plural) {
-        return EVENT_FIELDS;
-    }
-    if res.custom {
-        return &[];
-    }
-    match (res.group.as_str(), res.kind.as_str()) {
-        ("", "Pod") => POD_FIELDS,
-        ("", "Namespace") => NAMESPACE_FIELDS,
-        ("", "Secret") => SECRET_FIELDS,
-        ("", "Node") => NODE_FIELDS,
-        ("", "ReplicationController") | ("apps", "ReplicaSet") => REPLICAS_FIELDS,
-        ("", "Service") => SERVICE_FIELDS,
-        ("", "PersistentVolume" | "PersistentVolumeClaim") => VOLUME_FIELDS,
-        ("batch", "Job") => JOB_FIELDS,
-        ("certificates.k8s.io", "CertificateSigningRequest") => CSR_FIELDS,
-        _ => &[],
-    }
-}
+pub(crate) const VOLUME_FIELDS: &[Field] = &[("name", "/metadata/name", "")];
 
 impl FieldSelector {
     /// Parses the `fieldSelector` query parameter for a list or watch of `res`; fields it
     /// cannot select by are a 400 like kube-apiserver's.
-    pub fn parse(s: &str, res: &Resource) -> Result<Self, ApiError> {
+    pub fn parse(s: &str, res: &Resource, kind_fields: &[Field]) -> Result<Self, ApiError> {
         let mut out = Vec::new();
         if s.trim().is_empty() {
             return Ok(Self(out));
@@ -216,7 +195,7 @@ impl FieldSelector {
             let k = k.trim();
             let known = META_FIELDS
                 .iter()
-                .chain(builtin_fields(res))
+                .chain(kind_fields)
                 .find(|(label, ..)| *label == k)
                 .map(|&(_, pointer, absent)| (pointer.to_string(), absent))
                 .or_else(|| {
@@ -256,9 +235,14 @@ impl FieldSelector {
 
 #[cfg(test)]
 mod tests {
-    use super::super::registry::Registry;
+    use super::super::catalog::Catalog;
     use super::*;
     use serde_json::json;
+
+    /// A field selector parsed for `res`, with its kind's fields as its strategy gives them.
+    fn parse_for(s: &str, res: &Resource) -> Result<FieldSelector, ApiError> {
+        FieldSelector::parse(s, res, crate::registry::of(res).selectable_fields())
+    }
 
     #[test]
     fn label_selector_operators() {
@@ -286,9 +270,9 @@ mod tests {
 
     #[test]
     fn field_selector() {
-        let registry = Registry::default();
-        let configmaps = registry.get("", "v1", "configmaps").unwrap();
-        let parse = |s| FieldSelector::parse(s, &configmaps);
+        let catalog = Catalog::default();
+        let configmaps = catalog.get("", "v1", "configmaps").unwrap();
+        let parse = |s| parse_for(s, &configmaps);
         let o = json!({"metadata": {"name": "x", "namespace": "ns"}});
         assert!(parse("metadata.name=x").unwrap().matches(&o));
         assert!(!parse("metadata.namespace!=ns").unwrap().matches(&o));
@@ -298,8 +282,8 @@ mod tests {
 
     #[test]
     fn pods_select_by_node_phase_and_the_zero_value_of_an_absent_bool() {
-        let registry = Registry::default();
-        let pods = registry.get("", "v1", "pods").unwrap();
+        let catalog = Catalog::default();
+        let pods = catalog.get("", "v1", "pods").unwrap();
         let pod = json!({"metadata": {"name": "p", "namespace": "default"},
             "spec": {"nodeName": "node1", "restartPolicy": "Always"},
             "status": {"phase": "Running", "podIP": "10.0.0.7"}});
@@ -313,36 +297,30 @@ mod tests {
             ("spec.hostNetwork=true", false),
             ("status.nominatedNodeName=", true),
         ] {
-            assert_eq!(
-                FieldSelector::parse(sel, &pods).unwrap().matches(&pod),
-                want,
-                "{sel}"
-            );
+            assert_eq!(parse_for(sel, &pods).unwrap().matches(&pod), want, "{sel}");
         }
         let host = json!({"spec": {"hostNetwork": true}});
         assert!(
-            FieldSelector::parse("spec.hostNetwork=true", &pods)
+            parse_for("spec.hostNetwork=true", &pods)
                 .unwrap()
                 .matches(&host)
         );
-        let secrets = registry.get("", "v1", "secrets").unwrap();
+        let secrets = catalog.get("", "v1", "secrets").unwrap();
         let tls = json!({"type": "kubernetes.io/tls"});
         assert!(
-            FieldSelector::parse("type=kubernetes.io/tls", &secrets)
+            parse_for("type=kubernetes.io/tls", &secrets)
                 .unwrap()
                 .matches(&tls)
         );
         assert_eq!(
-            FieldSelector::parse("spec.nodeName=x", &secrets)
-                .unwrap_err()
-                .code,
+            parse_for("spec.nodeName=x", &secrets).unwrap_err().code,
             400
         );
     }
 
     #[test]
     fn each_builtin_kind_selects_by_the_fields_kube_registers_for_it() {
-        let registry = Registry::default();
+        let catalog = Catalog::default();
         for (group, plural, object, selector, want) in [
             (
                 "",
@@ -402,15 +380,15 @@ mod tests {
                 true,
             ),
         ] {
-            let res = registry
+            let res = catalog
                 .get(group, "v1", plural)
                 .unwrap_or_else(|| panic!("{plural}"));
-            let parsed = FieldSelector::parse(selector, &res)
+            let parsed = parse_for(selector, &res)
                 .unwrap_or_else(|e| panic!("{plural} {selector}: {}", e.message));
             assert_eq!(parsed.matches(&object), want, "{plural} {selector}");
         }
-        let deployments = registry.get("apps", "v1", "deployments").unwrap();
-        let refused = FieldSelector::parse("status.replicas=1", &deployments).unwrap_err();
+        let deployments = catalog.get("apps", "v1", "deployments").unwrap();
+        let refused = parse_for("status.replicas=1", &deployments).unwrap_err();
         assert_eq!(
             (refused.code, refused.message.as_str()),
             (400, "field label not supported: status.replicas")
@@ -423,7 +401,7 @@ mod tests {
             "names": {"plural": "widgets", "kind": "Widget"},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "selectableFields": [{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"}]}]}});
-        let widgets = super::super::registry::crd_resource(&crd).unwrap();
+        let widgets = super::super::catalog::crd_resource(&crd).unwrap();
         let w = json!({"spec": {"color": "red", "size": 3}});
         for (sel, want) in [
             ("spec.color=red", true),
@@ -431,24 +409,18 @@ mod tests {
             ("spec.size=3", true),
             ("spec.size=4", false),
         ] {
-            assert_eq!(
-                FieldSelector::parse(sel, &widgets).unwrap().matches(&w),
-                want,
-                "{sel}"
-            );
+            assert_eq!(parse_for(sel, &widgets).unwrap().matches(&w), want, "{sel}");
         }
         assert_eq!(
-            FieldSelector::parse("spec.shape=round", &widgets)
-                .unwrap_err()
-                .code,
+            parse_for("spec.shape=round", &widgets).unwrap_err().code,
             400
         );
     }
 
     #[test]
     fn core_events_select_by_what_they_are_about() {
-        let registry = Registry::default();
-        let core = registry.get("", "v1", "events").unwrap();
+        let catalog = Catalog::default();
+        let core = catalog.get("", "v1", "events").unwrap();
         let ev = json!({"metadata": {"name": "vm.1", "namespace": "default"},
             "involvedObject": {"kind": "VirtualMachine", "namespace": "default", "name": "vm", "uid": "u-1"},
             "reason": "Active", "type": "Normal", "reportingComponent": "wasmctrl",
@@ -456,7 +428,7 @@ mod tests {
         // What `kubectl describe vm vm` asks for.
         let describe = "involvedObject.name=vm,involvedObject.namespace=default,\
                         involvedObject.kind=VirtualMachine,involvedObject.uid=u-1";
-        assert!(FieldSelector::parse(describe, &core).unwrap().matches(&ev));
+        assert!(parse_for(describe, &core).unwrap().matches(&ev));
         for (sel, want) in [
             ("involvedObject.name=other", false),
             ("reason=Active,type!=Warning", true),
@@ -464,18 +436,12 @@ mod tests {
             ("source=kubelet", true),
             ("involvedObject.fieldPath=", true),
         ] {
-            assert_eq!(
-                FieldSelector::parse(sel, &core).unwrap().matches(&ev),
-                want,
-                "{sel}"
-            );
+            assert_eq!(parse_for(sel, &core).unwrap().matches(&ev), want, "{sel}");
         }
         // events.k8s.io serves the same objects but, as kube-apiserver, selects by name only.
-        let v1 = registry.get("events.k8s.io", "v1", "events").unwrap();
+        let v1 = catalog.get("events.k8s.io", "v1", "events").unwrap();
         assert_eq!(
-            FieldSelector::parse("involvedObject.name=vm", &v1)
-                .unwrap_err()
-                .code,
+            parse_for("involvedObject.name=vm", &v1).unwrap_err().code,
             400
         );
     }

@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::catalog::{self, Catalog, ResKey};
 use super::compaction::{self, Compaction};
 use super::events;
 use super::json::str_at;
 use super::metrics::{self, Metrics};
 use super::persist::{Log, Record};
-use super::registry::{self, Registry, ResKey};
 use super::schema;
 use super::status::ApiError;
 
@@ -82,7 +82,7 @@ pub struct State {
     /// Last assigned resourceVersion.
     pub rv: u64,
     /// Served resources.
-    pub registry: Registry,
+    pub catalog: Catalog,
     /// Objects per resource.
     pub tables: HashMap<ResKey, Table>,
     history_cap: usize,
@@ -132,9 +132,9 @@ impl State {
     /// do (nothing is written).
     pub fn default_custom_objects(&mut self, crd: Option<&Value>) {
         let only = crd
-            .and_then(registry::crd_resource)
+            .and_then(catalog::crd_resource)
             .map(|r| (r.group, r.plural));
-        let resources: Vec<Arc<registry::Resource>> = (self.registry.all())
+        let resources: Vec<Arc<catalog::Resource>> = (self.catalog.all())
             .filter(|r| {
                 r.custom
                     && only
@@ -144,7 +144,7 @@ impl State {
             .cloned()
             .collect();
         for r in resources {
-            let Some(table) = self.tables.get_mut(&registry::storage_key(&r)) else {
+            let Some(table) = self.tables.get_mut(&catalog::storage_key(&r)) else {
                 continue;
             };
             for obj in table.objects.values_mut() {
@@ -329,10 +329,10 @@ impl State {
     /// their one storage, as kube's two stores count one prefix.
     pub fn object_counts(&self) -> Vec<(String, i64)> {
         let mut seen = std::collections::BTreeSet::new();
-        (self.registry.all())
+        (self.catalog.all())
             .filter(|r| !r.create_only && seen.insert((r.group.as_str(), r.plural.as_str())))
             .map(|r| {
-                let table = self.tables.get(&registry::storage_key(r));
+                let table = self.tables.get(&catalog::storage_key(r));
                 let n = table.map_or(0, |t| t.objects.len());
                 let n = i64::try_from(n).unwrap_or(i64::MAX);
                 (metrics::group_resource(&r.group, &r.plural), n)
@@ -392,7 +392,7 @@ impl Store {
     pub fn new(history_cap: usize, log: Option<(Log, Vec<Record>)>) -> Self {
         let mut st = State {
             rv: 0,
-            registry: Registry::default(),
+            catalog: Catalog::default(),
             tables: HashMap::new(),
             history_cap,
             snapshots: VecDeque::new(),
@@ -422,7 +422,7 @@ impl Store {
                             .unwrap_or(0);
                         st.rv = st.rv.max(rv);
                         if key.0 == "apiextensions.k8s.io" {
-                            st.registry.register_crd(&obj);
+                            st.catalog.register_crd(&obj);
                         }
                         let k = (
                             str_at(&obj, "/metadata/namespace").to_string(),
@@ -442,7 +442,7 @@ impl Store {
                         if let Some(old) = st.table(&key).objects.remove(&(namespace, name))
                             && key.0 == "apiextensions.k8s.io"
                         {
-                            st.registry.unregister_crd(&old);
+                            st.catalog.unregister_crd(&old);
                         }
                     }
                 }

@@ -12,8 +12,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::catalog::Catalog;
 use super::discovery;
-use super::registry::Registry;
 use super::typed;
 
 /// The media type of the protobuf form, as kube-apiserver answers it (client-go asks for
@@ -27,7 +27,7 @@ pub fn wants_protobuf(accept: &str) -> bool {
 
 /// The built-in kinds' definitions (the same for every registry: built-in kinds are always
 /// served), made once.
-fn builtin_definitions(reg: &Registry) -> Map<String, Value> {
+fn builtin_definitions(reg: &Catalog) -> Map<String, Value> {
     static BUILTIN: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
     BUILTIN
         .get_or_init(|| {
@@ -50,7 +50,7 @@ fn builtin_definitions(reg: &Registry) -> Map<String, Value> {
 }
 
 /// The Swagger 2.0 document: every served kind's definition and those they refer to.
-pub fn document(reg: &Registry) -> Value {
+pub fn document(reg: &Catalog) -> Value {
     let mut definitions = builtin_definitions(reg);
     for (group, versions) in reg.groups() {
         for version in versions {

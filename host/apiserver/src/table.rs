@@ -8,8 +8,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::catalog::Resource;
 use super::printers;
-use super::registry::Resource;
+use super::registry;
 
 fn column(name: &str, ty: &str, priority: u64) -> Value {
     let format = if name == "Name" { "name" } else { "" };
@@ -19,8 +20,7 @@ fn column(name: &str, ty: &str, priority: u64) -> Value {
 /// Column definitions of a resource.
 pub fn columns(r: &Resource) -> Vec<Value> {
     if !r.custom {
-        let p = printers::of(&r.group, &r.kind);
-        return p
+        return (registry::of(r).printer())
             .columns
             .iter()
             .map(|&(n, t, pr)| column(n, t, pr.into()))
@@ -87,7 +87,7 @@ fn row(r: &Resource, obj: &Value, now: DateTime<Utc>) -> Value {
         }
         cells
     } else {
-        (printers::of(&r.group, &r.kind).cells)(obj, now)
+        (registry::of(r).printer().cells)(obj, now)
     };
     json!({
         "cells": cells,
@@ -110,7 +110,7 @@ pub fn table<'a>(r: &Resource, objs: impl Iterator<Item = &'a Value>, metadata: 
 
 #[cfg(test)]
 mod tests {
-    use super::super::registry::PrinterColumn;
+    use super::super::catalog::PrinterColumn;
     use super::*;
 
     #[test]
@@ -189,7 +189,7 @@ mod tests {
             "versions": [{"name": "v1", "served": true, "storage": true, "additionalPrinterColumns": [
                 {"name": "N", "type": "integer", "jsonPath": ".spec.n"},
                 {"name": "Detail", "type": "string", "jsonPath": ".spec.d", "priority": 1}]}]}});
-        let r = super::super::registry::crd_resource(&crd).unwrap();
+        let r = super::super::catalog::crd_resource(&crd).unwrap();
         let priorities: Vec<_> = columns(&r).iter().map(|c| c["priority"].clone()).collect();
         assert_eq!(priorities, [json!(0), json!(0), json!(1)]);
     }

@@ -9,19 +9,18 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::{
-    check_crd, check_create, check_namespace, check_shape, check_subresource_update, check_type,
-    check_update, convert_in, decode_yaml, dry_run, invalid, manager, meta_errors, now,
-    random_suffix,
+    check_create, check_namespace, check_shape, check_subresource_update, check_type, check_update,
+    convert_in, decode_yaml, dry_run, invalid, manager, meta_errors, now,
 };
 use super::apply::{self, ApplyRequest, Scope};
-use super::defaults;
 use super::delete::{finalize_delete, has_spec_finalizers};
 use super::events;
 use super::handlers::{Query, Target, flag};
 use super::json::str_at;
+use super::names::random_suffix;
 use super::patch::{self, PatchType};
 use super::protobuf;
-use super::registry::crd_status;
+use super::registry::{self, Strategy};
 use super::schema;
 use super::status::{ApiError, ApiResult};
 use super::store::State;
@@ -102,17 +101,18 @@ pub fn create_locked(
         m["namespace"] = json!(ns);
     }
     let meta_errors = meta_errors(t, &obj);
+    let strategy = registry::of(&t.res);
     let now = now();
     let m = &mut obj["metadata"];
     m["uid"] = json!(uuid::Uuid::new_v4().to_string());
     m["creationTimestamp"] = json!(now);
-    if t.res.has_generation() {
+    if strategy.has_generation() {
         m["generation"] = json!(1);
     } else if let Some(mm) = m.as_object_mut() {
         mm.remove("generation");
     }
     protobuf::canonical_quantities(&mut obj);
-    defaults::apply(st, t, &mut obj, None);
+    strategy.default(st, &mut obj, None);
     let m = &mut obj["metadata"];
     if let Some(mm) = m.as_object_mut() {
         for k in [
@@ -129,32 +129,7 @@ pub fn create_locked(
     {
         o.remove("status");
     }
-    match (t.res.group.as_str(), t.res.plural.as_str()) {
-        // kube-apiserver starts every Pod as Pending (no kubelet here moves it on).
-        ("", "pods") => defaults::admit_pod(st, &mut obj)?,
-        // Read back with the phase kube's defaults give them.
-        // kube's DaemonSet strategy numbers template versions in an annotation.
-        ("apps", "daemonsets") => {
-            obj["metadata"]["annotations"][TEMPLATE_GENERATION] = json!("1");
-        }
-        ("", "persistentvolumeclaims") => {
-            defaults::default_storage_class(st, &mut obj);
-            obj["status"] = json!({"phase": "Pending"});
-        }
-        ("", "persistentvolumes") => {
-            obj["status"] = json!({"phase": "Pending", "lastPhaseTransitionTime": now});
-        }
-        ("", "namespaces") => {
-            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
-            obj["spec"]["finalizers"] = json!(["kubernetes"]);
-            obj["status"] = json!({"phase": "Active"});
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            check_crd(st, &obj, None)?;
-            obj["status"] = crd_status(&obj, &now);
-        }
-        _ => {}
-    }
+    strategy.prepare_for_create(st, &mut obj, &now)?;
     convert_in(t, &mut obj)?;
     admit(t, &mut obj, None, q)?;
     // Before the name is looked up, as kube validates before it stores.
@@ -179,33 +154,8 @@ pub fn create_locked(
     if dry_run(q) {
         return Ok(obj);
     }
-    if t.res.plural == "customresourcedefinitions" {
-        st.registry.register_crd(&obj);
-        st.default_custom_objects(Some(&obj));
-    }
+    strategy.storing(st, &obj);
     Ok((*st.put(&t.key(), obj)?).clone())
-}
-
-/// The annotation kube's DaemonSet strategy counts template changes in.
-const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
-
-/// What a change must touch to bump the generation, as kube's strategies define it:
-/// everything but metadata (but a Deployment's annotations, which kube copies to its
-/// ReplicaSets), and but the status where the status has its own subresource.
-fn strip_spec(t: &Target, o: &Value) -> Value {
-    let mut v = o.clone();
-    if let Some(m) = v.as_object_mut() {
-        let meta = m.remove("metadata");
-        if (t.res.group.as_str(), t.res.kind.as_str()) == ("apps", "Deployment")
-            && let Some(annotations) = meta.as_ref().and_then(|m| m.get("annotations"))
-        {
-            m.insert("metadata.annotations".into(), annotations.clone());
-        }
-        if t.res.status {
-            m.remove("status");
-        }
-    }
-    v
 }
 
 /// How an update was requested.
@@ -220,17 +170,15 @@ pub(crate) enum Kind {
 }
 
 /// What an update through `t`'s subresource writes, as the managed-fields scope it is
-/// recorded under: `status`, or one field (kube's strategy for the subresource takes the rest
-/// from the stored object); `None` for the main resource.
-fn subresource_scope(t: &Target) -> Option<Scope> {
-    Some(match t.sub.as_deref()? {
-        "status" => Scope::Status,
-        "ephemeralcontainers" => {
-            Scope::Part("ephemeralcontainers", &["spec", "ephemeralContainers"])
-        }
-        "approval" => Scope::Part("approval", &["status", "conditions"]),
-        _ => return None,
-    })
+/// recorded under: `status`, or the one part its strategy says (kube's strategy for the
+/// subresource takes the rest from the stored object); `None` for the main resource.
+fn subresource_scope(t: &Target, strategy: &dyn Strategy) -> Option<Scope> {
+    let sub = t.sub.as_deref()?;
+    if sub == "status" {
+        return Some(Scope::Status);
+    }
+    let (name, path) = strategy.subresource_part(sub)?;
+    Some(Scope::Part(name, path))
 }
 
 /// Finishes any update: `new` is the requested full object (body or patched result).
@@ -244,7 +192,8 @@ pub(crate) fn update_locked(
     ua: &str,
 ) -> ApiResult<Value> {
     let name = str_at(cur, "/metadata/name").to_string();
-    let sub_scope = subresource_scope(t);
+    let strategy = registry::of(&t.res);
+    let sub_scope = subresource_scope(t, strategy);
     // Through a subresource, only its part of the object is written.
     let status = sub_scope.is_some();
     // Optimistic concurrency: a resourceVersion in the request must match.
@@ -324,13 +273,11 @@ pub(crate) fn update_locked(
     convert_in(t, &mut out)?;
     protobuf::canonical_quantities(&mut out);
     if !status {
-        defaults::apply(st, t, &mut out, Some(cur));
+        strategy.default(st, &mut out, Some(cur));
     }
     let now = now();
-    match t.sub.as_deref() {
-        Some("ephemeralcontainers") => defaults::ephemeral_containers(&mut out),
-        Some("approval") => defaults::condition_times(&mut out, cur, &now),
-        _ => {}
+    if let Some(sub) = t.sub.as_deref() {
+        strategy.prepare_subresource_update(sub, &mut out, cur, &now);
     }
     admit(t, &mut out, Some(cur), q)?;
     match sub_scope {
@@ -362,30 +309,19 @@ pub(crate) fn update_locked(
             ));
         }
     }
-    if !status && t.res.has_generation() && strip_spec(t, cur) != strip_spec(t, &out) {
+    if !status
+        && strategy.has_generation()
+        && strategy.generation_source(cur, t.res.status)
+            != strategy.generation_source(&out, t.res.status)
+    {
         let g = cur
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
         out["metadata"]["generation"] = json!(g + 1);
     }
-    if !status
-        && (t.res.group.as_str(), t.res.plural.as_str()) == ("apps", "daemonsets")
-        && cur["spec"]["template"] != out["spec"]["template"]
-    {
-        let n = (cur["metadata"]["annotations"][TEMPLATE_GENERATION].as_str())
-            .and_then(|g| g.parse::<i64>().ok())
-            .unwrap_or(0);
-        out["metadata"]["annotations"][TEMPLATE_GENERATION] = json!((n + 1).to_string());
-    }
-    if t.res.plural == "customresourcedefinitions" && !status {
-        check_crd(st, &out, Some(cur))?;
-        let mut s = crd_status(&out, &now);
-        // Keep condition timestamps stable across unrelated updates.
-        if let Some(c) = cur.pointer("/status/conditions") {
-            s["conditions"] = c.clone();
-        }
-        out["status"] = s;
+    if !status {
+        strategy.prepare_for_update(st, &mut out, cur, &now)?;
     }
     if kind != Kind::Apply {
         let mgr = manager(q, ua);
@@ -417,10 +353,7 @@ pub(crate) fn update_locked(
     if deleting && !graceful && fins(&out).is_empty() && !has_spec_finalizers(&out) {
         return finalize_delete(st, t, &out);
     }
-    if t.res.plural == "customresourcedefinitions" {
-        st.registry.register_crd(&out);
-        st.default_custom_objects(Some(&out));
-    }
+    strategy.storing(st, &out);
     Ok((*st.put(&t.key(), out)?).clone())
 }
 
@@ -514,7 +447,8 @@ pub fn update(
     }
     let mut st = inner.store.lock();
     let cur = current(&st, t, name).ok_or_else(|| t.not_found(name))?;
-    if str_at(&obj, "/metadata/resourceVersion").is_empty() && !t.res.allows_unconditional_update()
+    if str_at(&obj, "/metadata/resourceVersion").is_empty()
+        && !registry::of(&t.res).allows_unconditional_update()
     {
         // Worded as kube's store words it: the resource, not the kind, names the object.
         return Err(ApiError::invalid(
@@ -584,7 +518,7 @@ pub fn patch(
                 force: flag(q, "force"),
                 api_version: &t.api_version(),
                 custom: t.res.custom,
-                scope: subresource_scope(t).unwrap_or(Scope::Main {
+                scope: subresource_scope(t, registry::of(&t.res)).unwrap_or(Scope::Main {
                     status_sub: t.res.status,
                 }),
                 now: &now(),
@@ -704,7 +638,7 @@ pub(crate) fn bind_locked(
     node: &str,
 ) -> ApiResult<Value> {
     let pod = pod.to_string();
-    let Some(pods) = st.registry.get("", "v1", "pods") else {
+    let Some(pods) = st.catalog.get("", "v1", "pods") else {
         return Err(ApiError::not_found_path());
     };
     // Through the `binding` subresource: the one write that may set a Pod's node (a Pod

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::{MANAGER, target};
 use crate::handlers::Query;
 use crate::json::str_at;
+use crate::registry::core::{CONFIG_MAP, SERVICE_ACCOUNT};
 use crate::store::State;
 use crate::write;
 
@@ -33,7 +34,7 @@ pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
         if st.get(&accounts, &ns, "default").is_none()
             && let Some(t) = target(st, "", "serviceaccounts", &ns, None)
         {
-            let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            let account = json!({"apiVersion": SERVICE_ACCOUNT.api_version, "kind": SERVICE_ACCOUNT.kind,
                 "metadata": {"name": "default", "namespace": ns}});
             changed |= written(write::create_locked(
                 st,
@@ -50,7 +51,7 @@ pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
         let wanted = json!({"ca.crt": ca_pem});
         match st.get(&maps, &ns, "kube-root-ca.crt") {
             None => {
-                let map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                let map = json!({"apiVersion": CONFIG_MAP.api_version, "kind": CONFIG_MAP.kind,
                     "metadata": {"name": "kube-root-ca.crt", "namespace": ns,
                         "annotations": {"kubernetes.io/description": DESCRIPTION}},
                     "data": wanted});

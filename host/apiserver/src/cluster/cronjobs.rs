@@ -28,6 +28,7 @@ use crate::cron::{self, Schedule};
 use crate::delete;
 use crate::handlers::Target;
 use crate::json::str_at;
+use crate::registry::batch::{CRON_JOB, JOB};
 use crate::store::State;
 
 /// The annotation giving the time a CronJob's Job was scheduled for.
@@ -84,7 +85,7 @@ fn sync_one(st: &mut State, cj: &Arc<Value>, now: DateTime<Utc>) -> bool {
             (j.pointer("/metadata/ownerReferences")
                 .and_then(Value::as_array))
             .and_then(|refs| refs.iter().find(|r| r["controller"] == true))
-            .is_some_and(|r| r["kind"] == "CronJob" && r["name"] == name)
+            .is_some_and(|r| r["kind"] == CRON_JOB.kind && r["name"] == name)
         })
         .collect();
     let mut status = match cj.get("status") {
@@ -166,7 +167,7 @@ fn in_active(status: &Value, uid: &str) -> bool {
 /// The object reference to a Job that `status.active` lists (`getRef`).
 fn reference(job: &Value) -> Value {
     let meta = &job["metadata"];
-    json!({"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+    json!({"apiVersion": JOB.api_version, "kind": JOB.kind, "name": meta["name"],
         "namespace": meta["namespace"], "resourceVersion": meta["resourceVersion"],
         "uid": meta["uid"]})
 }
@@ -306,8 +307,7 @@ fn new_job(cj: &Value, name: &str, scheduled: DateTime<Utc>, zone: chrono_tz::Tz
         .to_rfc3339_opts(SecondsFormat::Secs, true);
     annotations.insert(SCHEDULED_AT.into(), json!(at));
     let owner = controller_ref(
-        "batch/v1",
-        "CronJob",
+        CRON_JOB,
         str_at(cj, "/metadata/name"),
         str_at(cj, "/metadata/uid"),
     );
@@ -316,7 +316,7 @@ fn new_job(cj: &Value, name: &str, scheduled: DateTime<Utc>, zone: chrono_tz::Tz
     if !labels.is_empty() {
         meta["labels"] = json!(labels);
     }
-    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+    json!({"apiVersion": JOB.api_version, "kind": JOB.kind, "metadata": meta,
         "spec": template["spec"]})
 }
 

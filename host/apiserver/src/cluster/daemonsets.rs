@@ -22,6 +22,10 @@ use super::{
 };
 use crate::delete;
 use crate::json::str_at;
+use crate::registry::{
+    apps::{CONTROLLER_REVISION, DAEMON_SET},
+    core::POD,
+};
 use crate::store::State;
 use crate::validate::selects;
 
@@ -225,8 +229,7 @@ fn target_node(pod: &Value) -> Option<String> {
 
 fn owner_ref(ds: &Value) -> Value {
     controller_ref(
-        "apps/v1",
-        "DaemonSet",
+        DAEMON_SET,
         str_at(ds, "/metadata/name"),
         str_at(ds, "/metadata/uid"),
     )
@@ -565,7 +568,7 @@ fn new_pod(ctx: &Ctx<'_>, node: &str) -> Value {
             meta[key] = v.clone();
         }
     }
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    json!({"apiVersion": POD.api_version, "kind": POD.kind, "metadata": meta, "spec": spec})
 }
 
 /// Creates a Pod on each of `create_on` and deletes `delete`, each at most a burst; whether
@@ -655,7 +658,7 @@ fn history(st: &mut State, ds: &Arc<Value>, changed: &mut bool) -> Option<Histor
     let uid = str_at(ds, "/metadata/uid").to_string();
     let t = target(st, "apps", "controllerrevisions", &ns, None)?;
     let selector = &ds["spec"]["selector"];
-    let patch = super::revision_patch(ds, "DaemonSet");
+    let patch = super::revision_patch(ds, DAEMON_SET);
     let (mut current, mut old) = (Vec::new(), Vec::new());
     for rev in objects(st, "apps", "controllerrevisions", Some(&ns)) {
         let matches = selects(selector, &rev["metadata"]["labels"]) == Some(true);
@@ -729,7 +732,7 @@ fn history(st: &mut State, ds: &Arc<Value>, changed: &mut bool) -> Option<Histor
         if let Some(a) = ds["metadata"].get("annotations").filter(|a| !a.is_null()) {
             meta["annotations"] = a.clone();
         }
-        let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+        let rev = json!({"apiVersion": CONTROLLER_REVISION.api_version, "kind": CONTROLLER_REVISION.kind,
             "metadata": meta, "data": patch, "revision": next});
         create(st, &t, rev, "a ControllerRevision").ok()?;
         *changed = true;
@@ -971,9 +974,6 @@ mod tests {
         let h = template_hash(&t, None);
         assert_eq!(h, template_hash(&t, None));
         assert_ne!(h, template_hash(&t, Some(1)));
-        assert!(
-            h.bytes()
-                .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b))
-        );
+        assert!(h.bytes().all(|b| crate::names::SAFE_ALPHABET.contains(&b)));
     }
 }

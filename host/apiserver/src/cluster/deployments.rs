@@ -22,6 +22,7 @@ use super::{
 };
 use crate::admission::now;
 use crate::json::str_at;
+use crate::registry::apps::{DEPLOYMENT, REPLICA_SET};
 use crate::store::State;
 use crate::validate::selects;
 
@@ -152,7 +153,7 @@ fn claim(st: &mut State, d: &Value, changed: &mut bool) -> Sets {
                     .as_array()
                     .cloned()
                     .unwrap_or_default();
-                refs.push(controller_ref("apps/v1", "Deployment", name, uid));
+                refs.push(controller_ref(DEPLOYMENT, name, uid));
                 adopted["metadata"]["ownerReferences"] = json!(refs);
                 let Some(t) = target(st, "apps", "replicasets", ns, None) else {
                     continue;
@@ -314,9 +315,9 @@ fn sync_new_set(
     template["metadata"]["labels"][HASH_LABEL] = json!(hash);
     let mut selector = d["spec"]["selector"].clone();
     selector["matchLabels"][HASH_LABEL] = json!(hash);
-    let mut rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+    let mut rs = json!({"apiVersion": REPLICA_SET.api_version, "kind": REPLICA_SET.kind,
         "metadata": {"name": name, "namespace": ns, "labels": template["metadata"]["labels"],
-            "ownerReferences": [controller_ref("apps/v1", "Deployment", str_at(d, "/metadata/name"), str_at(d, "/metadata/uid"))]},
+            "ownerReferences": [controller_ref(DEPLOYMENT, str_at(d, "/metadata/name"), str_at(d, "/metadata/uid"))]},
         "spec": {"replicas": 0, "selector": selector, "template": template}});
     if let Some(m) = d["spec"]["minReadySeconds"].as_i64() {
         rs["spec"]["minReadySeconds"] = json!(m);
@@ -1003,8 +1004,7 @@ mod tests {
         let h = template_hash(&t, None);
         assert!(!h.is_empty() && h.len() <= 10, "{h}");
         assert!(
-            h.bytes()
-                .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)),
+            h.bytes().all(|b| crate::names::SAFE_ALPHABET.contains(&b)),
             "{h}"
         );
         assert_eq!(h, template_hash(&t, None));

@@ -28,6 +28,10 @@ use serde_json::{Map, Value, json};
 use super::{MANAGER, condition, controller_ref, create, deleting, objects, ready, target, update};
 use crate::delete;
 use crate::json::str_at;
+use crate::registry::{
+    core::{ENDPOINTS, POD, SERVICE},
+    discovery::ENDPOINT_SLICE,
+};
 use crate::store::State;
 
 /// The EndpointSlice controller's name, in its slices' `managed-by` label.
@@ -127,7 +131,7 @@ fn hostname<'a>(pod: &'a Value, svc: &Value) -> Option<&'a str> {
 }
 
 fn target_ref(pod: &Value) -> Value {
-    json!({"kind": "Pod", "namespace": str_at(pod, "/metadata/namespace"),
+    json!({"kind": POD.kind, "namespace": str_at(pod, "/metadata/namespace"),
         "name": str_at(pod, "/metadata/name"), "uid": str_at(pod, "/metadata/uid")})
 }
 
@@ -432,10 +436,10 @@ fn items(v: &Value) -> Vec<Value> {
 fn new_slice(svc: &Value, family: &str, ports: &Value) -> Value {
     let name = str_at(svc, "/metadata/name");
     let (labels, _) = slice_labels(&json!({}), svc);
-    json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+    json!({"apiVersion": ENDPOINT_SLICE.api_version, "kind": ENDPOINT_SLICE.kind,
         "metadata": {"generateName": format!("{name}-"),
             "namespace": str_at(svc, "/metadata/namespace"), "labels": labels,
-            "ownerReferences": [controller_ref("v1", "Service", name, str_at(svc, "/metadata/uid"))]},
+            "ownerReferences": [controller_ref(SERVICE, name, str_at(svc, "/metadata/uid"))]},
         "addressType": family, "endpoints": Value::Null, "ports": ports})
 }
 
@@ -444,9 +448,7 @@ fn owned_by(slice: &Value, svc: &Value) -> bool {
         .as_array()
         .into_iter()
         .flatten())
-    .any(|r| {
-        r["uid"] == svc["metadata"]["uid"] && r["kind"] == "Service" && r["apiVersion"] == "v1"
-    })
+    .any(|r| r["uid"] == svc["metadata"]["uid"] && SERVICE.named_by(r))
 }
 
 /// What one reconcile writes: slices to create, to replace (current, wanted) and to delete.
@@ -944,7 +946,7 @@ fn sync_endpoints(
         }
     }
     let mut new = current.as_deref().cloned().unwrap_or_else(
-        || json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name}}),
+        || json!({"apiVersion": ENDPOINTS.api_version, "kind": ENDPOINTS.kind, "metadata": {"name": name}}),
     );
     let truncated = truncate(&mut subsets);
     if subsets.is_empty() {
@@ -1020,7 +1022,7 @@ mod tests {
     use super::*;
 
     fn address(ip: &str, uid: &str) -> Value {
-        json!({"ip": ip, "targetRef": {"kind": "Pod", "namespace": "d", "name": uid, "uid": uid}})
+        json!({"ip": ip, "targetRef": {"kind": POD.kind, "namespace": "d", "name": uid, "uid": uid}})
     }
 
     #[test]

@@ -35,6 +35,7 @@ use crate::admission::now;
 use crate::delete;
 use crate::handlers::Query;
 use crate::json::str_at;
+use crate::registry::core::NODE;
 use crate::store::State;
 use crate::write;
 
@@ -97,7 +98,7 @@ pub(crate) fn nodes(st: &mut State, kubelet: &Kubelet) -> bool {
         if st.get(&key, "", &name).is_some() {
             continue;
         }
-        let node = json!({"apiVersion": "v1", "kind": "Node",
+        let node = json!({"apiVersion": NODE.api_version, "kind": NODE.kind,
             "metadata": {"name": name, "annotations": {FAKE: "true", "node.alpha.kubernetes.io/ttl": "0"},
                 "labels": {"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
                     "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name,

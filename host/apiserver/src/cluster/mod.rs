@@ -20,6 +20,8 @@ use super::json::str_at;
 use super::status::ApiError;
 use super::store::State;
 use super::write;
+use crate::registry::TypeMeta;
+use crate::registry::core::EVENT;
 
 pub(crate) mod accounts;
 mod cronjobs;
@@ -79,7 +81,7 @@ pub(crate) fn target(
     sub: Option<&str>,
 ) -> Option<Target> {
     let res = st
-        .registry
+        .catalog
         .by_key(&(group.to_string(), plural.to_string()))?;
     Some(Target {
         version: res.versions[0].clone(),
@@ -145,8 +147,8 @@ pub(crate) fn available(pod: &Value, min_ready: i64) -> bool {
 }
 
 /// An owner reference making `kind` `name` the controller of an object.
-pub(crate) fn controller_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> Value {
-    json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid,
+pub(crate) fn controller_ref(owner: TypeMeta, name: &str, uid: &str) -> Value {
+    json!({"apiVersion": owner.api_version, "kind": owner.kind, "name": name, "uid": uid,
         "controller": true, "blockOwnerDeletion": true})
 }
 
@@ -269,20 +271,16 @@ pub(crate) fn template_hash(template: &Value, collisions: Option<i64>) -> String
         hash ^= u32::from(b);
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    // kube's `rand.SafeEncodeString`: no vowels, no look-alikes.
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (hash.to_string().bytes())
-        .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
-        .collect()
+    crate::names::safe_encode(hash)
 }
 
 /// What kube stores in a ControllerRevision of a StatefulSet's or DaemonSet's template
 /// (`getPatch`): a strategic merge patch replacing the template, the template as Go marshals
 /// it (`creationTimestamp: null`).
-pub(crate) fn revision_patch(owner: &Value, kind: &str) -> Value {
+pub(crate) fn revision_patch(owner: &Value, kind: TypeMeta) -> Value {
     let mut full = owner.clone();
-    full["apiVersion"] = json!("apps/v1");
-    full["kind"] = json!(kind);
+    full["apiVersion"] = json!(kind.api_version);
+    full["kind"] = json!(kind.kind);
     crate::protobuf::complete(&mut full);
     let mut template = full["spec"]["template"].take();
     if !template.is_object() {
@@ -344,7 +342,7 @@ pub(crate) fn record(
     }
     let nanos = chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default();
     let name = format!("{}.{nanos:x}", str_at(regarding, "/metadata/name"));
-    let event = json!({"apiVersion": "v1", "kind": "Event",
+    let event = json!({"apiVersion": EVENT.api_version, "kind": EVENT.kind,
         "metadata": {"name": name, "namespace": ns},
         "involvedObject": involved, "type": kind, "reason": reason, "message": message,
         "source": from, "firstTimestamp": at, "lastTimestamp": at, "count": 1,

@@ -17,6 +17,7 @@ use super::{
 use crate::admission::now;
 use crate::handlers::Query;
 use crate::json::str_at;
+use crate::registry::{apps::REPLICA_SET, core::POD};
 use crate::status::ApiError;
 use crate::store::State;
 use crate::validate::selects;
@@ -174,7 +175,7 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
 }
 
 fn owner_ref(name: &str, uid: &str) -> Value {
-    controller_ref("apps/v1", "ReplicaSet", name, uid)
+    controller_ref(REPLICA_SET, name, uid)
 }
 
 /// A Pod of the ReplicaSet's template, controlled by it.
@@ -190,7 +191,7 @@ fn new_pod(rs: &Value, ns: &str, name: &str, uid: &str) -> Value {
             meta[key] = json!(m);
         }
     }
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]})
+    json!({"apiVersion": POD.api_version, "kind": POD.kind, "metadata": meta, "spec": template["spec"]})
 }
 
 /// The status kube's controller computes from the ReplicaSet's active Pods.

@@ -38,6 +38,7 @@ use crate::store::State;
 use crate::validate::selects;
 
 use self::claims::claim_name;
+use crate::registry::{apps::STATEFUL_SET, core::POD};
 
 const POD_NAME: &str = "statefulset.kubernetes.io/pod-name";
 const POD_INDEX: &str = "apps.kubernetes.io/pod-index";
@@ -119,7 +120,7 @@ impl Set {
     }
 
     fn owner_ref(&self) -> Value {
-        controller_ref("apps/v1", "StatefulSet", &self.name, &self.uid)
+        controller_ref(STATEFUL_SET, &self.name, &self.uid)
     }
 }
 
@@ -537,7 +538,7 @@ fn new_pod(set: &Set, template: &Value, ordinal: i64, revision: &str) -> Value {
     } else {
         spec["volumes"] = json!(volumes);
     }
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    json!({"apiVersion": POD.api_version, "kind": POD.kind, "metadata": meta, "spec": spec})
 }
 
 /// A StatefulSet's status, as kube counts it.

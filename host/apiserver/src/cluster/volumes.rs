@@ -26,11 +26,12 @@ use serde_json::{Value, json};
 use super::scheduler::selects_node;
 use super::{create, deleting, objects, target, update, write_status};
 use crate::admission::now;
+use crate::catalog::ResKey;
 use crate::defaults::{IS_DEFAULT, default_class};
 use crate::delete;
 use crate::json::str_at;
 use crate::quantity::Quantity;
-use crate::registry::ResKey;
+use crate::registry::core::{PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM};
 use crate::store::State;
 use crate::validate::selects;
 
@@ -130,7 +131,7 @@ fn bound_to(volume: &Value, claim: &Value) -> bool {
 
 /// An object reference to the claim, as kube's `GetReference` makes it.
 fn reference(claim: &Value) -> Value {
-    json!({"kind": "PersistentVolumeClaim", "namespace": claim["metadata"]["namespace"],
+    json!({"kind": PERSISTENT_VOLUME_CLAIM.kind, "namespace": claim["metadata"]["namespace"],
         "name": claim["metadata"]["name"], "uid": claim["metadata"]["uid"], "apiVersion": "v1",
         "resourceVersion": claim["metadata"]["resourceVersion"]})
 }
@@ -349,7 +350,7 @@ fn provision(st: &mut State, claim: &Arc<Value>, class: &Value, node: Option<&Va
              "values": [node["metadata"]["labels"]["kubernetes.io/hostname"].as_str()
                 .unwrap_or_else(|| str_at(node, "/metadata/name"))]}]}]}});
     }
-    let volume = json!({"apiVersion": "v1", "kind": "PersistentVolume",
+    let volume = json!({"apiVersion": PERSISTENT_VOLUME.api_version, "kind": PERSISTENT_VOLUME.kind,
         "metadata": {"name": name, "annotations": {PROVISIONED_BY: PROVISIONER}}, "spec": spec});
     match create(st, &volumes_t, volume, "a provisioned PersistentVolume") {
         Ok(v) => {

@@ -116,7 +116,7 @@ fn at_most_all(v: &Value, path: &str, errs: &mut Errors) {
 }
 
 /// A Deployment (`ValidateDeploymentSpec`).
-pub(super) fn deployment(obj: &Value, errs: &mut Errors) {
+pub(crate) fn deployment(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     nonnegative(errs, "spec.replicas", int(spec, "replicas"));
     required_selector(spec, "deployment", errs);
@@ -180,7 +180,7 @@ pub(super) fn deployment(obj: &Value, errs: &mut Errors) {
 }
 
 /// A ReplicaSet (`ValidateReplicaSetSpec`; kube words its empty selector as a Deployment's).
-pub(super) fn replica_set(obj: &Value, errs: &mut Errors) {
+pub(crate) fn replica_set(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     nonnegative(errs, "spec.replicas", int(spec, "replicas"));
     nonnegative(errs, "spec.minReadySeconds", int(spec, "minReadySeconds"));
@@ -189,7 +189,7 @@ pub(super) fn replica_set(obj: &Value, errs: &mut Errors) {
 }
 
 /// A StatefulSet (`ValidateStatefulSetSpec`; kube does not validate its template's Pod spec).
-pub(super) fn stateful_set(obj: &Value, errs: &mut Errors) {
+pub(crate) fn stateful_set(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     match text(spec, "podManagementPolicy") {
         "" => errs.push(FieldError::required("spec.podManagementPolicy", "")),
@@ -280,7 +280,7 @@ pub(super) fn stateful_set(obj: &Value, errs: &mut Errors) {
 
 /// A StatefulSet update: only replicas, ordinals, template, updateStrategy, the claims'
 /// retention policy and minReadySeconds change.
-pub(super) fn stateful_set_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn stateful_set_update(new: &Value, old: &Value, errs: &mut Errors) {
     stateful_set(new, errs);
     let mutable = [
         "replicas",
@@ -306,7 +306,7 @@ pub(super) fn stateful_set_update(new: &Value, old: &Value, errs: &mut Errors) {
 }
 
 /// A DaemonSet (`ValidateDaemonSetSpec`).
-pub(super) fn daemon_set(obj: &Value, errs: &mut Errors) {
+pub(crate) fn daemon_set(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     let selector = &spec["selector"];
     label_selector(errs, "spec.selector", selector);
@@ -377,7 +377,7 @@ pub(super) fn daemon_set(obj: &Value, errs: &mut Errors) {
 }
 
 /// A ReplicationController (`ValidateReplicationControllerSpec`): its selector is a map.
-pub(super) fn replication_controller(obj: &Value, errs: &mut Errors) {
+pub(crate) fn replication_controller(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     nonnegative(errs, "spec.minReadySeconds", int(spec, "minReadySeconds"));
     nonnegative(errs, "spec.replicas", int(spec, "replicas"));
@@ -405,7 +405,7 @@ pub(super) fn replication_controller(obj: &Value, errs: &mut Errors) {
 }
 
 /// A ControllerRevision (`ValidateControllerRevisionCreate`): data, a revision not below zero.
-pub(super) fn controller_revision(obj: &Value, errs: &mut Errors) {
+pub(crate) fn controller_revision(obj: &Value, errs: &mut Errors) {
     if obj["data"].is_null() {
         errs.push(FieldError::required("data", "data is mandatory"));
     }

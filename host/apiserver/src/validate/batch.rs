@@ -102,7 +102,7 @@ fn job_spec(spec: &Value, path: &str, errs: &mut Errors) {
 }
 
 /// A Job (`ValidateJob`): its generated selector, its spec, its selector.
-pub(super) fn job(obj: &Value, errs: &mut Errors) {
+pub(crate) fn job(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     let selector = &spec["selector"];
     if spec["manualSelector"] != true && !selector.is_null() {
@@ -148,7 +148,7 @@ fn validate_job_spec(spec: &Value, errs: &mut Errors) {
 }
 
 /// A Job update (`ValidateJobSpecUpdate`): what a started Job keeps.
-pub(super) fn job_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn job_update(new: &Value, old: &Value, errs: &mut Errors) {
     let (ns, os) = (&new["spec"], &old["spec"]);
     validate_job_spec(ns, errs);
     if text(ns, "completionMode") == "Indexed" {
@@ -228,7 +228,7 @@ fn strip_nulls(v: &mut Value) {
 }
 
 /// A CronJob (`ValidateCronJobCreate`, or `ValidateCronJobUpdate` given the old one).
-pub(super) fn cron_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
+pub(crate) fn cron_job(obj: &Value, old: Option<&Value>, errs: &mut Errors) {
     let spec = &obj["spec"];
     let old_spec = old.map(|o| &o["spec"]);
     let schedule = text(spec, "schedule");

@@ -21,7 +21,7 @@ fn is_ip(ip: &str) -> bool {
 }
 
 /// A Service (`ValidateService`).
-pub(super) fn service(obj: &Value, errs: &mut Errors) {
+pub(crate) fn service(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     let kind = text(spec, "type");
     let cluster_ips = items(spec, "clusterIPs");
@@ -173,7 +173,7 @@ pub(super) fn service(obj: &Value, errs: &mut Errors) {
 }
 
 /// A Service update (`ValidateServiceUpdate`): the cluster IPs stay once set.
-pub(super) fn service_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn service_update(new: &Value, old: &Value, errs: &mut Errors) {
     let (ns, os) = (&new["spec"], &old["spec"]);
     let external = |s: &Value| text(s, "type") == "ExternalName";
     if !external(ns) && !external(os) {
@@ -192,7 +192,7 @@ pub(super) fn service_update(new: &Value, old: &Value, errs: &mut Errors) {
 }
 
 /// A PersistentVolumeClaim spec at `path` (`ValidatePersistentVolumeClaimSpec`).
-pub(super) fn claim_spec(spec: &Value, path: &str, errs: &mut Errors) {
+pub(crate) fn claim_spec(spec: &Value, path: &str, errs: &mut Errors) {
     let modes = items(spec, "accessModes");
     if modes.is_empty() {
         errs.push(FieldError::required(
@@ -259,13 +259,13 @@ pub(super) fn claim_spec(spec: &Value, path: &str, errs: &mut Errors) {
 }
 
 /// A PersistentVolumeClaim.
-pub(super) fn claim(obj: &Value, errs: &mut Errors) {
+pub(crate) fn claim(obj: &Value, errs: &mut Errors) {
     claim_spec(&obj["spec"], "spec", errs);
 }
 
 /// A claim update (`ValidatePersistentVolumeClaimUpdate`): the spec stays but for a volume
 /// name set once, a storage class set where there was none, and a bound claim's requests.
-pub(super) fn claim_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn claim_update(new: &Value, old: &Value, errs: &mut Errors) {
     claim(new, errs);
     let (mut ns, mut os) = (new["spec"].clone(), old["spec"].clone());
     if text(&os, "volumeName").is_empty() {
@@ -341,7 +341,7 @@ fn base64_len(text: &str) -> usize {
 }
 
 /// A ConfigMap (`ValidateConfigMap`).
-pub(super) fn config_map(obj: &Value, errs: &mut Errors) {
+pub(crate) fn config_map(obj: &Value, errs: &mut Errors) {
     let mut size = keys(&obj["data"], "data", false, errs);
     for (key, _) in obj["data"].as_object().into_iter().flatten() {
         if obj["binaryData"].get(key).is_some() {
@@ -385,7 +385,7 @@ fn immutable_data(new: &Value, old: &Value, fields: &[&str], errs: &mut Errors) 
 }
 
 /// A ConfigMap update (`ValidateConfigMapUpdate`).
-pub(super) fn config_map_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn config_map_update(new: &Value, old: &Value, errs: &mut Errors) {
     immutable_data(new, old, &["data", "binaryData"], errs);
     config_map(new, errs);
 }
@@ -419,7 +419,7 @@ fn json_object_error(bytes: &[u8]) -> Option<String> {
 }
 
 /// A Secret (`ValidateSecret`): keys, size, and what its type requires.
-pub(super) fn secret(obj: &Value, errs: &mut Errors) {
+pub(crate) fn secret(obj: &Value, errs: &mut Errors) {
     let data = &obj["data"];
     let size = keys(data, "data", true, errs);
     if size > MAX_SIZE {
@@ -477,7 +477,7 @@ pub(super) fn secret(obj: &Value, errs: &mut Errors) {
 }
 
 /// A Secret update (`ValidateSecretUpdate`): its type stays.
-pub(super) fn secret_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn secret_update(new: &Value, old: &Value, errs: &mut Errors) {
     if new["type"] != old["type"] {
         errs.push(FieldError::invalid_printed(
             "type",
@@ -493,7 +493,7 @@ pub(super) fn secret_update(new: &Value, old: &Value, errs: &mut Errors) {
 /// (`ValidateCertificateSigningRequestApprovalUpdate`): each condition typed, Approved, Denied
 /// and Failed only `True`, never both Approved and Denied, no type twice; and none of those
 /// three taken away once there.
-pub(super) fn approval_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn approval_update(new: &Value, old: &Value, errs: &mut Errors) {
     const DECISIONS: &[&str] = &["Approved", "Denied", "Failed"];
     let mut seen = BTreeSet::new();
     let (mut approved, mut denied) = (false, false);

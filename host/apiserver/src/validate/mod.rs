@@ -13,13 +13,13 @@
 //! sources' own fields, probes' handlers, security contexts, affinity terms) that are not
 //! repeated here and are stored as sent.
 
-mod apps;
-mod batch;
-mod core;
+pub(crate) mod apps;
+pub(crate) mod batch;
+pub(crate) mod core;
 mod go;
-mod networking;
-mod pod;
-mod rbac;
+pub(crate) mod networking;
+pub(crate) mod pod;
+pub(crate) mod rbac;
 
 use serde_json::Value;
 use wasmctrl_scope::validation::{self as rules, FieldError};
@@ -27,92 +27,35 @@ use wasmctrl_scope::validation::{self as rules, FieldError};
 /// Refused fields, in the order kube reports them.
 pub(crate) type Errors = Vec<FieldError>;
 
-/// What kube refuses of `obj`, an object of `kind` in `group` about to be created.
-pub(crate) fn create(group: &str, kind: &str, obj: &Value) -> Errors {
-    let mut errs = Errors::new();
-    match (group, kind) {
-        ("", "Pod") => pod::pod(obj, &mut errs),
-        ("", "PodTemplate") => pod::template(&obj["template"], "template", &mut errs),
-        ("", "ReplicationController") => apps::replication_controller(obj, &mut errs),
-        ("", "Service") => core::service(obj, &mut errs),
-        ("", "PersistentVolumeClaim") => core::claim(obj, &mut errs),
-        ("", "ConfigMap") => core::config_map(obj, &mut errs),
-        ("", "Secret") => core::secret(obj, &mut errs),
-        ("apps", "Deployment") => apps::deployment(obj, &mut errs),
-        ("apps", "ReplicaSet") => apps::replica_set(obj, &mut errs),
-        ("apps", "StatefulSet") => apps::stateful_set(obj, &mut errs),
-        ("apps", "DaemonSet") => apps::daemon_set(obj, &mut errs),
-        ("apps", "ControllerRevision") => apps::controller_revision(obj, &mut errs),
-        ("batch", "Job") => batch::job(obj, &mut errs),
-        ("batch", "CronJob") => batch::cron_job(obj, None, &mut errs),
-        ("networking.k8s.io", "Ingress") => networking::ingress(obj, &mut errs),
-        ("networking.k8s.io", "NetworkPolicy") => networking::network_policy(obj, &mut errs),
-        ("rbac.authorization.k8s.io", "Role") => rbac::rules(obj, true, &mut errs),
-        ("rbac.authorization.k8s.io", "ClusterRole") => rbac::rules(obj, false, &mut errs),
-        ("rbac.authorization.k8s.io", "RoleBinding") => rbac::binding(obj, true, &mut errs),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => rbac::binding(obj, false, &mut errs),
-        ("coordination.k8s.io", "Lease") => rbac::lease(obj, &mut errs),
-        _ => {}
-    }
-    errs
-}
-
-/// What kube refuses of an update of the main resource from `old` to `new` (both defaulted):
-/// the new object's own checks, then what may not change.
-pub(crate) fn update(group: &str, kind: &str, new: &Value, old: &Value) -> Errors {
-    let mut errs = Errors::new();
-    match (group, kind) {
-        ("", "Pod") => pod::pod_update(new, old, &mut errs),
-        ("", "Service") => core::service_update(new, old, &mut errs),
-        ("", "PersistentVolumeClaim") => core::claim_update(new, old, &mut errs),
-        ("", "ConfigMap") => core::config_map_update(new, old, &mut errs),
-        ("", "Secret") => core::secret_update(new, old, &mut errs),
-        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => {
-            errs.extend(create(group, kind, new));
-            immutable(
-                &mut errs,
-                "spec.selector",
-                &new["spec"]["selector"],
-                &old["spec"]["selector"],
-                go::label_selector,
-            );
-        }
-        ("apps", "StatefulSet") => apps::stateful_set_update(new, old, &mut errs),
-        ("batch", "Job") => batch::job_update(new, old, &mut errs),
-        ("batch", "CronJob") => batch::cron_job(new, Some(old), &mut errs),
-        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => {
-            errs.extend(create(group, kind, new));
-            if new["roleRef"] != old["roleRef"] {
-                errs.push(FieldError::invalid_printed(
-                    "roleRef",
-                    go::role_ref(&new["roleRef"]),
-                    "cannot change roleRef",
-                ));
-            }
-        }
-        _ => errs.extend(create(group, kind, new)),
-    }
-    errs
-}
-
-/// What kube refuses of an update through subresource `sub` that writes one part of the
-/// object: a Pod's ephemeral containers, a CSR's approval conditions.
-pub(crate) fn subresource_update(
-    group: &str,
-    kind: &str,
-    sub: &str,
+/// What kube refuses of an update of a workload whose selector is immutable (Deployments,
+/// ReplicaSets, DaemonSets): the new object's own checks (`create`), then the selector.
+pub(crate) fn with_immutable_selector(
+    create: fn(&Value, &mut Errors),
     new: &Value,
     old: &Value,
-) -> Errors {
-    let mut errs = Errors::new();
-    match (group, kind, sub) {
-        ("", "Pod", "ephemeralcontainers") => pod::ephemeral_containers_update(new, old, &mut errs),
-        ("certificates.k8s.io", "CertificateSigningRequest", "approval") => {
-            core::approval_update(new, old, &mut errs);
-        }
-        _ => {}
+    errs: &mut Errors,
+) {
+    create(new, errs);
+    immutable(
+        errs,
+        "spec.selector",
+        &new["spec"]["selector"],
+        &old["spec"]["selector"],
+        go::label_selector,
+    );
+}
+
+/// What kube refuses of an update of a RoleBinding (`namespaced`) or ClusterRoleBinding: the
+/// new binding's own checks, then a changed `roleRef`.
+pub(crate) fn binding_update(new: &Value, old: &Value, namespaced: bool, errs: &mut Errors) {
+    rbac::binding(new, namespaced, errs);
+    if new["roleRef"] != old["roleRef"] {
+        errs.push(FieldError::invalid_printed(
+            "roleRef",
+            go::role_ref(&new["roleRef"]),
+            "cannot change roleRef",
+        ));
     }
-    errs
 }
 
 /// The string at `v[key]`, `""` when absent.

@@ -10,7 +10,7 @@ const BAD_SEQUENCES: &[&str] = &["//", "/./", "/../", "%2f", "%2F"];
 const BAD_SUFFIXES: &[&str] = &["/..", "/."];
 
 /// An Ingress (`ValidateIngressSpec`).
-pub(super) fn ingress(obj: &Value, errs: &mut Errors) {
+pub(crate) fn ingress(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     let rules_list = items(spec, "rules");
     if rules_list.is_empty() && !set(spec, "defaultBackend") {
@@ -325,7 +325,7 @@ fn rule(r: &Value, p: &str, peers: &str, errs: &mut Errors) {
 }
 
 /// A NetworkPolicy (`ValidateNetworkPolicySpec`).
-pub(super) fn network_policy(obj: &Value, errs: &mut Errors) {
+pub(crate) fn network_policy(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     label_selector(errs, "spec.podSelector", &spec["podSelector"]);
     for (i, r) in items(spec, "ingress").iter().enumerate() {

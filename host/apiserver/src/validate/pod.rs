@@ -47,12 +47,12 @@ const VOLUME_SOURCES: &[&str] = &[
 ];
 
 /// A Pod on create (`ValidatePodCreate`).
-pub(super) fn pod(obj: &Value, errs: &mut Errors) {
+pub(crate) fn pod(obj: &Value, errs: &mut Errors) {
     spec(&obj["spec"], "spec", errs);
 }
 
 /// A Pod template at `path` (`ValidatePodTemplateSpec`): its labels, annotations and spec.
-pub(super) fn template(t: &Value, path: &str, errs: &mut Errors) {
+pub(crate) fn template(t: &Value, path: &str, errs: &mut Errors) {
     let meta = &t["metadata"];
     labels(errs, &format!("{path}.labels"), &meta["labels"]);
     annotations(errs, path, meta);
@@ -66,7 +66,7 @@ pub(super) fn template(t: &Value, path: &str, errs: &mut Errors) {
 }
 
 /// A Pod spec at `path` (`ValidatePodSpec`).
-pub(super) fn spec(spec: &Value, path: &str, errs: &mut Errors) {
+pub(crate) fn spec(spec: &Value, path: &str, errs: &mut Errors) {
     if !set(spec, "terminationGracePeriodSeconds") {
         errs.push(FieldError::required(
             format!("{path}.terminationGracePeriodSeconds"),
@@ -286,7 +286,7 @@ fn ports(ports: &[Value], path: &str, errs: &mut Errors) {
 }
 
 /// A port number's range.
-pub(super) fn port_number(errs: &mut Errors, path: &str, n: i64) {
+pub(crate) fn port_number(errs: &mut Errors, path: &str, n: i64) {
     for m in rules::port_number(n) {
         errs.push(FieldError::invalid_printed(path, n.to_string(), m));
     }
@@ -424,7 +424,7 @@ const UPDATABLE: &str = "`spec.containers[*].image`,`spec.initContainers[*].imag
 
 /// A Pod update (`ValidatePodUpdate`): the new spec's own checks, then nothing changed but
 /// images, a shorter deadline, added tolerations and removed scheduling gates.
-pub(super) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
     spec(&new["spec"], "spec", errs);
     let (ns, os) = (&new["spec"], &old["spec"]);
     for key in ["containers", "initContainers"] {
@@ -535,7 +535,7 @@ const NOT_EPHEMERAL: &[&str] = &[
 /// (`ValidatePodEphemeralContainersUpdate`): every ephemeral container a valid container of
 /// only the fields it may set, named unlike the Pod's other containers, aimed at one of them;
 /// those already there neither removed nor changed.
-pub(super) fn ephemeral_containers_update(new: &Value, old: &Value, errs: &mut Errors) {
+pub(crate) fn ephemeral_containers_update(new: &Value, old: &Value, errs: &mut Errors) {
     let spec = &new["spec"];
     let volumes = volumes(items(spec, "volumes"), "spec.volumes", &mut Errors::new());
     let others: BTreeSet<&str> = ["containers", "initContainers"]

@@ -10,7 +10,7 @@ const GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The rules of a Role (`namespaced`) or ClusterRole (`ValidatePolicyRule`), and a ClusterRole's
 /// aggregation rule.
-pub(super) fn rules(obj: &Value, namespaced: bool, errs: &mut Errors) {
+pub(crate) fn rules(obj: &Value, namespaced: bool, errs: &mut Errors) {
     for (i, rule) in items(obj, "rules").iter().enumerate() {
         let p = format!("rules[{i}]");
         if items(rule, "verbs").is_empty() {
@@ -74,7 +74,7 @@ pub(super) fn rules(obj: &Value, namespaced: bool, errs: &mut Errors) {
 }
 
 /// A RoleBinding (`namespaced`) or ClusterRoleBinding: its role reference and subjects.
-pub(super) fn binding(obj: &Value, namespaced: bool, errs: &mut Errors) {
+pub(crate) fn binding(obj: &Value, namespaced: bool, errs: &mut Errors) {
     let role = &obj["roleRef"];
     let group = text(role, "apiGroup");
     if group != GROUP {
@@ -144,7 +144,7 @@ pub(super) fn binding(obj: &Value, namespaced: bool, errs: &mut Errors) {
 }
 
 /// A Lease (`ValidateLeaseSpec`).
-pub(super) fn lease(obj: &Value, errs: &mut Errors) {
+pub(crate) fn lease(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     if let Some(d) = int(spec, "leaseDurationSeconds").filter(|d| *d <= 0) {
         errs.push(FieldError::invalid_printed(

@@ -13,6 +13,7 @@ use crate::cluster::{
     condition, controller_ref, controller_uid, deleting, objects, ready, target, update,
 };
 use crate::json::str_at;
+use crate::registry::{batch::JOB, core::POD};
 use crate::store::State;
 use crate::validate::selects;
 
@@ -47,7 +48,7 @@ pub(super) fn claim(st: &mut State, ctx: &mut Ctx) -> bool {
                     .as_array()
                     .cloned()
                     .unwrap_or_default();
-                refs.push(controller_ref("batch/v1", "Job", &ctx.name, &job_uid));
+                refs.push(controller_ref(JOB, &ctx.name, &job_uid));
                 meta["ownerReferences"] = json!(refs);
                 let mut finalizers = meta["finalizers"].as_array().cloned().unwrap_or_default();
                 finalizers.push(json!(FINALIZER));
@@ -106,7 +107,7 @@ pub(super) fn new_pod(ctx: &Ctx, index: Option<usize>) -> Value {
             }
         }
     }
-    let owner = controller_ref("batch/v1", "Job", &ctx.name, uid(&ctx.job));
+    let owner = controller_ref(JOB, &ctx.name, uid(&ctx.job));
     let mut meta = json!({"generateName": generate_name, "namespace": ctx.ns,
         "ownerReferences": [owner], "finalizers": finalizers});
     if !labels.is_empty() {
@@ -115,7 +116,7 @@ pub(super) fn new_pod(ctx: &Ctx, index: Option<usize>) -> Value {
     if !annotations.is_empty() {
         meta["annotations"] = json!(annotations);
     }
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    json!({"apiVersion": POD.api_version, "kind": POD.kind, "metadata": meta, "spec": spec})
 }
 
 /// Which active Pods to delete, at least `at_least` of them (`activePodsForRemoval`): for an
@@ -249,7 +250,7 @@ pub(super) fn free_orphans(st: &mut State) -> bool {
             .and_then(Value::as_array))
         .and_then(|refs| refs.iter().find(|r| r["controller"] == true));
         let keep = owner.is_some_and(|r| {
-            if r["kind"] != "Job" || r["apiVersion"] != "batch/v1" {
+            if !JOB.named_by(r) {
                 return true;
             }
             let ns = str_at(&pod, "/metadata/namespace");

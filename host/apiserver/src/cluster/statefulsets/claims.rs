@@ -10,6 +10,9 @@ use serde_json::{Map, Value, json};
 use super::{Pass, Set, ordinal, refs_of};
 use crate::cluster::{controller_ref, create, deleting};
 use crate::json::str_at;
+use crate::registry::TypeMeta;
+use crate::registry::apps::STATEFUL_SET;
+use crate::registry::core::{PERSISTENT_VOLUME_CLAIM, POD};
 
 impl Pass<'_> {
     fn claim(&self, name: &str) -> Option<Arc<Value>> {
@@ -116,14 +119,13 @@ fn new_claim(set: &Set, template: &Value, name: &str) -> Value {
     if !labels.is_empty() {
         meta.insert("labels".into(), json!(labels));
     }
-    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+    json!({"apiVersion": PERSISTENT_VOLUME_CLAIM.api_version, "kind": PERSISTENT_VOLUME_CLAIM.kind, "metadata": meta,
         "spec": template["spec"]})
 }
 
 /// An object a claim's owner reference may point at.
 struct Owner<'a> {
-    api_version: &'static str,
-    kind: &'static str,
+    kind: TypeMeta,
     name: &'a str,
     /// Empty for a Pod not created yet.
     uid: &'a str,
@@ -133,8 +135,7 @@ impl<'a> Owner<'a> {
     fn set(set: &'a Set) -> Self {
         let (name, uid) = (&set.name, &set.uid);
         Self {
-            api_version: "apps/v1",
-            kind: "StatefulSet",
+            kind: STATEFUL_SET,
             name,
             uid,
         }
@@ -142,8 +143,7 @@ impl<'a> Owner<'a> {
 
     fn pod(name: &'a str, uid: &'a str) -> Self {
         Self {
-            api_version: "v1",
-            kind: "Pod",
+            kind: POD,
             name,
             uid,
         }
@@ -151,7 +151,7 @@ impl<'a> Owner<'a> {
 
     /// Whether `r` names this object (by kind and name, whatever its uid).
     fn named_by(&self, r: &Value) -> bool {
-        r["apiVersion"] == self.api_version && r["kind"] == self.kind && r["name"] == self.name
+        self.kind.named_by(r) && r["name"] == self.name
     }
 
     fn owns(&self, claim: &Value) -> bool {
@@ -159,7 +159,7 @@ impl<'a> Owner<'a> {
     }
 
     fn controller_ref(&self) -> Value {
-        controller_ref(self.api_version, self.kind, self.name, self.uid)
+        controller_ref(self.kind, self.name, self.uid)
     }
 }
 

@@ -12,6 +12,7 @@ use super::{Pass, REVISION, Revisions, revision_of};
 use crate::cluster::{controller_uid, create, deleting, objects, update};
 use crate::delete;
 use crate::json::str_at;
+use crate::registry::apps::{CONTROLLER_REVISION, STATEFUL_SET};
 
 impl Pass<'_> {
     /// The StatefulSet's ControllerRevisions, its selector matching (orphans adopted), in
@@ -46,7 +47,7 @@ impl Pass<'_> {
         let mut collisions = (self.set.obj.pointer("/status/collisionCount"))
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        let data = crate::cluster::revision_patch(&self.set.obj, "StatefulSet");
+        let data = crate::cluster::revision_patch(&self.set.obj, STATEFUL_SET);
         let next = history
             .last()
             .map_or(1, |r| r["revision"].as_i64().unwrap_or(0) + 1);
@@ -117,7 +118,7 @@ impl Pass<'_> {
                 continue;
             }
             meta["name"] = json!(name);
-            let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+            let rev = json!({"apiVersion": CONTROLLER_REVISION.api_version, "kind": CONTROLLER_REVISION.kind,
                 "metadata": meta, "data": data, "revision": number});
             let t = self.revisions.clone();
             let created = create(self.st, &t, rev, "a StatefulSet's ControllerRevision").ok()?;
@@ -183,15 +184,12 @@ fn revision_name(parent: &str, hash: &str) -> String {
 /// kube's `HashControllerRevision`: FNV-1 (32-bit) of the data's bytes and the collision
 /// count, its decimal digits spelt in the safe alphabet of `rand.SafeEncodeString`.
 fn revision_hash(data: &[u8], collisions: i64) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut h: u32 = 0x811c_9dc5;
     for b in data.iter().chain(collisions.to_string().as_bytes()) {
         h = h.wrapping_mul(0x0100_0193);
         h ^= u32::from(*b);
     }
-    (h.to_string().bytes())
-        .map(|d| char::from(ALPHABET[usize::from(d) % ALPHABET.len()]))
-        .collect()
+    crate::names::safe_encode(h)
 }
 
 /// `v` as Go's `json.Marshal` writes a decoded `map[string]interface{}`: keys sorted, numbers

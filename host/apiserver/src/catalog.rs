@@ -1,4 +1,5 @@
-//! The resource registry: built-in kinds and the resources CustomResourceDefinitions add.
+//! The catalog of resources: the built-in kinds and the resources CustomResourceDefinitions
+//! add (what discovery lists; what each kind's objects go through is its strategy's, `registry`).
 //!
 //! The built-in kinds are every resource kube-apiserver serves by default, read from one list
 //! kept as data, `data/builtin-resources.json` (taken from kube-apiserver's own discovery; see
@@ -161,30 +162,6 @@ impl Resource {
         self.verbs.iter().any(|v| v == verb)
     }
 
-    /// Whether its objects carry `metadata.generation`. kube-apiserver sets and bumps it only
-    /// where a kind's strategy does (`Generation = 1` in its `PrepareForCreate`): custom
-    /// resources and [`GENERATION`]'s kinds; ConfigMaps, Secrets, Namespaces, Services, Events,
-    /// Pods (before 1.33) and the rest have none, so a `generation-changed` predicate passes
-    /// every change of theirs.
-    pub fn has_generation(&self) -> bool {
-        self.custom
-            || GENERATION
-                .iter()
-                .any(|(g, plurals)| *g == self.group && plurals.contains(&self.plural.as_str()))
-    }
-
-    /// Whether a PUT without a resourceVersion overwrites whatever is stored (kube's
-    /// `AllowUnconditionalUpdate`): true for most built-in kinds; custom resources, CRDs and
-    /// Leases (of what is served here) insist on one, so no write blindly replaces another's.
-    pub fn allows_unconditional_update(&self) -> bool {
-        !(self.custom
-            || matches!(
-                (self.group.as_str(), self.plural.as_str()),
-                ("coordination.k8s.io", "leases")
-                    | ("apiextensions.k8s.io", "customresourcedefinitions")
-            ))
-    }
-
     /// `group/version` or `version` for core.
     pub fn api_version(&self, version: &str) -> String {
         if self.group.is_empty() {
@@ -199,41 +176,6 @@ impl Resource {
         self.versions.iter().any(|v| v == version)
     }
 }
-
-/// The built-in resources whose strategies keep `metadata.generation`, by group (kube 1.32's
-/// `pkg/registry/*/*/strategy.go` that set `Generation = 1` on create).
-const GENERATION: &[(&str, &[&str])] = &[
-    ("", &["podtemplates", "replicationcontrollers"]),
-    (
-        "admissionregistration.k8s.io",
-        &[
-            "mutatingadmissionpolicies",
-            "mutatingadmissionpolicybindings",
-            "mutatingwebhookconfigurations",
-            "validatingadmissionpolicies",
-            "validatingadmissionpolicybindings",
-            "validatingwebhookconfigurations",
-        ],
-    ),
-    ("apiextensions.k8s.io", &["customresourcedefinitions"]),
-    (
-        "apps",
-        &["daemonsets", "deployments", "replicasets", "statefulsets"],
-    ),
-    ("batch", &["cronjobs", "jobs"]),
-    ("discovery.k8s.io", &["endpointslices"]),
-    (
-        "flowcontrol.apiserver.k8s.io",
-        &["flowschemas", "prioritylevelconfigurations"],
-    ),
-    (
-        "networking.k8s.io",
-        &["ingressclasses", "ingresses", "networkpolicies"],
-    ),
-    ("policy", &["poddisruptionbudgets"]),
-    ("resource.k8s.io", &["deviceclasses", "resourceslices"]),
-    ("scheduling.k8s.io", &["priorityclasses"]),
-];
 
 /// Storage key of a resource: group and plural (versions share storage).
 pub type ResKey = (String, String);
@@ -261,11 +203,11 @@ pub struct PrinterColumn {
 
 /// All served resources.
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub struct Catalog {
     resources: BTreeMap<ResKey, Arc<Resource>>,
 }
 
-impl Default for Registry {
+impl Default for Catalog {
     fn default() -> Self {
         let resources = builtins()
             .into_iter()
@@ -275,7 +217,7 @@ impl Default for Registry {
     }
 }
 
-impl Registry {
+impl Catalog {
     /// The resource at `group/version/plural`, if served.
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
         self.resources
