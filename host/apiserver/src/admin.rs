@@ -45,7 +45,7 @@ pub(crate) fn admin(inner: &Inner, action: &str, body: &[u8]) -> ApiResult<Respo
                 .and_then(chrono::TimeDelta::try_seconds)
                 .ok_or_else(|| ApiError::bad_request(format!("cannot advance by {seconds} s")))?;
             let mut st = inner.store.lock();
-            st.cronjob_clock = (st.cronjob_clock.checked_add(&by))
+            st.cluster.cronjob_clock = (st.cluster.cronjob_clock.checked_add(&by))
                 .ok_or_else(|| ApiError::bad_request(format!("cannot advance by {seconds} s")))?;
             st.wake_within(Duration::ZERO);
         }

@@ -445,7 +445,7 @@ fn objects<'a>(
 ) -> impl Iterator<Item = &'a Value> {
     let key = (RBAC.to_string(), plural.to_string());
     let from = (namespace.to_string(), String::new());
-    (state.tables.get(&key).into_iter())
+    (state.table_of(&key).into_iter())
         .flat_map(move |t| t.objects.range(from.clone()..))
         .take_while(move |((ns, _), _)| ns == namespace)
         .map(|(_, o)| o.as_ref())

@@ -212,7 +212,7 @@ fn job_spec(spec: &mut Value, name: &str, uid: Option<&str>) {
 /// Service's.
 fn allocate_cluster_ip(st: &State) -> Option<String> {
     let key = (String::new(), "services".to_string());
-    let used: std::collections::BTreeSet<&str> = (st.tables.get(&key).into_iter())
+    let used: std::collections::BTreeSet<&str> = (st.table_of(&key).into_iter())
         .flat_map(|t| t.objects.values())
         .filter_map(|s| s.pointer("/spec/clusterIP").and_then(Value::as_str))
         .collect();
@@ -470,8 +470,7 @@ pub(crate) fn default_class(st: &State) -> Option<Arc<Value>> {
         let a = &c["metadata"]["annotations"];
         a[IS_DEFAULT] == "true" || a[IS_DEFAULT_BETA] == "true"
     };
-    (st.tables
-        .get(&("storage.k8s.io".to_string(), "storageclasses".to_string()))
+    (st.table_of(&("storage.k8s.io".to_string(), "storageclasses".to_string()))
         .into_iter())
     .flat_map(|t| t.objects.values().cloned())
     .filter(|c| is_default(c))
@@ -507,7 +506,7 @@ pub(crate) fn default_storage_class(st: &State, pvc: &mut Value) {
 pub(crate) fn admit_pod(st: &State, pod: &mut Value) -> ApiResult<()> {
     pod["status"] = json!({"phase": "Pending", "qosClass": qos_class(&pod["spec"])});
     let pod_name = str_at(pod, "/metadata/name").to_string();
-    if st.service_accounts {
+    if st.cluster.service_accounts {
         service_account(st, pod, &pod_name)?;
     }
     let spec = spec(pod);
@@ -532,7 +531,7 @@ pub(crate) fn admit_pod(st: &State, pod: &mut Value) -> ApiResult<()> {
             })?)
         }
         None => {
-            let global = (st.tables.get(&classes).into_iter())
+            let global = (st.table_of(&classes).into_iter())
                 .flat_map(|t| t.objects.values())
                 .filter(|c| c["globalDefault"] == true)
                 .min_by_key(|c| c["value"].as_i64());

@@ -148,7 +148,7 @@ pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> 
         None => q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
     };
     let out = delete_within(&mut st, t, &cur, dry, grace)?;
-    let rv = st.rv;
+    let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
     Ok(out)
@@ -164,7 +164,7 @@ pub fn delete_locked(st: &mut State, t: &Target, cur: &Arc<Value>, dry: bool) ->
 /// none for a Pod no node runs or one that has finished. Only where a kubelet finishes
 /// deletions (`State::kubelet`); other objects have none.
 fn grace_period(st: &State, t: &Target, cur: &Value, asked: Option<i64>) -> i64 {
-    if !st.kubelet || !t.res.group.is_empty() || t.res.plural != "pods" {
+    if !st.cluster.kubelet || !t.res.group.is_empty() || t.res.plural != "pods" {
         return 0;
     }
     let finished = matches!(str_at(cur, "/status/phase"), "Succeeded" | "Failed");

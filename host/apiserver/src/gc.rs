@@ -21,7 +21,7 @@ use super::json::str_at;
 use super::store::State;
 
 fn target_for(st: &State, key: &ResKey) -> Option<Target> {
-    let res = st.catalog.by_key(key)?;
+    let res = st.catalog().by_key(key)?;
     Some(Target {
         version: res.versions[0].clone(),
         res,
@@ -56,7 +56,9 @@ pub(crate) async fn run(inner: Weak<Inner>, on: Controllers) {
     loop {
         // The first pass at once: the namespaces there at start-up get their accounts.
         if !std::mem::take(&mut first) {
-            let wake_at = inner.upgrade().and_then(|i| i.store.lock().wake_at.take());
+            let wake_at = inner
+                .upgrade()
+                .and_then(|i| i.store.lock().cluster.wake_at.take());
             let idle = wake_at.map_or(IDLE, |at| {
                 at.saturating_duration_since(std::time::Instant::now())
                     .min(IDLE)
@@ -95,7 +97,7 @@ fn pass(inner: &Arc<Inner>, f: impl FnOnce(&mut State) -> bool) {
         tracing::error!("apiserver background controller panicked");
         true
     }) {
-        let rv = st.rv;
+        let rv = st.rv();
         drop(st);
         inner.store.notify(rv);
     }
@@ -116,8 +118,8 @@ fn collect_garbage(st: &mut State) -> bool {
 
 fn collect(st: &mut State) -> bool {
     let uids: HashSet<String> = st
-        .tables
-        .values()
+        .tables()
+        .map(|(_, t)| t)
         .flat_map(|t| {
             t.objects
                 .values()
@@ -125,7 +127,7 @@ fn collect(st: &mut State) -> bool {
         })
         .collect();
     let mut orphans = Vec::new();
-    for (key, t) in &st.tables {
+    for (key, t) in st.tables() {
         for o in t.objects.values() {
             let Some(refs) = o
                 .pointer("/metadata/ownerReferences")
@@ -175,7 +177,7 @@ fn owned_by(o: &Value, uid: &str) -> bool {
 /// finalizer) and orphaning (strip owner references, then drop `orphan`).
 fn propagate(st: &mut State, _uids: &HashSet<String>) -> bool {
     let mut owners = Vec::new();
-    for (key, t) in &st.tables {
+    for (key, t) in st.tables() {
         for o in t.objects.values() {
             if o.pointer("/metadata/deletionTimestamp").is_some()
                 && (has_finalizer(o, delete::FOREGROUND) || has_finalizer(o, delete::ORPHAN))
@@ -188,8 +190,7 @@ fn propagate(st: &mut State, _uids: &HashSet<String>) -> bool {
     for (okey, owner) in owners {
         let uid = str_at(&owner, "/metadata/uid").to_string();
         let deps: Vec<(ResKey, Arc<Value>)> = st
-            .tables
-            .iter()
+            .tables()
             .flat_map(|(k, t)| {
                 t.objects
                     .values()
@@ -244,8 +245,7 @@ fn propagate(st: &mut State, _uids: &HashSet<String>) -> bool {
 fn clean_namespaces(st: &mut State) -> bool {
     let ns_key: ResKey = (String::new(), "namespaces".into());
     let terminating: Vec<Arc<Value>> = st
-        .tables
-        .get(&ns_key)
+        .table_of(&ns_key)
         .map(|t| {
             t.objects
                 .values()
@@ -259,8 +259,8 @@ fn clean_namespaces(st: &mut State) -> bool {
         let name = str_at(&ns, "/metadata/name").to_string();
         let mut left = 0usize;
         let keys: Vec<ResKey> = st
-            .tables
-            .keys()
+            .tables()
+            .map(|(k, _)| k)
             .filter(|k| **k != ns_key)
             .cloned()
             .collect();
@@ -272,8 +272,7 @@ fn clean_namespaces(st: &mut State) -> bool {
                 continue;
             }
             let objs: Vec<Arc<Value>> = st
-                .tables
-                .get(&key)
+                .table_of(&key)
                 .map(|tab| {
                     tab.objects
                         .range((name.clone(), String::new())..)
@@ -293,8 +292,7 @@ fn clean_namespaces(st: &mut State) -> bool {
             }
         }
         let still: usize = st
-            .tables
-            .iter()
+            .tables()
             .filter(|(k, _)| **k != ns_key)
             .map(|(_, t)| t.objects.keys().filter(|(n, _)| *n == name).count())
             .sum();

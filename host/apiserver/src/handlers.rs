@@ -148,7 +148,7 @@ pub fn target(inner: &Inner, segs: &[&str]) -> ApiResult<Option<Target>> {
         _ => return Ok(None),
     };
     let st = inner.store.lock();
-    let reg = &st.catalog;
+    let reg = st.catalog();
     let lookup = |plural: &str| reg.get(group, version, plural);
     let ns_path = rest.len() >= 3
         && rest[0] == "namespaces"
@@ -391,10 +391,10 @@ fn list_revision(st: &State, q: &Query, limit: usize) -> ApiResult<Option<u64>> 
     let want: u64 = rv
         .parse()
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
-    if want > st.rv {
-        return Err(too_large(want, st.rv));
+    if want > st.rv() {
+        return Err(too_large(want, st.rv()));
     }
-    Ok((exact && want < st.rv).then_some(want))
+    Ok((exact && want < st.rv()).then_some(want))
 }
 
 /// The objects a new list returns, at revision `at` (`None`: the current one), or 410
@@ -413,9 +413,9 @@ fn snapshot(
             (std::borrow::Cow::Owned(past), rv)
         }
         None => {
-            let current = (st.tables.get(&t.key())).map(|tab| &tab.objects);
+            let current = (st.table_of(&t.key())).map(|tab| &tab.objects);
             let current = current.map_or_else(Default::default, std::borrow::Cow::Borrowed);
-            (current, st.rv)
+            (current, st.rv())
         }
     };
     let in_scope: Box<dyn Iterator<Item = &Arc<Value>>> = match (&t.namespace, t.res.namespaced) {

@@ -366,8 +366,8 @@ impl Builder {
         seed_policy(&store);
         {
             let mut st = store.lock();
-            st.service_accounts = self.service_accounts;
-            st.kubelet = self.kubelet.is_some();
+            st.cluster.service_accounts = self.service_accounts;
+            st.cluster.kubelet = self.kubelet.is_some();
             st.compaction.set_interval(self.compaction_interval);
         }
         let inner = Arc::new(Inner {
@@ -553,9 +553,10 @@ impl ApiServer {
     /// system's time.
     pub fn advance_cronjob_clock(&self, by: std::time::Duration) {
         let mut st = self.inner.store.lock();
-        st.cronjob_clock += chrono::TimeDelta::from_std(by).unwrap_or(chrono::TimeDelta::zero());
+        st.cluster.cronjob_clock +=
+            chrono::TimeDelta::from_std(by).unwrap_or(chrono::TimeDelta::zero());
         st.wake_within(std::time::Duration::ZERO);
-        let rv = st.rv;
+        let rv = st.rv();
         drop(st);
         self.inner.store.notify(rv);
     }
@@ -563,7 +564,7 @@ impl ApiServer {
     /// How far [`advance_cronjob_clock`](Self::advance_cronjob_clock) has moved the test clock
     /// ahead of the system's.
     pub fn cronjob_clock(&self) -> std::time::Duration {
-        let ahead = self.inner.store.lock().cronjob_clock;
+        let ahead = self.inner.store.lock().cluster.cronjob_clock;
         ahead.to_std().unwrap_or_default()
     }
 
@@ -574,13 +575,13 @@ impl ApiServer {
     pub fn advance_compaction_clock(&self, by: std::time::Duration) {
         let mut st = self.inner.store.lock();
         st.compaction.advance_clock(by);
-        let rv = st.rv;
+        let rv = st.rv();
         st.compaction.tick(rv);
     }
 
     /// The last assigned resourceVersion.
     pub fn resource_version(&self) -> u64 {
-        self.inner.store.lock().rv
+        self.inner.store.lock().rv()
     }
 }
 

@@ -56,7 +56,7 @@ pub fn evict(inner: &Inner, t: &Target, name: &str, eviction: &Value) -> ApiResu
             "Pending" | "Succeeded" | "Failed"
         );
         let budgets_key = ("policy".to_string(), "poddisruptionbudgets".to_string());
-        let budgets: Vec<Value> = (st.tables.get(&budgets_key).into_iter())
+        let budgets: Vec<Value> = (st.table_of(&budgets_key).into_iter())
             .flat_map(|table| table.objects.values())
             .filter(|b| str_at(b, "/metadata/namespace") == t.ns())
             .filter(|b| selects(&b["spec"]["selector"], &pod["metadata"]["labels"]) == Some(true))
@@ -104,7 +104,7 @@ pub fn evict(inner: &Inner, t: &Target, name: &str, eviction: &Value) -> ApiResu
                     let mut counted = budget.clone();
                     counted["status"]["disruptionsAllowed"] = json!(allowed - 1);
                     st.put(&budgets_key, counted)?;
-                    let rv = st.rv;
+                    let rv = st.rv();
                     drop(st);
                     inner.store.notify(rv);
                     return finish(inner, t, name, eviction);

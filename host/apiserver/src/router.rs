@@ -128,7 +128,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
             return Err(attrs.forbidden(&user));
         }
     }
-    let reg = || inner.store.lock().catalog.clone();
+    let reg = || inner.store.lock().catalog().clone();
     let aggregated = |core: bool| {
         let body = serde_json::to_vec(&discovery::aggregated(&reg(), core)).unwrap_or_default();
         Response::builder()
@@ -479,8 +479,7 @@ fn delete_collection(
     let dry = q.get("dryRun").is_some_and(|v| v == "All");
     let mut st = inner.store.lock();
     let victims: Vec<_> = st
-        .tables
-        .get(&t.key())
+        .table_of(&t.key())
         .map(|tab| {
             tab.objects
                 .values()
@@ -493,7 +492,7 @@ fn delete_collection(
     for v in victims {
         items.push(delete::delete_locked(&mut st, t, &v, dry)?);
     }
-    let rv = st.rv;
+    let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
     Ok(json_response(

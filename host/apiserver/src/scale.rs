@@ -98,7 +98,7 @@ pub fn handle(
         ..t.clone()
     };
     let out = update_locked(&mut st, &main, q, &cur, new, Kind::Patch, ua)?;
-    let rv = st.rv;
+    let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
     Ok(to_scale(&out))

@@ -76,24 +76,10 @@ pub struct Snapshot {
     pub rv: u64,
 }
 
-/// Everything under the store lock.
-#[derive(Debug)]
-pub struct State {
-    /// Last assigned resourceVersion.
-    pub rv: u64,
-    /// Served resources.
-    pub catalog: Catalog,
-    /// Objects per resource.
-    pub tables: HashMap<ResKey, Table>,
-    history_cap: usize,
-    snapshots: VecDeque<(u64, Arc<Snapshot>)>,
-    next_snapshot: u64,
-    log: Option<Log>,
-    /// Whether a write since the garbage collector's last pass could have given it work: an
-    /// object removed, or one written with owner references or a deletion timestamp. Writes of
-    /// anything else (status updates, Events) cannot orphan or unblock an object, so the
-    /// collector skips its whole-store scan after them.
-    pub gc_pending: bool,
+/// The simulated cluster's settings and wake-ups, kept under the store lock because the write
+/// path reads them (a Pod's admission, its graceful deletion) as it writes.
+#[derive(Debug, Default)]
+pub struct ClusterSettings {
     /// Whether Pods are admitted as kube's `ServiceAccount` admission plugin admits them (their
     /// account must exist: on only where a controller keeps namespaces' accounts).
     pub service_accounts: bool,
@@ -106,6 +92,29 @@ pub struct State {
     pub wake_at: Option<std::time::Instant>,
     /// How far the CronJob controller's clock is ahead of the system's (a test clock).
     pub cronjob_clock: chrono::TimeDelta,
+}
+
+/// Everything under the store lock.
+#[derive(Debug)]
+pub struct State {
+    /// Last assigned resourceVersion.
+    rv: u64,
+    /// Served resources.
+    catalog: Catalog,
+    /// Objects per resource.
+    tables: HashMap<ResKey, Table>,
+    history_cap: usize,
+    snapshots: VecDeque<(u64, Arc<Snapshot>)>,
+    next_snapshot: u64,
+    log: Option<Log>,
+    /// Whether a write since the garbage collector's last pass could have given it work: an
+    /// object removed, or one written with owner references or a deletion timestamp. Writes of
+    /// anything else (status updates, Events) cannot orphan or unblock an object, so the
+    /// collector skips its whole-store scan after them.
+    pub gc_pending: bool,
+    /// What the simulated cluster does beyond storing objects (dev mode's controllers), read
+    /// and set under the same lock as the objects they act on.
+    pub cluster: ClusterSettings,
     /// How far back revisions stay readable (etcd's compaction as kube-apiserver drives it).
     pub compaction: Compaction,
     /// Where writes are timed (`etcd_request_duration_seconds`).
@@ -115,10 +124,36 @@ pub struct State {
 const SNAPSHOTS_KEPT: usize = 256;
 
 impl State {
+    /// The last resourceVersion assigned.
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// The served resources.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The served resources, to add or drop a CRD's.
+    pub fn catalog_mut(&mut self) -> &mut Catalog {
+        &mut self.catalog
+    }
+
+    /// A resource's table, if anything of it was ever stored.
+    pub fn table_of(&self, key: &ResKey) -> Option<&Table> {
+        self.tables.get(key)
+    }
+
+    /// Every resource's table.
+    pub fn tables(&self) -> impl Iterator<Item = (&ResKey, &Table)> {
+        self.tables.iter()
+    }
+
     /// Asks the background controllers to run again within `after` at the latest.
     pub fn wake_within(&mut self, after: std::time::Duration) {
         let at = std::time::Instant::now() + after;
-        self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+        let wake_at = &mut self.cluster.wake_at;
+        *wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
     }
 
     /// The table of a resource (created on first use).
@@ -399,10 +434,7 @@ impl Store {
             next_snapshot: 0,
             log: None,
             gc_pending: true,
-            service_accounts: false,
-            kubelet: false,
-            wake_at: None,
-            cronjob_clock: chrono::TimeDelta::zero(),
+            cluster: ClusterSettings::default(),
             compaction: Compaction::new(compaction::DEFAULT_INTERVAL),
             metrics: Arc::new(Metrics::default()),
         };

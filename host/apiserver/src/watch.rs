@@ -183,13 +183,12 @@ pub fn watch(
     let (initial, start, expired) = {
         let st = inner.store.lock();
         match from {
-            _ if force_expire => (vec![], st.rv, Some((from.unwrap_or(0), st.rv))),
-            Some(rv) if rv < st.compacted(&key) => (vec![], st.rv, Some((rv, st.rv))),
+            _ if force_expire => (vec![], st.rv(), Some((from.unwrap_or(0), st.rv()))),
+            Some(rv) if rv < st.compacted(&key) => (vec![], st.rv(), Some((rv, st.rv()))),
             Some(rv) => (vec![], rv, None),
             None => {
                 let objs: Vec<Arc<Value>> = st
-                    .tables
-                    .get(&key)
+                    .table_of(&key)
                     .map(|tab| {
                         tab.objects
                             .values()
@@ -198,7 +197,7 @@ pub fn watch(
                             .collect()
                     })
                     .unwrap_or_default();
-                (objs, st.rv, None)
+                (objs, st.rv(), None)
             }
         }
     };
@@ -253,7 +252,7 @@ pub fn watch(
                     }
                     let (events, cur) = {
                         let st = inner.store.lock();
-                        (st.events_since(&key, last), st.rv)
+                        (st.events_since(&key, last), st.rv())
                     };
                     let Ok(events) = events else {
                         let _ = tx.send(expired_line(encoding, last, cur)).await;

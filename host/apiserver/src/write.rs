@@ -53,7 +53,7 @@ pub fn create(
     }
     let mut st = inner.store.lock();
     let out = create_locked(&mut st, t, q, obj, Some(&manager(q, ua)))?;
-    let rv = st.rv;
+    let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
     Ok((201, out))
@@ -462,7 +462,7 @@ pub fn update(
         ));
     }
     let out = update_locked(&mut st, t, q, &cur, obj, Kind::Put, ua)?;
-    let rv = st.rv;
+    let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
     Ok(out)
@@ -540,7 +540,7 @@ pub fn patch(
                     }
                     applied["metadata"]["name"] = json!(name);
                     let out = create_locked(&mut st, t, q, applied, None)?;
-                    let rv = st.rv;
+                    let rv = st.rv();
                     drop(st);
                     inner.store.notify(rv);
                     return Ok((201, out));
@@ -588,7 +588,7 @@ pub fn patch(
             update_locked(&mut st, t, q, &cur, patched, Kind::Patch, ua)?
         }
     };
-    let rv = st.rv;
+    let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
     Ok((200, result))
@@ -623,7 +623,7 @@ pub fn bind(inner: &Inner, namespace: &str, binding: Value) -> ApiResult<Value> 
     }
     let mut st = inner.store.lock();
     let out = bind_locked(&mut st, namespace, &pod, &node)?;
-    let rv = st.rv;
+    let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
     Ok(out)
@@ -638,7 +638,7 @@ pub(crate) fn bind_locked(
     node: &str,
 ) -> ApiResult<Value> {
     let pod = pod.to_string();
-    let Some(pods) = st.catalog.get("", "v1", "pods") else {
+    let Some(pods) = st.catalog().get("", "v1", "pods") else {
         return Err(ApiError::not_found_path());
     };
     // Through the `binding` subresource: the one write that may set a Pod's node (a Pod

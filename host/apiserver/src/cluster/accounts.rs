@@ -22,7 +22,7 @@ const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the k
 /// `kube-root-ca.crt`; whether anything was written.
 pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
     let key = (String::new(), "namespaces".to_string());
-    let active: Vec<String> = (st.tables.get(&key).into_iter())
+    let active: Vec<String> = (st.table_of(&key).into_iter())
         .flat_map(|t| t.objects.values())
         .filter(|ns| ns.pointer("/metadata/deletionTimestamp").is_none())
         .filter(|ns| ns.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating"))

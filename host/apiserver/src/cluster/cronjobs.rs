@@ -39,7 +39,7 @@ const NEXT_DELTA: TimeDelta = TimeDelta::milliseconds(100);
 
 /// Syncs every CronJob; whether anything was written.
 pub(crate) fn sync(st: &mut State) -> bool {
-    let now = Utc::now() + st.cronjob_clock;
+    let now = Utc::now() + st.cluster.cronjob_clock;
     let mut changed = false;
     for cj in objects(st, "batch", "cronjobs", None) {
         changed |= sync_one(st, &cj, now);

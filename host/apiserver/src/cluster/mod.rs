@@ -81,7 +81,7 @@ pub(crate) fn target(
     sub: Option<&str>,
 ) -> Option<Target> {
     let res = st
-        .catalog
+        .catalog()
         .by_key(&(group.to_string(), plural.to_string()))?;
     Some(Target {
         version: res.versions[0].clone(),
@@ -94,8 +94,7 @@ pub(crate) fn target(
 
 /// Every object of resource `plural` of `group` (in `ns`, or everywhere when `None`).
 pub(crate) fn objects(st: &State, group: &str, plural: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
-    (st.tables
-        .get(&(group.to_string(), plural.to_string()))
+    (st.table_of(&(group.to_string(), plural.to_string()))
         .into_iter())
     .flat_map(|t| t.objects.values())
     .filter(|o| ns.is_none_or(|ns| str_at(o, "/metadata/namespace") == ns))

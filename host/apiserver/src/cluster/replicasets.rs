@@ -34,7 +34,7 @@ const BURST: usize = 500;
 
 /// Brings every ReplicaSet to its replicas; whether anything was written.
 pub(crate) fn sync(st: &mut State) -> bool {
-    let sets: Vec<Arc<Value>> = (st.tables.get(&("apps".into(), "replicasets".into())))
+    let sets: Vec<Arc<Value>> = (st.table_of(&("apps".into(), "replicasets".into())))
         .map(|t| t.objects.values().cloned().collect())
         .unwrap_or_default();
     let mut changed = false;
@@ -56,7 +56,7 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
     ) else {
         return false;
     };
-    let in_namespace: Vec<Arc<Value>> = (st.tables.get(&(String::new(), "pods".into())))
+    let in_namespace: Vec<Arc<Value>> = (st.table_of(&(String::new(), "pods".into())))
         .into_iter()
         .flat_map(|t| t.objects.values())
         .filter(|p| str_at(p, "/metadata/namespace") == ns)

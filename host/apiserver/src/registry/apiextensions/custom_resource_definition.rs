@@ -51,7 +51,7 @@ impl Strategy for CustomResourceDefinition {
     }
 
     fn storing(&self, st: &mut State, obj: &Value) {
-        st.catalog.register_crd(obj);
+        st.catalog_mut().register_crd(obj);
         st.default_custom_objects(Some(obj));
     }
 
@@ -60,13 +60,13 @@ impl Strategy for CustomResourceDefinition {
             return Ok(());
         };
         let key = (r.group.clone(), r.plural.clone());
-        let names: Vec<(String, String)> = (st.tables.get(&key))
+        let names: Vec<(String, String)> = (st.table_of(&key))
             .map(|tab| tab.objects.keys().cloned().collect())
             .unwrap_or_default();
         for (namespace, name) in names {
             st.remove(&key, &namespace, &name)?;
         }
-        st.catalog.unregister_crd(obj);
+        st.catalog_mut().unregister_crd(obj);
         Ok(())
     }
 }
@@ -97,7 +97,7 @@ fn check(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
         ));
     }
     if old.is_none()
-        && let Some(existing) = st.catalog.get(&r.group, &r.versions[0], &r.plural)
+        && let Some(existing) = st.catalog().get(&r.group, &r.versions[0], &r.plural)
         && !existing.custom
     {
         return Err(invalid(
