@@ -45,7 +45,7 @@ use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Manager, Tuning};
+use wasmctrl::reconcile::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
 
 use support::{cpu_seconds, env_or, print_figures, spread};

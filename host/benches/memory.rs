@@ -4,7 +4,7 @@
 //!
 //! - **Cache bytes per object**: the resident-size growth of a process after its cache holds N
 //!   ConfigMaps of ~1 KB (default 100,000; `WASMCTRL_BENCH_CACHE_OBJECTS`): the host's informer
-//!   (`wasmctrl::informer`), a kube-runtime `reflector` store of `DynamicObject`s as it comes,
+//!   (`wasmctrl::reconcile::informer`), a kube-runtime `reflector` store of `DynamicObject`s as it comes,
 //!   and one with `managedFields` dropped (as the host drops them). Each child trims its heap
 //!   (`malloc_trim`) before both readings, so the figure is what the cache holds, not what the
 //!   allocator kept from the list it decoded.
@@ -30,7 +30,7 @@ use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
-use wasmctrl::informer::{Informers, Watch};
+use wasmctrl::reconcile::informer::{Informers, Watch};
 
 use support::{env_or, mib, rss, run_host, serve, spread};
 

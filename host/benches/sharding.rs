@@ -34,7 +34,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
-use wasmctrl::sharding::{SLOTS, SlotSet, slot_of};
+use wasmctrl::replicas::sharding::{SLOTS, SlotSet, slot_of};
 use wasmctrl_scope::shard::hash;
 
 use common::process::{Process, wait_for};

@@ -12,6 +12,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource, SubResourceScope};
 use serde::Deserialize as _;
 
+/// The API group of wasmctrl's own kinds, `WasmPlugin` and `ClusterWasmPlugin`
+/// (`plugins::resources`).
+pub const WASMCTRL_GROUP: &str = "wasmctrl.io";
+
 /// A kind's plural resource and scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindInfo {

@@ -173,7 +173,7 @@ fn start_native(
 }
 
 /// Seconds from `started` until the host's caches hold their first full lists.
-async fn host_synced(host: &wasmctrl::controller::Manager, started: Instant) -> f64 {
+async fn host_synced(host: &wasmctrl::reconcile::controller::Manager, started: Instant) -> f64 {
     // The host says which caches are still listing; a 5 ms poll is well under the times read.
     while !host.unsynced().is_empty() {
         tokio::time::sleep(Duration::from_millis(5)).await;

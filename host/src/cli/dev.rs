@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::run::{Extras, Grant, HostArgs, serve};
 use crate::apiserver::ApiServer;
 use crate::clock::Clock;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::rbac::{self, Resolver};
 use wasmctrl_scope::Scope as PluginScope;
 

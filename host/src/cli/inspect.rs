@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
-use crate::loader::{self, PluginConfig};
 use crate::plugin::{Manifest, wit};
+use crate::plugins::loader::{self, PluginConfig};
 use crate::runtime::{Config, Plugin, Runtime};
 use wasmctrl_scope::Kind;
 

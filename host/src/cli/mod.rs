@@ -30,7 +30,7 @@ struct Cli {
     /// reconcile span's fields) for log pipelines.
     #[arg(long, global = true, value_enum, env = "WASMCTRL_LOG_FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Log filter (`info`, `debug`, `wasmctrl::controller=debug,info`, ...); `RUST_LOG` is used
+    /// Log filter (`info`, `debug`, `wasmctrl::reconcile::controller=debug,info`, ...); `RUST_LOG` is used
     /// when this is not given, and `info` when neither is. The compiler's own logs (cranelift,
     /// wasmtime's compiler: tens of thousands of lines per plugin at `debug`) stay at `info`
     /// unless the filter names them (`debug,cranelift_codegen=debug`). Plugins' own logs are
@@ -98,7 +98,7 @@ pub fn main() -> ExitCode {
         Command::Pull(args) => oci::pull(args),
         Command::Sign(args) => oci::sign(args),
         Command::Rbac(args) => rbac::run(args),
-        Command::Crds => crate::resources::crds_yaml()
+        Command::Crds => crate::plugins::resources::crds_yaml()
             .map_err(anyhow::Error::from)
             .map(|yaml| {
                 say(yaml.trim_end());
@@ -301,7 +301,7 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(filter).with(fmt);
         tracing::subscriber::with_default(subscriber, || {
             tracing::debug!(target: "cranelift_codegen::context", "compiler pass");
-            tracing::debug!(target: "wasmctrl::controller", "host detail");
+            tracing::debug!(target: "wasmctrl::reconcile::controller", "host detail");
         });
         let text = String::from_utf8(seen.lock().unwrap().clone()).unwrap();
         (text.contains("compiler pass"), text.contains("host detail"))

@@ -1,4 +1,4 @@
-//! `wasmctrl push` and `wasmctrl pull`: plugins to and from OCI registries (see [`crate::oci`]).
+//! `wasmctrl push` and `wasmctrl pull`: plugins to and from OCI registries (see [`crate::plugins::oci`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use crate::oci::{DECLARATION_ANNOTATION, Limits, Options, Pulled, Registry};
+use crate::plugins::oci::{DECLARATION_ANNOTATION, Limits, Options, Pulled, Registry};
 
 /// How to reach a registry.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -79,7 +79,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
-    crate::resources::parse_duration(text).and_then(|d| {
+    crate::plugins::resources::parse_duration(text).and_then(|d| {
         (!d.is_zero())
             .then_some(d)
             .ok_or_else(|| "a timeout must be longer than zero".to_string())
@@ -116,10 +116,10 @@ pub struct SignArgs {
 }
 
 /// The signing key in `path`.
-fn signing_key(path: &Path) -> anyhow::Result<crate::oci::sign::SigningKey> {
+fn signing_key(path: &Path) -> anyhow::Result<crate::plugins::oci::sign::SigningKey> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read key {}", path.display()))?;
-    crate::oci::sign::SigningKey::from_pem(&text)
+    crate::plugins::oci::sign::SigningKey::from_pem(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -213,7 +213,7 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let output = match args.output {
         Some(path) => path,
         None => {
-            let reference = crate::oci::reference(&args.reference)?;
+            let reference = crate::plugins::oci::reference(&args.reference)?;
             let name = reference
                 .repository()
                 .rsplit('/')

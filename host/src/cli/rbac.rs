@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use wasmctrl_scope::Scope;
 
+use crate::plugins::resources::PluginResource;
 use crate::rbac::{self, Grantee, Options, Resolver};
-use crate::resources::PluginResource;
 
 /// Arguments of `wasmctrl rbac`.
 #[derive(Debug, clap::Args)]
@@ -127,7 +127,7 @@ pub(crate) fn scopes(dir: &Path) -> anyhow::Result<Vec<(String, Scope)>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading plugin directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| crate::loader::files::is_plugin_file(p))
+        .filter(|p| crate::plugins::loader::files::is_plugin_file(p))
         .collect();
     files.sort();
     let runtime = super::inspect::review_runtime()?;

@@ -13,16 +13,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use crate::clock::Clock;
-use crate::cluster_plugins::{self, ClusterPlugins};
-use crate::controller::Manager;
-use crate::leader::{self, Leadership};
-use crate::loader::{self, Loader};
-use crate::membership;
-use crate::metrics::{Metrics, Secure};
-use crate::oci::Registry;
-use crate::probes::{self, Check, Readiness};
+use crate::observe::metrics::{Metrics, Secure};
+use crate::observe::probes::{self, Check, Readiness};
+use crate::plugins::cluster_plugins::{self, ClusterPlugins};
+use crate::plugins::loader::{self, Loader};
+use crate::plugins::oci::Registry;
+use crate::reconcile::controller::Manager;
+use crate::replicas::leader::{self, Leadership};
+use crate::replicas::membership;
+use crate::replicas::sharding::Shards;
 use crate::runtime::{self, Runtime};
-use crate::sharding::Shards;
 use crate::sql::{self, Databases};
 use wasmctrl_scope::shard;
 
@@ -315,7 +315,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "N", default_value_t = cluster_plugins::MAX_CONCURRENCY)]
     max_plugin_concurrency: usize,
     /// The longest reconcile deadline a plugin resource may ask for (`spec.deadlineMs`).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::resources::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::plugins::resources::parse_duration)]
     max_plugin_deadline: Duration,
     /// The most memory per instance, in MiB, a plugin resource may ask for (`spec.memoryMiB`).
     #[arg(long, value_name = "MIB", default_value_t = cluster_plugins::MAX_MEMORY_MIB)]
@@ -575,7 +575,7 @@ pub(crate) async fn serve(
         });
         let secure = args.metrics.security(&client)?;
         let https = secure.is_some();
-        let bound = crate::metrics::serve(addr, render, secure)
+        let bound = crate::observe::metrics::serve(addr, render, secure)
             .await
             .with_context(|| format!("serving metrics on {addr}"))?;
         tracing::info!(address = %bound, https, "metrics listening");
@@ -642,7 +642,7 @@ pub(crate) async fn serve(
             granting.await;
         }
         preflight(&change);
-        host.apply_change(change, args.concurrency, grace).await;
+        change.apply(&host, args.concurrency, grace).await;
     }
     readiness.plugins_loaded.store(true, Ordering::Release);
     tracing::info!(plugins = %args.plugins.display(), "serving plugins");
@@ -655,7 +655,7 @@ pub(crate) async fn serve(
                         granting.await;
                     }
                     preflight(&change);
-                    host.apply_change(change, args.concurrency, grace).await
+                    change.apply(&host, args.concurrency, grace).await
                 }
                 None => break,
             },

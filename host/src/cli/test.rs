@@ -55,7 +55,7 @@ pub struct Args {
 /// Loads the plugin, runs one reconcile and prints the result. Exit 0 when the reconcile
 /// succeeded, 1 when it failed (the JSON says why), 2 is left to clap for usage errors.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let bytes = crate::loader::files::read(&args.plugin)
+    let bytes = crate::plugins::loader::files::read(&args.plugin)
         .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
     let mut object = super::read_documents(&args.object)?
         .into_iter()

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Manager, Tuning};
+use wasmctrl::reconcile::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
 mod things {
@@ -507,7 +507,7 @@ async fn deleted_objects_leave_nothing_behind_in_the_host() {
 /// them: the old version's result is never applied once the new version serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
-    use wasmctrl::loader::{Change, PluginConfig};
+    use wasmctrl::plugins::loader::{Change, PluginConfig};
     let server = ApiServer::new().unwrap();
     let client = server.client();
     things::install(&client).await;
@@ -528,12 +528,9 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
         concurrency: Some(concurrency),
         ..PluginConfig::default()
     };
-    host.apply_change(
-        Change::Added(v1.clone(), config(1)),
-        4,
-        Duration::from_millis(100),
-    )
-    .await;
+    Change::Added(v1.clone(), config(1))
+        .apply(&host, 4, Duration::from_millis(100))
+        .await;
     let api = things::api(&client);
     things::create(&api, "t", json!({})).await;
     common::eventually(20, "version 1 reconciling", || async {
@@ -546,8 +543,7 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
         new: v2,
         config: config(2),
     };
-    host.apply_change(replaced, 4, Duration::from_millis(100))
-        .await;
+    replaced.apply(&host, 4, Duration::from_millis(100)).await;
     let status = common::eventually(20, "version 2's status", || async {
         common::status_of(&api, "t")
             .await

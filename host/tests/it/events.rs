@@ -13,7 +13,7 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::Manager;
+use wasmctrl::reconcile::controller::Manager;
 
 /// An in-process server with the `Thing` CRD and the hostile plugin in `warn` mode (a status
 /// write and the same Warning `NotReady` on every reconcile, requeued after 10 ms), named
@@ -135,7 +135,7 @@ async fn an_event_the_server_refuses_leaves_the_reconcile_and_its_status_write_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_series_whose_first_event_is_gone_starts_again_with_a_new_event() {
     use k8s_openapi::api::core::v1::ObjectReference;
-    use wasmctrl::events::{Note, Recorders};
+    use wasmctrl::observe::events::{Note, Recorders};
 
     let server = ApiServer::new().unwrap();
     let client = server.client();

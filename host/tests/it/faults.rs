@@ -13,7 +13,7 @@ use std::time::Duration;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::{Manager, Tuning};
+use wasmctrl::reconcile::controller::{Manager, Tuning};
 use wasmctrl::runtime::{Config, Runtime};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -338,7 +338,7 @@ async fn a_hostile_registry_cannot_grow_the_hosts_memory_read_internal_endpoints
 /// other address, nor repeats what it said.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pulls_end_at_the_timeout_and_never_carry_credentials_across_a_redirect() {
-    use wasmctrl::oci::{Error, Limits, Options, Registry};
+    use wasmctrl::plugins::oci::{Error, Limits, Options, Registry};
     let (internal, internal_requests) = internal().await;
     let (registry, _) = hostile(&internal).await;
     let dir = tempfile::tempdir().unwrap();

@@ -133,7 +133,7 @@ fn start_entrypoint(config: &Value, rootfs: &Path, cluster: &Cluster, log: PathB
                 .iter()
                 .map(|e| e.as_str().unwrap().split_once('=').unwrap()),
         )
-        .env("RUST_LOG", "info,wasmctrl::controller=debug");
+        .env("RUST_LOG", "info,wasmctrl::reconcile::controller=debug");
     Process::spawn(command, log)
 }
 

@@ -210,8 +210,8 @@ async fn objects_patched_through_three_handovers_converge_without_overlapping_re
 async fn a_leader_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_nothing_after() {
     use std::sync::Arc;
     use wasmctrl::apiserver::ApiServer;
-    use wasmctrl::controller::{Manager, Tuning};
-    use wasmctrl::metrics::Metrics;
+    use wasmctrl::observe::metrics::Metrics;
+    use wasmctrl::reconcile::controller::{Manager, Tuning};
     use wasmctrl::runtime::Runtime;
 
     let server = ApiServer::new().unwrap();
@@ -219,7 +219,7 @@ async fn a_leader_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     common::things::install(&client).await;
     let api = common::things::api(&client);
     let config = common::short_lease("fenced");
-    let (mut leadership, election) = wasmctrl::leader::campaign(client.clone(), config);
+    let (mut leadership, election) = wasmctrl::replicas::leader::campaign(client.clone(), config);
     let host = Manager::led(client.clone(), Arc::new(Metrics::new()), leadership.clone());
     let runtime = Runtime::new(wasmctrl::runtime::Config::default()).unwrap();
     let plugin = runtime

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use wasmctrl::loader::{Change, Loader, Options, PluginConfig};
 use wasmctrl::plugin::{Intent, wit};
+use wasmctrl::plugins::loader::{Change, Loader, Options, PluginConfig};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
 use wasmctrl::view::EmptyView;
 

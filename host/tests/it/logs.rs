@@ -21,7 +21,7 @@ async fn json_logs_parse_line_by_line_and_carry_the_reconcile_span() {
     let plugins = plugin_dir(dir.path(), &[("trivial", Some(config))]);
     // Plugin logs at debug, the rest (the compiler's included) at info, as docs/operating.md says, and
     // the controller's per-reconcile records the test waits for.
-    let filter = "info,plugin=debug,wasmctrl::controller=debug";
+    let filter = "info,plugin=debug,wasmctrl::reconcile::controller=debug";
     let host = cluster.run_host(
         &plugins,
         &["--log-format", "json", "--log-level", filter],

@@ -93,7 +93,7 @@ fn an_altered_blob_is_refused_by_its_digest() {
 
     // The component's blob, changed in the registry's storage behind its back.
     let component = std::fs::read(&plugin).unwrap();
-    let blob = registry.blob_path(&wasmctrl::oci::digest_of(&component));
+    let blob = registry.blob_path(&wasmctrl::plugins::oci::digest_of(&component));
     let mut altered = std::fs::read(&blob).unwrap();
     assert_eq!(altered, component);
     let last = altered.len() - 1;

@@ -222,7 +222,7 @@ async fn a_cluster_plugin_by_tag_is_granted_refreshed_pinned_and_served_from_cac
     // Pinned to a digest whose blob was altered in the registry: refused, the last keeps serving.
     let third_component = variant(&original, "3");
     let third = push(&registry, &third_component, "plugins/vm", "three");
-    let layer = wasmctrl::oci::digest_of(&third_component);
+    let layer = wasmctrl::plugins::oci::digest_of(&third_component);
     let blob = registry.blob_path(&layer);
     let mut altered = std::fs::read(&blob).unwrap();
     let last = altered.len() - 1;

@@ -299,7 +299,7 @@ fn the_example_kustomization_applies_and_can_i_answers_as_its_roles_say() {
         let file = dir.path().join(&key);
         std::fs::write(&file, &packed).unwrap();
         assert_eq!(
-            wasmctrl::loader::files::read(&file).unwrap(),
+            wasmctrl::plugins::loader::files::read(&file).unwrap(),
             std::fs::read(common::plugin_path(name)).unwrap(),
             "{name}: the plugin in binaryData"
         );

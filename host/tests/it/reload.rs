@@ -16,8 +16,8 @@ use std::time::Duration;
 use kube::api::ListParams;
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::controller::Manager;
-use wasmctrl::loader::{self, Loader};
+use wasmctrl::plugins::loader::{self, Loader};
+use wasmctrl::reconcile::controller::Manager;
 use wasmctrl::runtime::{Config, Runtime};
 
 /// Replaces `path` in one step, as `kubectl cp`/ConfigMap updates or an editor would.
@@ -86,7 +86,7 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
                 if matches!(change, loader::Change::Failed { .. }) {
                     failed.fetch_add(1, Ordering::SeqCst);
                 }
-                host.apply_change(change, 4, Duration::from_secs(10)).await;
+                change.apply(&host, 4, Duration::from_secs(10)).await;
             }
         })
     };

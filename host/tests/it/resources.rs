@@ -6,7 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::PostParams;
 use wasmctrl::apiserver::ApiServer;
-use wasmctrl::resources::{
+use wasmctrl::plugins::resources::{
     ClusterWasmPlugin, ClusterWasmPluginSpec, PluginSource, WasmPlugin, WasmPluginSpec,
 };
 
@@ -34,7 +34,7 @@ async fn the_crds_install_and_both_kinds_round_trip() {
     let server = ApiServer::new().unwrap();
     let client = server.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let yaml = wasmctrl::resources::crds_yaml().unwrap();
+    let yaml = wasmctrl::plugins::resources::crds_yaml().unwrap();
     for document in serde_yaml::Deserializer::from_str(&yaml) {
         let crd: CustomResourceDefinition = serde::Deserialize::deserialize(document).unwrap();
         let name = crd.metadata.name.clone().unwrap();

@@ -21,7 +21,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use wasmctrl::sharding::{self, SlotSet};
+use wasmctrl::replicas::sharding::{self, SlotSet};
 
 /// Short Lease timings with controller-runtime's proportions, so the test takes seconds.
 const LEASE: u64 = 6;
@@ -456,10 +456,10 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
 async fn a_member_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_nothing_after() {
     use std::sync::Arc;
     use wasmctrl::apiserver::ApiServer;
-    use wasmctrl::controller::{Manager, Tuning};
-    use wasmctrl::metrics::Metrics;
+    use wasmctrl::observe::metrics::Metrics;
+    use wasmctrl::reconcile::controller::{Manager, Tuning};
+    use wasmctrl::replicas::sharding::Shards;
     use wasmctrl::runtime::Runtime;
-    use wasmctrl::sharding::Shards;
 
     let server = ApiServer::new().unwrap();
     let client = server.client();
@@ -468,7 +468,7 @@ async fn a_member_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     let config = common::short_lease("fenced");
     let shards = Shards::new(wasmctrl_scope::shard::Field::Uid);
     let (mut membership, member) =
-        wasmctrl::membership::join(client.clone(), config, shards.clone());
+        wasmctrl::replicas::membership::join(client.clone(), config, shards.clone());
     let host = Arc::new(Manager::sharded(
         client.clone(),
         Arc::new(Metrics::new()),

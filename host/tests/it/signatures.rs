@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use common::process::Cluster;
 use common::registry::Registry;
-use wasmctrl::oci::sign::{self, SigningKey};
+use wasmctrl::plugins::oci::sign::{self, SigningKey};
 
 /// A fresh ECDSA P-256 key: its private PEM file and its public PEM.
 fn keypair(dir: &Path, name: &str) -> (PathBuf, String) {
@@ -167,11 +167,11 @@ async fn only_a_digest_signed_by_a_given_key_loads_and_what_serves_keeps_serving
 
     // Signed by the right key, but over another digest (the first one's signature, copied).
     let copied = push(&registry, &variant("4"), "v4", None);
-    let options = wasmctrl::oci::Options {
+    let options = wasmctrl::plugins::oci::Options {
         insecure: vec![registry.addr.clone()],
-        ..wasmctrl::oci::Options::default()
+        ..wasmctrl::plugins::oci::Options::default()
     };
-    let client = wasmctrl::oci::Registry::new(&options).unwrap();
+    let client = wasmctrl::plugins::oci::Registry::new(&options).unwrap();
     let repository = format!("{}/plugins/thing", registry.addr);
     let payload = sign::payload(&repository, &signed);
     let signing = SigningKey::from_pem(&std::fs::read_to_string(&key).unwrap()).unwrap();

@@ -42,13 +42,17 @@ pub fn plugin_path(name: &str) -> PathBuf {
 
 /// controller-runtime's Lease proportions (15 : 10 : 2 s), short enough for a test: a Lease
 /// `name` in `default` running out after 3 s, renewed every 0.5 s, given up after 2 s.
-pub fn short_lease(name: &str) -> wasmctrl::leader::Config {
+pub fn short_lease(name: &str) -> wasmctrl::replicas::leader::Config {
     use std::time::Duration;
-    let config = wasmctrl::leader::Config {
+    let config = wasmctrl::replicas::leader::Config {
         lease_duration: Duration::from_secs(3),
         renew_deadline: Duration::from_secs(2),
         retry_period: Duration::from_millis(500),
-        ..wasmctrl::leader::Config::new(name, "default", wasmctrl::leader::identity())
+        ..wasmctrl::replicas::leader::Config::new(
+            name,
+            "default",
+            wasmctrl::replicas::leader::identity(),
+        )
     };
     config.check().expect("consistent timings");
     config
@@ -249,13 +253,16 @@ pub async fn host_of(
     server: &wasmctrl::apiserver::ApiServer,
     name: &str,
     settings: &serde_json::Value,
-) -> wasmctrl::controller::Manager {
+) -> wasmctrl::reconcile::controller::Manager {
     let runtime =
         wasmctrl::runtime::Runtime::new(wasmctrl::runtime::Config::default()).expect("a runtime");
     let plugin = load_plugin(&runtime, name, settings);
-    let host = wasmctrl::controller::Manager::new(rbac_client(server, &[&plugin]).await);
-    host.upsert(Arc::new(plugin), wasmctrl::controller::Tuning::default())
-        .await;
+    let host = wasmctrl::reconcile::controller::Manager::new(rbac_client(server, &[&plugin]).await);
+    host.upsert(
+        Arc::new(plugin),
+        wasmctrl::reconcile::controller::Tuning::default(),
+    )
+    .await;
     host
 }
 

@@ -160,7 +160,7 @@ impl Process {
         let mut command = Command::new(binary);
         command
             .args(args)
-            .env("RUST_LOG", "info,wasmctrl::controller=debug")
+            .env("RUST_LOG", "info,wasmctrl::reconcile::controller=debug")
             .envs(envs.iter().copied());
         Self::spawn(command, log)
     }
