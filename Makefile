@@ -89,10 +89,10 @@ deploy-manifests: plugins ## Regenerate examples/deploy's RBAC and CRDs from the
 	$(WASMCTRL) crds > $(DEPLOY)/crds.yaml
 
 # The SDK as crates.io would receive it, verified by building the packaged sources alone (so its
-# own copy of the WIT must be inside). wasmctrl-scope is packaged with it: the SDK depends on it
+# own copy of the WIT must be inside). wasmctrl-core is packaged with it: the SDK depends on it
 # and neither is on crates.io yet. --allow-dirty: `make test` runs on work in progress too.
 # scripts/sdk-package.sh says why it first removes what cargo kept of them from earlier runs.
-sdk-package: ## Package wasmctrl-sdk (with wasmctrl-scope) and build the packages as a user would
+sdk-package: ## Package wasmctrl-sdk (with wasmctrl-core) and build the packages as a user would
 	CARGO="$(CARGO)" CARGO_TARGET_DIR="$(TARGET_DIR)" scripts/sdk-package.sh
 
 # WASMCTRL_PLUGIN_DIR / WASMCTRL_TEST_PLUGIN_DIR: where tests find built plugins, wherever

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packages wasmctrl-scope and wasmctrl-sdk as crates.io would receive them and verifies them by
+# Packages wasmctrl-core and wasmctrl-sdk as crates.io would receive them and verifies them by
 # building the packaged sources alone (`cargo package` does both).
 #
 # Cargo verifies the SDK against the scope crate through a temporary registry at
@@ -18,17 +18,17 @@ cargo=${CARGO:-cargo}
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
 
-rm -rf "$cargo_home"/registry/src/*/wasmctrl-scope-* "$cargo_home"/registry/src/*/wasmctrl-sdk-*
+rm -rf "$cargo_home"/registry/src/*/wasmctrl-core-* "$cargo_home"/registry/src/*/wasmctrl-sdk-*
 
 # A build of the registry copy is told apart from the workspace's by its dep-info, which names
 # the unpacked sources.
 shopt -s nullglob
-for depinfo in "$target_dir"/debug/deps/wasmctrl_scope-*.d; do
+for depinfo in "$target_dir"/debug/deps/wasmctrl_core-*.d; do
     if grep -q "$cargo_home/registry/src/" "$depinfo"; then
-        hash=${depinfo##*/wasmctrl_scope-}
+        hash=${depinfo##*/wasmctrl_core-}
         hash=${hash%.d}
-        rm -rf "$target_dir"/debug/deps/*wasmctrl_scope-"$hash".* "$target_dir"/debug/.fingerprint/wasmctrl-scope-"$hash"
+        rm -rf "$target_dir"/debug/deps/*wasmctrl_core-"$hash".* "$target_dir"/debug/.fingerprint/wasmctrl-core-"$hash"
     fi
 done
 
-"$cargo" package -p wasmctrl-scope -p wasmctrl-sdk --allow-dirty
+"$cargo" package -p wasmctrl-core -p wasmctrl-sdk --allow-dirty

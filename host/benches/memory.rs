@@ -73,7 +73,7 @@ async fn cache_child(how: &str) {
         "host" => {
             let informers = Informers::new(client);
             let watch = Watch {
-                kind: wasmctrl_scope::Kind::new("", "v1", "ConfigMap"),
+                kind: wasmctrl_core::Gvk::new("", "v1", "ConfigMap"),
                 namespace: Some(NAMESPACE.into()),
                 labels: Default::default(),
                 sharded: false,

@@ -35,7 +35,7 @@ use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use wasmctrl::replicas::sharding::{SLOTS, SlotSet, slot_of};
-use wasmctrl_scope::shard::hash;
+use wasmctrl_core::shard::hash;
 
 use common::process::{Process, wait_for};
 use common::vms::{resource, set_cpu};

@@ -31,7 +31,7 @@ impl Account {
     /// also makes the username a valid header value.
     pub fn new(namespace: &str, name: &str) -> Result<Self, NotAnAccount> {
         for part in [namespace, name] {
-            if !wasmctrl_scope::validation::dns1123_subdomain(part).is_empty() {
+            if !wasmctrl_core::validation::dns1123_subdomain(part).is_empty() {
                 return Err(NotAnAccount(part.to_owned()));
             }
         }

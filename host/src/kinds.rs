@@ -90,8 +90,8 @@ macro_rules! builtin_kinds {
 }
 
 // The paths are checked by the compiler and the names, plurals and scopes come from the types;
-// the list is `wasmctrl-scope`'s, every resource type of `k8s-openapi`.
-wasmctrl_scope::k8s_resource_types!(builtin_kinds);
+// the list is `wasmctrl-core`'s, every resource type of `k8s-openapi`.
+wasmctrl_core::k8s_resource_types!(builtin_kinds);
 
 /// Why a CustomResourceDefinition names no kind.
 #[derive(Debug, thiserror::Error)]

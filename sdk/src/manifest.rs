@@ -3,7 +3,7 @@
 
 /// A Kubernetes group/version/kind (`Gvk::new("apps", "v1", "Deployment")`); `group` is empty
 /// for the core group (Pods, ConfigMaps, ...). The same type the host checks scopes with.
-pub type Gvk = wasmctrl_scope::Kind;
+pub use wasmctrl_core::Gvk;
 
 /// Which objects of a kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

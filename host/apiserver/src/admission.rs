@@ -1,10 +1,10 @@
 //! Checks a write must pass before it is stored: body type and apiVersion, object metadata
-//! and Events by kube's own rules (`wasmctrl_scope::validation`, shared with the host), namespaces
+//! and Events by kube's own rules (`wasmctrl_core::validation`, shared with the host), namespaces
 //! that exist and are not terminating, CRD naming; plus the small helpers every write uses
 //! (timestamps, field manager, dry run, body decoding).
 
 use serde_json::{Value, json};
-use wasmctrl_scope::validation::{self, FieldError, NameRule};
+use wasmctrl_core::validation::{self, FieldError, NameRule};
 
 use super::events;
 use super::handlers::{Query, Target};

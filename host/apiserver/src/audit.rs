@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use serde::Serialize;
+use wasmctrl_core::sync::lock;
 
 /// Records kept; older ones are dropped.
 const CAPACITY: usize = 200_000;
@@ -46,7 +47,7 @@ pub struct Log {
 
 impl Log {
     pub(crate) fn record(&self, request: Request) {
-        let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let mut records = lock(&self.records);
         if records.len() == CAPACITY {
             records.pop_front();
         }
@@ -55,7 +56,7 @@ impl Log {
 
     /// Every record kept, oldest first.
     pub fn requests(&self) -> Vec<Request> {
-        let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        let records = lock(&self.records);
         records.iter().cloned().collect()
     }
 }

@@ -253,7 +253,7 @@ fn descriptor(spec: &str, zone: Option<String>) -> Result<Schedule, String> {
         }
         every if every.starts_with("@every ") => {
             let duration = &every["@every ".len()..];
-            let interval = wasmctrl_scope::duration::parse_go(duration).ok_or_else(|| {
+            let interval = wasmctrl_core::duration::parse_go(duration).ok_or_else(|| {
                 format!("failed to parse duration {every}: time: invalid duration \"{duration}\"")
             })?;
             s.every = Some(interval);

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use super::status::ApiError;
+use wasmctrl_core::sync::lock;
 
 /// One "answer with this error" rule.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -76,26 +77,23 @@ impl Faults {
 
     /// Adds a rule.
     pub fn add_rule(&self, rule: Rule) {
-        self.rules
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(rule);
+        lock(&self.rules).push(rule);
     }
 
     /// Adds `d` of latency before every API request.
     pub fn latency(&self, d: Duration) {
-        *self.latency.lock().unwrap_or_else(|p| p.into_inner()) = d;
+        *lock(&self.latency) = d;
     }
 
     /// Clears rules, latency and pending expiries.
     pub fn reset(&self) {
-        self.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        lock(&self.rules).clear();
         self.latency(Duration::ZERO);
         self.expire_next.store(0, Ordering::SeqCst);
     }
 
     pub(crate) fn current_latency(&self) -> Duration {
-        *self.latency.lock().unwrap_or_else(|p| p.into_inner())
+        *lock(&self.latency)
     }
 
     pub(crate) fn drop_signal(&self) -> watch::Receiver<u64> {
@@ -110,7 +108,7 @@ impl Faults {
 
     /// The injected error for this request, if a rule matches (and consumes one use of it).
     pub(crate) fn check(&self, verb: &str, resource: &str) -> Option<ApiError> {
-        let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rules = lock(&self.rules);
         let i = rules.iter().position(|r| {
             r.verb.as_deref().is_none_or(|v| v == verb)
                 && r.resource.as_deref().is_none_or(|x| x == resource)

@@ -67,7 +67,7 @@
 //! name).
 //!
 //! Object metadata is validated on every write as kube's `rest.BeforeCreate`/`BeforeUpdate` and
-//! apimachinery's validation do (`admission`, rules in `wasmctrl_scope::validation`): names and
+//! apimachinery's validation do (`admission`, rules in `wasmctrl_core::validation`): names and
 //! `generateName` by each kind's rule, labels, annotations (and their 256 KiB), finalizers,
 //! owner references, what only the server sets (uid, timestamps, generation), a resourceVersion
 //! required on PUT where kube requires one, and Events by kube's Event rules; refusals are 422

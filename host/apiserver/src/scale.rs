@@ -9,7 +9,7 @@ use super::Inner;
 use super::handlers::{Query, Target};
 use super::patch::{self, PATCH_TYPES, PatchType};
 use super::status::{ApiError, ApiResult};
-use super::write::{Kind, update_locked};
+use super::write::{Via, update_locked};
 
 /// The label selector of a scalable object as a string: a `LabelSelector`'s `matchLabels`, or
 /// a ReplicationController's plain map.
@@ -97,7 +97,7 @@ pub fn handle(
         sub: None,
         ..t.clone()
     };
-    let out = update_locked(&mut st, &main, q, &cur, new, Kind::Patch, ua)?;
+    let out = update_locked(&mut st, &main, q, &cur, new, Via::Patch, ua)?;
     let rv = st.rv();
     drop(st);
     inner.store.notify(rv);

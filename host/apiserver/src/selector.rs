@@ -1,14 +1,14 @@
 //! Label and field selectors as the list and watch query parameters spell them.
 //!
-//! Label selectors use the one parser the host and the SDK share (`wasmctrl_scope::selector`); field
+//! Label selectors use the one parser the host and the SDK share (`wasmctrl_core::selector`); field
 //! selectors are written here, over the fields kube-apiserver lets each kind be selected by.
 
 use serde_json::Value;
 
 use super::catalog::Resource;
 use super::status::ApiError;
-use wasmctrl_scope::selector::Selector;
-use wasmctrl_scope::shard;
+use wasmctrl_core::selector::Selector;
+use wasmctrl_core::shard;
 
 /// Everything a list, watch or collection delete selects by: labels, fields, and KEP-5866's
 /// shard ranges.
@@ -68,7 +68,7 @@ impl Selectors {
     }
 }
 
-/// A parsed label selector (the shared grammar, `wasmctrl_scope::selector`); the empty selector
+/// A parsed label selector (the shared grammar, `wasmctrl_core::selector`); the empty selector
 /// matches everything.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(Selector);

@@ -19,6 +19,7 @@ use super::metrics::{self, Metrics};
 use super::persist::{Log, Record};
 use super::schema;
 use super::status::ApiError;
+use wasmctrl_core::sync::lock;
 
 /// Watch event type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -500,7 +501,7 @@ impl Store {
     /// Locks the state. A poisoned lock (a panic mid-write) is recovered: writes are applied
     /// in one step after every check, so the state is consistent.
     pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// The server's metrics (the store times its own operations into them).

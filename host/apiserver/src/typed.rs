@@ -99,7 +99,7 @@ fn unknown_fields(api_version: &str, kind: &str, object: &Value) -> Option<Vec<V
             None
         }};
     }
-    wasmctrl_scope::k8s_resource_types!(decode)
+    wasmctrl_core::k8s_resource_types!(decode)
 }
 
 /// The OpenAPI v3 schemas of the built-in kinds served at `api_version` (`apps/v1`), as kube
@@ -122,7 +122,7 @@ pub(crate) fn schemas(api_version: &str) -> serde_json::Map<String, Value> {
             )*
         }};
     }
-    wasmctrl_scope::k8s_resource_types!(generate);
+    wasmctrl_core::k8s_resource_types!(generate);
     let mut definitions = generator.take_definitions(true);
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     for (name, kind) in kinds {

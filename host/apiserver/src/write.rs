@@ -160,7 +160,7 @@ pub fn create_locked(
 
 /// How an update was requested.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum Via {
     /// PUT.
     Put,
     /// JSON, merge or strategic patch.
@@ -188,7 +188,7 @@ pub(crate) fn update_locked(
     q: &Query,
     cur: &Value,
     mut new: Value,
-    kind: Kind,
+    via: Via,
     ua: &str,
 ) -> ApiResult<Value> {
     let name = str_at(cur, "/metadata/name").to_string();
@@ -235,7 +235,7 @@ pub(crate) fn update_locked(
             ));
         }
         o["status"] = st_val;
-        if kind == Kind::Apply {
+        if via == Via::Apply {
             o["metadata"]["managedFields"] = new
                 .pointer("/metadata/managedFields")
                 .cloned()
@@ -243,7 +243,7 @@ pub(crate) fn update_locked(
         }
         o
     } else {
-        carry_over(t, &name, cur, &mut new, kind)?;
+        carry_over(t, &name, cur, &mut new, via)?;
         if new.pointer("/metadata/managedFields").is_none()
             && let Some(mf) = cur.pointer("/metadata/managedFields")
         {
@@ -323,7 +323,7 @@ pub(crate) fn update_locked(
     if !status {
         strategy.prepare_for_update(st, &mut out, cur, &now)?;
     }
-    if kind != Kind::Apply {
+    if via != Via::Apply {
         let mgr = manager(q, ua);
         let scope = sub_scope.unwrap_or(Scope::Main {
             status_sub: t.res.status,
@@ -363,10 +363,10 @@ pub(crate) fn update_locked(
 /// leaves them out. A different uid is a failed precondition for a PUT (409, as kube's storage
 /// answers) and left to validation ("field is immutable") for a patch; so is a deletion
 /// timestamp or grace period set by hand.
-fn carry_over(t: &Target, name: &str, cur: &Value, new: &mut Value, kind: Kind) -> ApiResult<()> {
+fn carry_over(t: &Target, name: &str, cur: &Value, new: &mut Value, via: Via) -> ApiResult<()> {
     let old_uid = str_at(cur, "/metadata/uid");
     let new_uid = str_at(new, "/metadata/uid");
-    if kind == Kind::Put && !new_uid.is_empty() && new_uid != old_uid {
+    if via == Via::Put && !new_uid.is_empty() && new_uid != old_uid {
         // Worded as kube's storage layer words it, etcd key and all.
         let group = if t.res.custom {
             format!("{}/", t.res.group)
@@ -461,7 +461,7 @@ pub fn update(
             )],
         ));
     }
-    let out = update_locked(&mut st, t, q, &cur, obj, Kind::Put, ua)?;
+    let out = update_locked(&mut st, t, q, &cur, obj, Via::Put, ua)?;
     let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
@@ -553,7 +553,7 @@ pub fn patch(
                         out["metadata"]["resourceVersion"] =
                             cur["metadata"]["resourceVersion"].clone();
                     }
-                    update_locked(&mut st, t, q, &cur, out, Kind::Apply, ua)?
+                    update_locked(&mut st, t, q, &cur, out, Via::Apply, ua)?
                 }
             }
         }
@@ -585,7 +585,7 @@ pub fn patch(
             if str_at(&patched, "/metadata/resourceVersion").is_empty() {
                 patched["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
             }
-            update_locked(&mut st, t, q, &cur, patched, Kind::Patch, ua)?
+            update_locked(&mut st, t, q, &cur, patched, Via::Patch, ua)?
         }
     };
     let rv = st.rv();
@@ -667,7 +667,7 @@ pub(crate) fn bind_locked(
     }
     let mut new = (*cur).clone();
     new["spec"]["nodeName"] = json!(node);
-    let cur = update_locked(st, &t, &Query::default(), &cur, new, Kind::Put, "")?;
+    let cur = update_locked(st, &t, &Query::default(), &cur, new, Via::Put, "")?;
     // The condition through the status subresource: the main resource's writes keep status.
     let mut new = cur.clone();
     let now = super::admission::now();
@@ -685,7 +685,7 @@ pub(crate) fn bind_locked(
         sub: Some("status".into()),
         ..t
     };
-    update_locked(st, &status, &Query::default(), &cur, new, Kind::Put, "")?;
+    update_locked(st, &status, &Query::default(), &cur, new, Via::Put, "")?;
     Ok(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     )

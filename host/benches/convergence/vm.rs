@@ -113,7 +113,9 @@ async fn native_reconcile(
         return Ok(Action::await_change());
     }
     let mut status = desired;
-    status.last_update_time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    status.last_update_time = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     let api: Api<VirtualMachine> =
         Api::namespaced(ctx.client.clone(), &vm.namespace().unwrap_or_default());
     let ops: json_patch::Patch =

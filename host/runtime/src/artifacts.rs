@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
+use wasmctrl_core::sync::lock;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -116,7 +117,7 @@ impl Artifacts {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
         // The map holds no invariants a panic could break; recover from poisoning.
-        self.compiled.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.compiled)
     }
 
     fn path(&self, digest: &str) -> Option<PathBuf> {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use wasmctrl_scope::Refusal;
+use wasmctrl_core::Refusal;
 
 use crate::plugin::{ActionError, ManifestError};
 

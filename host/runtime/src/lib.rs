@@ -14,7 +14,7 @@ pub mod fence;
 mod imports;
 mod permits;
 pub mod plugin;
-pub use wasmctrl_scope::selector;
+pub use wasmctrl_core::selector;
 pub mod sql;
 pub mod view;
 
@@ -31,7 +31,7 @@ use wasmtime::{
 
 pub use artifacts::{ArtifactStats, digest};
 pub use error::{Error, ErrorKind, LoadError, SetupError};
-use wasmctrl_scope::Scope;
+use wasmctrl_core::Scope;
 
 use crate::plugin::bindings::{current, previous};
 use crate::plugin::{Intent, Manifest, best_effort, check_actions, wit};
@@ -103,7 +103,7 @@ pub struct Overrides {
     /// its own settings, queue, field manager and RBAC).
     pub name: Option<String>,
     /// A tenant's plugin: it reconciles, reads and writes in this namespace only, whatever its
-    /// manifest declares (see [`wasmctrl_scope::Scope::confine`]).
+    /// manifest declares (see [`wasmctrl_core::Scope::confine`]).
     pub confine: Option<String>,
     /// This plugin's memory cap instead of [`Config::memory_limit`]; it can only lower it.
     pub memory_limit: Option<usize>,

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use wasmctrl_core::sync::lock;
 
 pub(crate) struct Permits {
     counts: Mutex<Counts>,
@@ -81,7 +82,7 @@ impl Permits {
 
     /// Counters cannot be left inconsistent by a panic; recover from poisoning.
     fn counts(&self) -> MutexGuard<'_, Counts> {
-        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.counts)
     }
 
     /// Permits held now.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use wasmctrl_scope::{Kind, Labels, Reads};
+use wasmctrl_core::{Gvk, Labels, Reads};
 
 use crate::selector::Selector;
 
@@ -39,12 +39,12 @@ impl Lookup {
 /// Read access to cached objects. Implementations return JSON without `managedFields`.
 pub trait View: Send + Sync {
     /// One object, if cached and admitted by `reads`.
-    fn get(&self, kind: &Kind, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup;
+    fn get(&self, kind: &Gvk, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup;
     /// Objects of `kind` in `namespace` (empty: all) matching `selector` and admitted by
     /// `reads`, in namespace/name order.
     fn list(
         &self,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         selector: &Selector,
         reads: &Reads<'_>,
@@ -54,7 +54,7 @@ pub trait View: Send + Sync {
     /// finds; a view with an owner index answers from it.
     fn children(
         &self,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         owner_uid: &str,
         reads: &Reads<'_>,
@@ -63,7 +63,7 @@ pub trait View: Send + Sync {
         all.into_iter()
             .filter(|json| {
                 serde_json::from_str(json)
-                    .is_ok_and(|object| wasmctrl_scope::controlled_by(&object, owner_uid))
+                    .is_ok_and(|object| wasmctrl_core::controlled_by(&object, owner_uid))
             })
             .collect()
     }
@@ -74,11 +74,11 @@ pub trait View: Send + Sync {
 pub struct EmptyView;
 
 impl View for EmptyView {
-    fn get(&self, _: &Kind, _: &str, _: &str, _: &Reads<'_>) -> Lookup {
+    fn get(&self, _: &Gvk, _: &str, _: &str, _: &Reads<'_>) -> Lookup {
         Lookup::Absent
     }
 
-    fn list(&self, _: &Kind, _: &str, _: &Selector, _: &Reads<'_>) -> Vec<Arc<str>> {
+    fn list(&self, _: &Gvk, _: &str, _: &Selector, _: &Reads<'_>) -> Vec<Arc<str>> {
         Vec::new()
     }
 }
@@ -92,7 +92,7 @@ struct Entry {
 /// A fixed set of objects, keyed by kind, namespace and name.
 #[derive(Debug, Default, Clone)]
 pub struct StaticView {
-    objects: BTreeMap<Kind, BTreeMap<(String, String), Entry>>,
+    objects: BTreeMap<Gvk, BTreeMap<(String, String), Entry>>,
 }
 
 /// An object that cannot go in a view because it lacks what identifies it.
@@ -129,19 +129,19 @@ impl StaticView {
             json: Arc::from(object.to_string()),
         };
         self.objects
-            .entry(Kind::from_api_version(&api_version, &kind))
+            .entry(Gvk::from_api_version(&api_version, &kind))
             .or_default()
             .insert((namespace, name), entry);
         Ok(())
     }
 
-    fn kind(&self, kind: &Kind) -> impl Iterator<Item = (&(String, String), &Entry)> {
+    fn kind(&self, kind: &Gvk) -> impl Iterator<Item = (&(String, String), &Entry)> {
         self.objects.get(kind).into_iter().flatten()
     }
 }
 
 impl View for StaticView {
-    fn get(&self, kind: &Kind, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup {
+    fn get(&self, kind: &Gvk, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup {
         let cached = self
             .kind(kind)
             .find(|((ns, n), _)| ns == namespace && n == name)
@@ -151,7 +151,7 @@ impl View for StaticView {
 
     fn list(
         &self,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         selector: &Selector,
         reads: &Reads<'_>,
@@ -168,7 +168,7 @@ impl View for StaticView {
 mod tests {
     use super::*;
     use serde_json::json;
-    use wasmctrl_scope::{Namespaces, Scope, Verb};
+    use wasmctrl_core::{Namespaces, Scope, Verb};
 
     #[test]
     fn reads_by_key_and_selector_within_the_scope_without_managed_fields() {
@@ -183,8 +183,8 @@ mod tests {
                              "managedFields": [{"manager": "x"}]}}))
                 .unwrap();
         }
-        let pod = Kind::new("", "v1", "Pod");
-        let kind = Kind::new("", "v1", "Pod");
+        let pod = Gvk::new("", "v1", "Pod");
+        let kind = Gvk::new("", "v1", "Pod");
         let all = Scope::new(kind.clone(), Namespaces::All, Selector::default());
         let reads = all.check_read(Verb::List, &kind, "", "").unwrap();
         let Lookup::Found(got) = view.get(&pod, "a", "p1", &reads) else {
@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(view.list(&pod, "", &nginx, &reads).len(), 2);
         assert_eq!(view.list(&pod, "a", &nginx, &reads).len(), 1);
         assert_eq!(view.list(&pod, "a", &Selector::default(), &reads).len(), 2);
-        let cm = Kind::new("", "v1", "ConfigMap");
+        let cm = Gvk::new("", "v1", "ConfigMap");
         assert!(view.list(&cm, "", &Selector::default(), &reads).is_empty());
         assert!(view.insert(json!({"kind": "Pod"})).is_err());
         // A narrower scope sees less: one namespace, one label set.

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::Scope;
 use serde_json::Value;
-use wasmctrl_scope::Kind;
+use wasmctrl_core::Gvk;
 
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ use crate::apiserver::ApiServer;
 use crate::clock::Clock;
 use crate::observe::metrics::Metrics;
 use crate::rbac::{self, Resolver};
-use wasmctrl_scope::Scope as PluginScope;
+use wasmctrl_core::Scope as PluginScope;
 
 /// Arguments of `wasmctrl dev`.
 #[derive(Debug, clap::Args)]
@@ -243,7 +243,7 @@ async fn apply_object(client: &kube::Client, object: &Value) -> anyhow::Result<(
     let name = object["metadata"]["name"]
         .as_str()
         .context("no metadata.name")?;
-    let gvk = Kind::from_api_version(api_version, kind);
+    let gvk = Gvk::from_api_version(api_version, kind);
     // A custom resource right after its CRD: give discovery a moment to serve it.
     let mut tries = 0;
     let (resource, caps) = loop {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::plugin::{Manifest, wit};
 use crate::plugins::loader::{self, PluginConfig};
 use crate::runtime::{Config, Plugin, Runtime};
-use wasmctrl_scope::Kind;
+use wasmctrl_core::Gvk;
 
 /// Arguments of `wasmctrl inspect`.
 #[derive(Debug, clap::Args)]
@@ -141,7 +141,7 @@ pub(crate) fn report(plugin: &Plugin, config_path: Option<PathBuf>) -> Value {
 
 /// The manifest as data.
 fn declaration(m: &Manifest) -> Value {
-    let kinds = |kinds: &[Kind]| -> Vec<String> { kinds.iter().map(Kind::to_string).collect() };
+    let kinds = |kinds: &[Gvk]| -> Vec<String> { kinds.iter().map(Gvk::to_string).collect() };
     json!({
         "watches": {
             "kind": m.kind().to_string(),

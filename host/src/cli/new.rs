@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
+use wasmctrl_core::Gvk;
 
 /// Arguments of `wasmctrl new`.
 #[derive(Debug, clap::Args)]
@@ -46,38 +47,26 @@ const CRD_YAML: &str = include_str!("new/crd.yaml.tmpl");
 const SAMPLE_YAML: &str = include_str!("new/sample.yaml.tmpl");
 const README_MD: &str = include_str!("new/README.md.tmpl");
 
-/// A `group/version/Kind` from the command line.
-#[derive(Debug, Clone, PartialEq)]
-struct Kind {
-    group: String,
-    version: String,
-    kind: String,
+/// A `group/version/Kind` from the command line (`--owns`).
+fn parse_kind(text: &str) -> anyhow::Result<Gvk> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let (group, version, kind) = match parts[..] {
+        [version, kind] => ("", version, kind),
+        [group, version, kind] => (group, version, kind),
+        _ => bail!("--owns {text:?}: expected group/version/Kind (v1/Kind for the core group)"),
+    };
+    check_group(group).with_context(|| format!("--owns {text:?}"))?;
+    check_version(version).with_context(|| format!("--owns {text:?}"))?;
+    check_kind(kind).with_context(|| format!("--owns {text:?}"))?;
+    Ok(Gvk::new(group, version, kind))
 }
 
-impl Kind {
-    fn parse(text: &str) -> anyhow::Result<Self> {
-        let parts: Vec<&str> = text.split('/').collect();
-        let (group, version, kind) = match parts[..] {
-            [version, kind] => ("", version, kind),
-            [group, version, kind] => (group, version, kind),
-            _ => bail!("--owns {text:?}: expected group/version/Kind (v1/Kind for the core group)"),
-        };
-        check_group(group).with_context(|| format!("--owns {text:?}"))?;
-        check_version(version).with_context(|| format!("--owns {text:?}"))?;
-        check_kind(kind).with_context(|| format!("--owns {text:?}"))?;
-        Ok(Self {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-        })
-    }
-
-    fn rust(&self) -> String {
-        format!(
-            "wasmctrl_sdk::Gvk::new({:?}, {:?}, {:?})",
-            self.group, self.version, self.kind
-        )
-    }
+/// The Rust expression that makes `kind` in a plugin.
+fn gvk_expr(kind: &Gvk) -> String {
+    format!(
+        "wasmctrl_sdk::Gvk::new({:?}, {:?}, {:?})",
+        kind.group, kind.version, kind.kind
+    )
 }
 
 fn check_name(name: &str) -> anyhow::Result<()> {
@@ -164,11 +153,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     check_kind(&args.kind)?;
     let plural = args.plural.clone().unwrap_or_else(|| plural(&args.kind));
     let owns = if args.owns.is_empty() {
-        vec![Kind::parse("v1/ConfigMap")?]
+        vec![parse_kind("v1/ConfigMap")?]
     } else {
         args.owns
             .iter()
-            .map(|o| Kind::parse(o))
+            .map(|o| parse_kind(o))
             .collect::<anyhow::Result<_>>()?
     };
     let dir = args
@@ -197,7 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let child = &owns[0];
     let more_owns: String = owns[1..]
         .iter()
-        .map(|k| format!("\n            .owns_kind({})", k.rust()))
+        .map(|k| format!("\n            .owns_kind({})", gvk_expr(k)))
         .collect();
     let (child_use, child_kind_fn, child_build) = child_code(child);
     // A Kubernetes kind is owned by its type; a CRD's by its group, version and kind.
@@ -252,7 +241,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The import, the kind helper and the statement that build the child: a Kubernetes kind as its
 /// `k8s-openapi` type (a ConfigMap carries the message; other kinds start with what the author
 /// fills in), any other kind (a CRD's, with no Rust type here) as JSON named by a helper.
-fn child_code(child: &Kind) -> (String, String, String) {
+fn child_code(child: &Gvk) -> (String, String, String) {
     let Some(path) = crate::kinds::rust_path(&child.group, &child.kind) else {
         let kind_fn = format!(
             "/// The kind of the child it owns.
@@ -261,7 +250,7 @@ pub fn child_kind() -> wasmctrl_sdk::Gvk {{
 }}
 
 ",
-            child.rust()
+            gvk_expr(child)
         );
         let build = "        let child = serde_json::json!({
             \"apiVersion\": child_kind().api_version(),
@@ -331,15 +320,11 @@ mod tests {
         assert!(check_kind("website").is_err());
         assert!(check_group("Apps.example.com").is_err());
         assert_eq!(
-            Kind::parse("apps/v1/Deployment").unwrap(),
-            Kind {
-                group: "apps".into(),
-                version: "v1".into(),
-                kind: "Deployment".into()
-            }
+            parse_kind("apps/v1/Deployment").unwrap(),
+            Gvk::new("apps", "v1", "Deployment")
         );
-        assert_eq!(Kind::parse("v1/ConfigMap").unwrap().group, "");
-        assert!(Kind::parse("Deployment").is_err());
-        assert!(Kind::parse("apps/v1/deployment").is_err());
+        assert_eq!(parse_kind("v1/ConfigMap").unwrap().group, "");
+        assert!(parse_kind("Deployment").is_err());
+        assert!(parse_kind("apps/v1/deployment").is_err());
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use wasmctrl_scope::Scope;
+use wasmctrl_core::Scope;
 
 use crate::plugins::resources::PluginResource;
 use crate::rbac::{self, Grantee, Options, Resolver};

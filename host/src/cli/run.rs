@@ -24,7 +24,7 @@ use crate::replicas::membership;
 use crate::replicas::sharding::Shards;
 use crate::runtime::{self, Runtime};
 use crate::sql::{self, Databases};
-use wasmctrl_scope::shard;
+use wasmctrl_core::shard;
 
 /// Options shared by `run` and `dev`: where plugins come from and the limits they run under.
 #[derive(Debug, Clone, clap::Args)]
@@ -471,7 +471,7 @@ impl Readiness for HostReadiness {
 /// Called with every served plugin's name and scope before a plugin is (re)loaded, so that
 /// `wasmctrl dev` can grant the host's ServiceAccount what the plugins now declare.
 pub(crate) type Grant = Box<
-    dyn Fn(Vec<(String, wasmctrl_scope::Scope)>) -> futures::future::BoxFuture<'static, ()>
+    dyn Fn(Vec<(String, wasmctrl_core::Scope)>) -> futures::future::BoxFuture<'static, ()>
         + Send
         + Sync,
 >;

@@ -31,8 +31,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::observe::metrics::Metrics;
-use crate::sync::lock;
-use wasmctrl_scope::validation::EVENT_NOTE_MAX;
+use wasmctrl_core::sync::lock;
+use wasmctrl_core::validation::EVENT_NOTE_MAX;
 
 /// Who reports the host's own events (plugins loaded or refused, on the host's Pod).
 pub const HOST_CONTROLLER: &str = "wasmctrl";
@@ -102,7 +102,7 @@ impl Recorders {
     pub fn new(instance: &str) -> Self {
         Self {
             // The server allows 128 characters; a Pod name has at most 63, a hostname 64.
-            instance: cut(instance, wasmctrl_scope::validation::EVENT_INSTANCE_MAX).to_owned(),
+            instance: cut(instance, wasmctrl_core::validation::EVENT_INSTANCE_MAX).to_owned(),
             series: Mutex::new(Series {
                 by_key: HashMap::new(),
                 swept: Timestamp::now(),

@@ -228,7 +228,7 @@ impl PluginSource {
 
 /// A Go-style duration (`90s`, `1h30m`, `1.5s`, `250ms`), as Kubernetes writes them.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    wasmctrl_scope::duration::parse_go(text)
+    wasmctrl_core::duration::parse_go(text)
         .ok_or_else(|| format!("{text:?} is not a duration (such as 30s, 5m, 1h30m, 250ms)"))
 }
 

@@ -27,7 +27,7 @@ pub mod preflight;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
-use wasmctrl_scope::{Kind, Namespaces, Scope};
+use wasmctrl_core::{Gvk, Namespaces, Scope};
 
 use crate::identity::Account;
 use crate::kinds::{CrdError, KindInfo, Kinds};
@@ -79,13 +79,13 @@ impl Resolver {
     }
 
     /// The kind's plural and scope, if known (built in, or learnt).
-    pub fn get(&self, kind: &Kind) -> Option<&KindInfo> {
+    pub fn get(&self, kind: &Gvk) -> Option<&KindInfo> {
         self.kinds.get(&kind.group, &kind.kind)
     }
 
     /// The kind's plural and scope; for a kind it does not know, kube's plural rule and
     /// "namespaced", with a note saying so.
-    fn resolve(&self, kind: &Kind, notes: &mut BTreeSet<String>) -> KindInfo {
+    fn resolve(&self, kind: &Gvk, notes: &mut BTreeSet<String>) -> KindInfo {
         if let Some(info) = self.kinds.get(&kind.group, &kind.kind) {
             return info.clone();
         }
@@ -539,7 +539,7 @@ pub fn to_yaml(objects: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmctrl_scope::Selector;
+    use wasmctrl_core::Selector;
 
     fn role<'a>(objects: &'a [Value], kind: &str, ns: Option<&str>, name: &str) -> &'a Value {
         objects
@@ -555,13 +555,13 @@ mod tests {
     #[test]
     fn a_namespaced_plugin_gets_roles_in_its_namespaces_and_exact_verbs() {
         let scope = Scope::new(
-            Kind::new("example.com", "v1", "Thing"),
+            Gvk::new("example.com", "v1", "Thing"),
             Namespaces::declared(&["team-a", "team-b"]),
             Selector::default(),
         )
-        .owns(Kind::new("", "v1", "ConfigMap"))
+        .owns(Gvk::new("", "v1", "ConfigMap"))
         .reads(
-            Kind::new("", "v1", "Secret"),
+            Gvk::new("", "v1", "Secret"),
             &["vault"],
             Selector::default(),
         );
@@ -656,16 +656,16 @@ mod tests {
     /// follow a rule that could guess them, and none of these is served by it.
     #[test]
     fn plurals_come_from_kubes_types_and_the_crds_given() {
-        let goose = Kind::new("birds.example.com", "v1", "Goose");
+        let goose = Gvk::new("birds.example.com", "v1", "Goose");
         let scope = Scope::new(goose, Namespaces::declared(&["farm"]), Selector::default())
-            .owns(Kind::new("batch", "v1", "CronJob"))
+            .owns(Gvk::new("batch", "v1", "CronJob"))
             .reads(
-                Kind::new("storage.k8s.io", "v1", "CSIStorageCapacity"),
+                Gvk::new("storage.k8s.io", "v1", "CSIStorageCapacity"),
                 &["farm"],
                 Selector::default(),
             )
             .reads(
-                Kind::new("networking.k8s.io", "v1", "IngressClass"),
+                Gvk::new("networking.k8s.io", "v1", "IngressClass"),
                 &[] as &[&str],
                 Selector::default(),
             );
@@ -699,9 +699,9 @@ mod tests {
     }
 
     fn widgets() -> Scope {
-        let widget = Kind::new("example.com", "v1", "Widget");
+        let widget = Gvk::new("example.com", "v1", "Widget");
         Scope::new(widget, Namespaces::All, Selector::default()).reads(
-            Kind::new("", "v1", "Namespace"),
+            Gvk::new("", "v1", "Namespace"),
             &["x"],
             Selector::default(),
         )
@@ -726,7 +726,7 @@ mod tests {
 
     #[test]
     fn a_tenants_rights_go_to_its_service_account_and_the_host_may_only_impersonate_it() {
-        let thing = Kind::new("example.com", "v1", "Thing");
+        let thing = Gvk::new("example.com", "v1", "Thing");
         let scope = Scope::new(
             thing,
             Namespaces::declared(&["team-a"]),

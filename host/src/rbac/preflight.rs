@@ -16,7 +16,7 @@ use k8s_openapi::api::authorization::v1::{
     SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
-use wasmctrl_scope::{Kind, Scope};
+use wasmctrl_core::{Gvk, Scope};
 
 use crate::identity::Account;
 use crate::kinds::KindInfo;
@@ -45,7 +45,7 @@ pub async fn resolve(client: &kube::Client, scope: &Scope) -> Resolver {
 }
 
 /// The kinds `scope` names that are cluster-scoped, as `resolver` knows them.
-pub fn cluster_scoped<'a>(scope: &'a Scope, resolver: &Resolver) -> Vec<&'a Kind> {
+pub fn cluster_scoped<'a>(scope: &'a Scope, resolver: &Resolver) -> Vec<&'a Gvk> {
     (scope.kinds().into_iter())
         .filter(|k| resolver.get(k).is_some_and(|info| !info.namespaced))
         .collect()

@@ -18,7 +18,7 @@ use kube::discovery::Scope;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use wasmctrl_scope::Kind;
+use wasmctrl_core::Gvk;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
@@ -28,7 +28,7 @@ use crate::observe::metrics::Metrics;
 use crate::plugin::{Child, Intent, Manifest, Target, wit};
 use crate::reconcile::informer::{Entry, Informer, Informers, ObjectKey, Version};
 use crate::replicas::leader::Fence;
-use crate::sync::lock;
+use wasmctrl_core::sync::{lock, read, write};
 
 /// Why carrying out an intent failed.
 #[derive(Debug, thiserror::Error)]
@@ -358,7 +358,7 @@ pub struct Applier {
     /// as the host.
     acting: RwLock<HashMap<String, (Account, kube::Client)>>,
     informers: Arc<Informers>,
-    resources: Mutex<HashMap<Kind, Arc<Discovered>>>,
+    resources: Mutex<HashMap<Gvk, Arc<Discovered>>>,
     /// target -> plugin -> what it last wrote there. Keyed by target first so that an object's
     /// deletion forgets it at once ([`Applier::forget_object`]).
     last: Mutex<HashMap<WrittenTo, Written>>,
@@ -381,7 +381,7 @@ struct WrittenTo {
 }
 
 impl WrittenTo {
-    fn object(gvk: &Kind, namespace: &str, name: &str) -> Self {
+    fn object(gvk: &Gvk, namespace: &str, name: &str) -> Self {
         Self {
             group: gvk.group.clone(),
             kind: gvk.kind.clone(),
@@ -391,7 +391,7 @@ impl WrittenTo {
         }
     }
 
-    fn status(gvk: &Kind, namespace: &str, name: &str) -> Self {
+    fn status(gvk: &Gvk, namespace: &str, name: &str) -> Self {
         Self {
             status: true,
             ..Self::object(gvk, namespace, name)
@@ -532,7 +532,7 @@ fn hash_of(value: &impl Hash) -> u64 {
     h.finish()
 }
 
-fn target_label(gvk: &Kind, namespace: &str, name: &str) -> String {
+fn target_label(gvk: &Gvk, namespace: &str, name: &str) -> String {
     let kind = if gvk.group.is_empty() {
         gvk.kind.clone()
     } else {
@@ -614,7 +614,7 @@ impl Applier {
 
     /// Makes every request for `plugin` as `account` (impersonated), or as the host (`None`).
     pub fn act_as(&self, plugin: &str, account: Option<Account>) {
-        let mut acting = self.acting.write().unwrap_or_else(|p| p.into_inner());
+        let mut acting = write(&self.acting);
         match account {
             Some(account) => {
                 let client = account.client(&self.client);
@@ -628,13 +628,13 @@ impl Applier {
 
     /// The account `plugin` acts as (`None`: the host).
     fn account(&self, plugin: &str) -> Option<Account> {
-        let acting = self.acting.read().unwrap_or_else(|p| p.into_inner());
+        let acting = read(&self.acting);
         acting.get(plugin).map(|(account, _)| account.clone())
     }
 
     /// The client that sends `plugin`'s requests.
     fn client(&self, plugin: &str) -> kube::Client {
-        let acting = self.acting.read().unwrap_or_else(|p| p.into_inner());
+        let acting = read(&self.acting);
         match acting.get(plugin) {
             Some((_, client)) => client.clone(),
             None => self.client.clone(),
@@ -840,7 +840,7 @@ impl Applier {
 
     /// Forgets what was written to (and recorded about) an object that is gone, so deleted
     /// objects leave nothing behind.
-    pub fn forget_object(&self, gvk: &Kind, key: &ObjectKey) {
+    pub fn forget_object(&self, gvk: &Gvk, key: &ObjectKey) {
         let (namespace, name) = (key.namespace(), key.name());
         let mut last = lock(&self.last);
         last.remove(&WrittenTo::status(gvk, namespace, name));
@@ -865,7 +865,7 @@ impl Applier {
 
     /// A target as the cache covering it (filled with `plugin`'s rights) holds it; `None`
     /// when no cache covers it.
-    fn cached(&self, plugin: &str, gvk: &Kind, namespace: &str, name: &str) -> Option<Cached> {
+    fn cached(&self, plugin: &str, gvk: &Gvk, namespace: &str, name: &str) -> Option<Cached> {
         let account = self.account(plugin);
         let informer = self.informers.covering(gvk, namespace, account.as_ref())?;
         let key = ObjectKey::new(namespace, name);
@@ -1349,7 +1349,7 @@ impl Applier {
     /// A kind's resource and whether it is namespaced, discovered once: workers that need the
     /// same kind at once wait for one discovery request instead of each sending their own. A
     /// failed discovery is not kept; the next caller tries again.
-    async fn resource(&self, gvk: &Kind) -> Result<(ApiResource, bool), Error> {
+    async fn resource(&self, gvk: &Gvk) -> Result<(ApiResource, bool), Error> {
         let cell = lock(&self.resources)
             .entry(gvk.clone())
             .or_default()
@@ -1374,7 +1374,7 @@ impl Applier {
         &self,
         target: &Target,
         subject: &Subject<'_>,
-    ) -> Result<(Api<DynamicObject>, String, Kind), Error> {
+    ) -> Result<(Api<DynamicObject>, String, Gvk), Error> {
         let gvk = target.gvk();
         let (resource, namespaced) = self.resource(&gvk).await?;
         let client = self.client(&subject.manifest.name);
@@ -1419,7 +1419,7 @@ mod tests {
     /// showing the status write alone is still stale.
     #[test]
     fn an_object_written_twice_is_seen_only_once_the_cache_shows_the_last_write() {
-        let informer = Informer::detached(Kind::new("", "v1", "ConfigMap"));
+        let informer = Informer::detached(Gvk::new("", "v1", "ConfigMap"));
         let at = |rv: &str| {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "cm", "namespace": "ns", "resourceVersion": rv}})

@@ -62,13 +62,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::observe::metrics::QueueObserver;
+use wasmctrl_core::sync::lock;
 
 /// Longer delays are clamped so that the deadline cannot overflow `Instant`; a decade is never.
 const MAX_DELAY: Duration = Duration::from_secs(10 * 365 * 86_400);
@@ -211,7 +212,7 @@ impl<K> Inner<K> {
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         // Only the key's own `Hash`/`Eq`/`Clone` can panic under this lock, leaving at worst one
         // key's bookkeeping stale; refusing all further work instead would stall the controller.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 }
 

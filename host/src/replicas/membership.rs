@@ -64,7 +64,7 @@ pub fn join(client: kube::Client, config: leader::Config, shards: Shards) -> (Le
     let lease_name = format!(
         "{}-{:016x}",
         config.name,
-        wasmctrl_scope::shard::hash(&config.identity)
+        wasmctrl_core::shard::hash(&config.identity)
     );
     let member = Member {
         api: Api::namespaced(client, &config.namespace),

@@ -1,7 +1,7 @@
 //! Object metadata and Events are validated as kube-apiserver validates them, through a real
 //! client (kube-rs): each rule family refuses what kube refuses with a 422 `Invalid` whose
 //! cause names kube's field and reason, and accepts a valid value. The rules themselves are
-//! unit-tested in `wasmctrl_scope::validation`; this proves the server applies them on every
+//! unit-tested in `wasmctrl_core::validation`; this proves the server applies them on every
 //! write path (create, update, patch, server-side apply).
 
 // Helpers outside #[test] fns panic on failure too: they are part of the tests.

@@ -17,9 +17,9 @@ use wasmctrl::reconcile::applier::{Applier, Echo, Subject};
 use wasmctrl::reconcile::informer::{Entry, Informer, Informers, ObjectKey, Watch};
 use wasmctrl::runtime::{Config, Plugin, Runtime};
 use wasmctrl::view::EmptyView;
-use wasmctrl_scope::Kind;
+use wasmctrl_core::Gvk;
 
-fn watch(kind: Kind) -> Watch {
+fn watch(kind: Gvk) -> Watch {
     Watch {
         kind,
         namespace: None,
@@ -75,8 +75,8 @@ async fn a_stale_cache_does_not_make_the_applier_resend_its_last_write() {
     common::things::install(&client).await;
     common::things::create(&common::things::api(&client), "t", json!({})).await;
     let informers = Arc::new(Informers::new(client.clone()));
-    let things = informers.get(&watch(Kind::new("example.com", "v1", "Thing")));
-    let children = informers.get(&watch(Kind::new("", "v1", "ConfigMap")));
+    let things = informers.get(&watch(Gvk::new("example.com", "v1", "Thing")));
+    let children = informers.get(&watch(Gvk::new("", "v1", "ConfigMap")));
     things.synced().await;
     children.synced().await;
     let runtime = Runtime::new(Config::default()).unwrap();
@@ -190,7 +190,7 @@ async fn workers_writing_the_same_kind_at_once_discover_it_once() {
         });
     let client = kube::Client::new(service, "default");
     let informers = Arc::new(Informers::new(client.clone()));
-    let things = informers.get(&watch(Kind::new("example.com", "v1", "Thing")));
+    let things = informers.get(&watch(Gvk::new("example.com", "v1", "Thing")));
     things.synced().await;
     let runtime = Runtime::new(Config::default()).unwrap();
     let plugin = runtime
@@ -250,7 +250,7 @@ async fn status_fields_the_server_prunes_are_reported_on_the_object() {
         common::things::create(&things_api, name, json!({})).await;
     }
     let informers = Arc::new(Informers::new(client.clone()));
-    let things = informers.get(&watch(Kind::new("example.com", "v1", "Thing")));
+    let things = informers.get(&watch(Gvk::new("example.com", "v1", "Thing")));
     things.synced().await;
     let runtime = Runtime::new(Config::default()).unwrap();
     let plugin = runtime

@@ -106,10 +106,7 @@ fn the_cronjob_tutorial_runs_jobs_on_the_test_clock_and_keeps_its_history_limit(
     assert!(seen.len() >= 4, "{seen:?}");
     // Each Job is named by the run's time and annotated with it; no run started twice.
     for (name, at) in &seen {
-        let seconds = at
-            .parse::<chrono::DateTime<chrono::Utc>>()
-            .unwrap()
-            .timestamp();
+        let seconds = at.parse::<jiff::Timestamp>().unwrap().as_second();
         assert_eq!(name, &format!("cronjob-sample-{seconds}"));
     }
 

@@ -22,7 +22,7 @@ const CRATES: [&str; 6] = [
     "host/apiserver/src",
     "host/build/src",
     "sdk/src",
-    "sdk/scope/src",
+    "sdk/core/src",
 ];
 
 /// Each top-level module of a crate, and the top-level modules it imports.

@@ -97,7 +97,7 @@ async fn owners(client: &kube::Client, leases: &[String]) -> BTreeMap<(String, S
     for vm in all.list(&ListParams::default()).await.unwrap().items {
         let (ns, name) = (vm.metadata.namespace.unwrap(), vm.metadata.name.unwrap());
         let uid = vm.metadata.uid.unwrap();
-        let slot = sharding::slot_of(wasmctrl_scope::shard::hash(&uid));
+        let slot = sharding::slot_of(wasmctrl_core::shard::hash(&uid));
         let claimed: Vec<&String> = (claims.iter())
             .filter(|(_, s)| s.contains(slot))
             .map(|(n, _)| n)
@@ -115,7 +115,7 @@ async fn owners(client: &kube::Client, leases: &[String]) -> BTreeMap<(String, S
 
 /// A host's JSON log's records of slots taken up.
 struct TakenUp {
-    at: chrono::DateTime<chrono::FixedOffset>,
+    at: jiff::Timestamp,
     /// Keys queued again.
     keys: u64,
     /// Of those, keys whose objects changed since the slots' last holder was seen.
@@ -130,8 +130,8 @@ fn records(log: &str, prefix: &str) -> Vec<Value> {
         .collect()
 }
 
-fn at(record: &Value) -> chrono::DateTime<chrono::FixedOffset> {
-    chrono::DateTime::parse_from_rfc3339(record["timestamp"].as_str().unwrap()).unwrap()
+fn at(record: &Value) -> jiff::Timestamp {
+    record["timestamp"].as_str().unwrap().parse().unwrap()
 }
 
 fn slots_taken_up(log: &str) -> Vec<TakenUp> {
@@ -323,11 +323,11 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
         .filter(|(_, owner)| **owner == victim)
         .map(|(key, _)| key.clone())
         .collect();
-    let killed_at = chrono::Utc::now().fixed_offset();
+    let killed_at = jiff::Timestamp::now();
     let killed = Instant::now();
     hosts[0].take().unwrap().kill();
     set_cpu(&client, &orphaned, 3).await;
-    let patched_at = chrono::Utc::now().fixed_offset();
+    let patched_at = jiff::Timestamp::now();
     wait_converged(&client, &orphaned, 3, 60).await;
     let took = killed.elapsed();
     println!(
@@ -374,7 +374,7 @@ async fn hosts_share_the_keys_and_hand_them_over_without_overlapping_reconciles(
             "no slots listed ahead before the take-up at {first}"
         );
     }
-    let takeover = (took_up - killed_at).to_std().unwrap();
+    let takeover = std::time::Duration::try_from(took_up.duration_since(killed_at)).unwrap();
     println!("the survivors took the killed host's slots up {takeover:?} after the kill");
     // The Lease runs out LEASE s after its last renewal, at most a retry period before the
     // kill; the retry period is the time the survivors have to claim the slots and list their
@@ -466,7 +466,7 @@ async fn a_member_that_cannot_renew_stops_before_its_lease_runs_out_and_sends_no
     common::things::install(&client).await;
     let api = common::things::api(&client);
     let config = common::short_lease("fenced");
-    let shards = Shards::new(wasmctrl_scope::shard::Field::Uid);
+    let shards = Shards::new(wasmctrl_core::shard::Field::Uid);
     let (mut membership, member) =
         wasmctrl::replicas::membership::join(client.clone(), config, shards.clone());
     let host = Arc::new(Manager::sharded(
@@ -615,7 +615,7 @@ async fn a_name_deleted_and_created_again_is_reconciled_by_one_host_at_a_time() 
         uids.push(uid);
     }
     let slots: BTreeSet<usize> = (uids.iter())
-        .map(|u| sharding::slot_of(wasmctrl_scope::shard::hash(u)))
+        .map(|u| sharding::slot_of(wasmctrl_core::shard::hash(u)))
         .collect();
     println!("{} objects in {} slots", uids.len(), slots.len());
     api.delete("flip", &Default::default()).await.unwrap();

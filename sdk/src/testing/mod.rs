@@ -1,6 +1,6 @@
 //! A native stand-in for the host, so `cargo test -p <plugin>` tests a plugin without wasm.
 //!
-//! It makes the host's own scope checks (the shared `wasmctrl-scope` crate): a cache read or an
+//! It makes the host's own scope checks (the shared `wasmctrl-core` crate): a cache read or an
 //! action outside the kinds, namespaces and labels the manifest declares (narrowed by
 //! [`Harness::namespaces`], as an operator's config would) fails the reconcile with a terminal
 //! error naming what was refused, as it fails on the host.
@@ -19,7 +19,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use wasmctrl_scope::{
+use wasmctrl_core::{
     Act, ActionError, Declaration, DeclaredRead, Reconciled, Refusal, Scope, Selector, Target, Verb,
 };
 
@@ -207,7 +207,7 @@ impl Harness {
             return Err(Error::terminal(format!("cache read {refusal}")));
         }
         let outcome = outcome?;
-        wasmctrl_scope::best_effort(outcome.best_effort.iter().copied(), outcome.actions.len())
+        wasmctrl_core::best_effort(outcome.best_effort.iter().copied(), outcome.actions.len())
             .map_err(Error::terminal)?;
         if let Some(scope) = self.scope.borrow().as_ref() {
             for (index, action) in outcome.actions.iter().enumerate() {
@@ -225,7 +225,7 @@ impl Harness {
         kind: &Gvk,
         namespace: &str,
         name: &str,
-        read: impl FnOnce(&wasmctrl_scope::Reads<'_>) -> Result<T, Refusal>,
+        read: impl FnOnce(&wasmctrl_core::Reads<'_>) -> Result<T, Refusal>,
     ) -> Result<T, String> {
         let scope = self.scope.borrow();
         let Some(scope) = scope.as_ref() else {
@@ -311,7 +311,7 @@ impl Host for Harness {
                 .kind_objects(kind)
                 .filter(|((ns, _), _)| namespace.is_empty() || ns == namespace)
                 .filter(|((ns, _), o)| {
-                    wasmctrl_scope::controlled_by(o, owner_uid)
+                    wasmctrl_core::controlled_by(o, owner_uid)
                         && reads.admits(ns, &o["metadata"]["labels"])
                 })
                 .map(|(_, o)| o.to_string())
@@ -349,7 +349,7 @@ impl Host for Harness {
 }
 
 /// The plugin's scope as the host derives it from the manifest, narrowed to the operator's
-/// namespaces: the same `wasmctrl-scope` reading the host makes.
+/// namespaces: the same `wasmctrl-core` reading the host makes.
 fn scope_of(manifest: &Manifest, narrowed: Option<&[String]>) -> Result<Scope, String> {
     let declaration = Declaration {
         watched: manifest.watches.kind.clone(),

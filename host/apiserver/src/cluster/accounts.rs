@@ -72,7 +72,7 @@ pub(crate) fn ensure(st: &mut State, ca_pem: &str) -> bool {
                     &Query::new(),
                     &map,
                     fixed,
-                    write::Kind::Put,
+                    write::Via::Put,
                     MANAGER,
                 );
                 changed |= written(update);

@@ -10,7 +10,7 @@
 //! deletions under `OnDelete`. The status counts what kube's does.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -28,6 +28,7 @@ use crate::registry::{
 };
 use crate::store::State;
 use crate::validate::selects;
+use wasmctrl_core::sync::lock;
 
 /// Most Pods one pass creates or deletes for one DaemonSet (kube's daemon `BurstReplicas`).
 const BURST: usize = 250;
@@ -614,7 +615,7 @@ fn backoff(ds: &Value, node: &str) -> Option<Duration> {
         ds["status"]["observedGeneration"].as_i64().unwrap_or(0)
     );
     let now = Instant::now();
-    let mut entries = BACKOFF.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut entries = lock(&BACKOFF);
     match entries.get_mut(&key) {
         Some((delay, at)) if now.duration_since(*at) < *delay => {
             Some(*delay - now.duration_since(*at))
@@ -632,7 +633,7 @@ fn backoff(ds: &Value, node: &str) -> Option<Duration> {
 }
 
 fn forget_old_backoffs() {
-    let mut entries = BACKOFF.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut entries = lock(&BACKOFF);
     entries.retain(|_, (_, at)| at.elapsed() <= 2 * BACKOFF_MAX);
 }
 

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Timelike, Utc};
@@ -33,6 +33,7 @@ use crate::registry::{
     discovery::ENDPOINT_SLICE,
 };
 use crate::store::State;
+use wasmctrl_core::sync::lock;
 
 /// The EndpointSlice controller's name, in its slices' `managed-by` label.
 const CONTROLLER: &str = "endpointslice-controller.k8s.io";
@@ -228,7 +229,7 @@ fn format_time(t: DateTime<Utc>) -> String {
 fn trigger_time(svc: &Value, pods: &[&Arc<Value>]) -> Option<String> {
     let uid = str_at(svc, "/metadata/uid").to_string();
     let created = parse_time(str_at(svc, "/metadata/creationTimestamp"))?;
-    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut seen = lock(&SEEN);
     let known = seen.get(&uid);
     let mut earliest: Option<DateTime<Utc>> = None;
     let mut pod_times = HashMap::new();
@@ -262,7 +263,7 @@ fn trigger_time(svc: &Value, pods: &[&Arc<Value>]) -> Option<String> {
 }
 
 fn forget_old_services() {
-    let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut seen = lock(&SEEN);
     seen.retain(|_, s| s.at.elapsed() < FORGET_AFTER);
 }
 

@@ -194,7 +194,7 @@ fn write_status(st: &mut State, plural: &str, o: &Arc<Value>, status: Value) -> 
     };
     let mut new = (**o).clone();
     new["status"] = status;
-    match write::update_locked(st, &t, &Query::new(), o, new, write::Kind::Put, MANAGER) {
+    match write::update_locked(st, &t, &Query::new(), o, new, write::Via::Put, MANAGER) {
         Ok(_) => true,
         Err(e) => {
             tracing::warn!(name = %str_at(o, "/metadata/name"), namespace = %ns,
@@ -217,7 +217,7 @@ pub(crate) fn write_pod_status(
     };
     let mut new = (**pod).clone();
     new["status"] = status;
-    match write::update_locked(st, &t, &Query::new(), pod, new, write::Kind::Put, manager) {
+    match write::update_locked(st, &t, &Query::new(), pod, new, write::Via::Put, manager) {
         Ok(_) => true,
         Err(e) => {
             tracing::warn!(pod = %str_at(pod, "/metadata/name"), namespace = %ns,

@@ -198,7 +198,7 @@ pub(crate) fn update(st: &mut State, t: &Target, cur: &Arc<Value>, new: Value, w
     if **cur == new {
         return false;
     }
-    match write::update_locked(st, t, &Query::new(), cur, new, write::Kind::Put, MANAGER) {
+    match write::update_locked(st, t, &Query::new(), cur, new, write::Via::Put, MANAGER) {
         Ok(_) => true,
         Err(e) => {
             tracing::warn!(namespace = t.ns(), name = %str_at(cur, "/metadata/name"),

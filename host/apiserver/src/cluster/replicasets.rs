@@ -85,7 +85,7 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
                     &Query::new(),
                     &pod,
                     adopted,
-                    write::Kind::Put,
+                    write::Via::Put,
                     MANAGER,
                 ) {
                     Ok(v) => {
@@ -162,7 +162,7 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
             &Query::new(),
             rs,
             updated,
-            write::Kind::Put,
+            write::Via::Put,
             MANAGER,
         ) {
             Ok(_) => changed = true,

@@ -219,7 +219,7 @@ fn value_of(ty: &Ty, w: &Wire<'_>) -> ApiResult<Value> {
                     nanos = varint(&f)? as i64;
                 }
             }
-            let text = wasmctrl_scope::duration::format_go(std::time::Duration::from_nanos(
+            let text = wasmctrl_core::duration::format_go(std::time::Duration::from_nanos(
                 nanos.unsigned_abs(),
             ));
             json!(if nanos < 0 { format!("-{text}") } else { text })
@@ -393,7 +393,7 @@ fn put_value(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) {
             let (negative, text) = s
                 .strip_prefix('-')
                 .map_or((false, s.as_str()), |t| (true, t));
-            if let Some(d) = wasmctrl_scope::duration::parse_go(text) {
+            if let Some(d) = wasmctrl_core::duration::parse_go(text) {
                 let nanos = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
                 let nanos = if negative { -nanos } else { nanos };
                 message(out, &|inner| wire::put_int(inner, 1, nanos as u64));

@@ -157,7 +157,7 @@ fn date_time(text: &str) -> bool {
 
 /// go-openapi's durations: Go's, and days and weeks (`3d`, `1w`), units spelled out too.
 fn duration(text: &str) -> bool {
-    if wasmctrl_scope::duration::parse_go(text).is_some() {
+    if wasmctrl_core::duration::parse_go(text).is_some() {
         return true;
     }
     let t = text.trim();

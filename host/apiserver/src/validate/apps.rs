@@ -2,7 +2,7 @@
 //! `ValidateReplicationController`).
 
 use serde_json::Value;
-use wasmctrl_scope::validation::FieldError;
+use wasmctrl_core::validation::FieldError;
 
 use super::{
     Errors, go, int, label_selector, labels, nonnegative, pod, selector_empty, selects, set, text,

@@ -1,7 +1,7 @@
 //! Jobs and CronJobs (`pkg/apis/batch/validation`).
 
 use serde_json::Value;
-use wasmctrl_scope::validation::FieldError;
+use wasmctrl_core::validation::FieldError;
 
 use super::{
     Errors, go, immutable, int, label_selector, nonnegative, one_of, pod, selects, set, text,

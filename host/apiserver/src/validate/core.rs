@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use base64::Engine as _;
 use serde_json::Value;
-use wasmctrl_scope::validation::{self as rules, FieldError};
+use wasmctrl_core::validation::{self as rules, FieldError};
 
 use super::{
     Errors, dns_label, dns_subdomain, go, grammar, int, items, label_selector, labels, one_of, pod,

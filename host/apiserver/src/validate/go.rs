@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use wasmctrl_scope::validation::quote;
+use wasmctrl_core::validation::quote;
 
 /// A printer of one kind of value.
 pub(super) type Print = fn(&Value) -> String;

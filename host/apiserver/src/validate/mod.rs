@@ -22,7 +22,7 @@ pub(crate) mod pod;
 pub(crate) mod rbac;
 
 use serde_json::Value;
-use wasmctrl_scope::validation::{self as rules, FieldError};
+use wasmctrl_core::validation::{self as rules, FieldError};
 
 /// Refused fields, in the order kube reports them.
 pub(crate) type Errors = Vec<FieldError>;

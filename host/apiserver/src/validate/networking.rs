@@ -1,7 +1,7 @@
 //! Ingresses and NetworkPolicies (`pkg/apis/networking/validation`).
 
 use serde_json::Value;
-use wasmctrl_scope::validation::{self as rules, FieldError};
+use wasmctrl_core::validation::{self as rules, FieldError};
 
 use super::{Errors, dns_subdomain, grammar, int, items, label_selector, set, text};
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::Value;
-use wasmctrl_scope::validation::{self as rules, FieldError};
+use wasmctrl_core::validation::{self as rules, FieldError};
 
 use super::{
     Errors, annotations, dns_label, dns_subdomain, grammar, int, items, label_name, labels, one_of,

@@ -2,7 +2,7 @@
 //! (`pkg/apis/coordination/validation`).
 
 use serde_json::Value;
-use wasmctrl_scope::validation::{FieldError, NameRule};
+use wasmctrl_core::validation::{FieldError, NameRule};
 
 use super::{Errors, dns_subdomain, grammar, int, items, label_selector, text};
 

@@ -1,10 +1,10 @@
 //! `wasmctrl:plugin/cache`: reads from the host's cache, limited to the kinds, namespaces and
 //! labels the plugin's scope allows. A refused read answers the plugin with an error and fails
 //! the reconcile (see `State::refused`).
-use wasmctrl_scope::{Kind, Refusal, Verb};
+use wasmctrl_core::{Gvk, Refusal, Verb};
 
 use crate::plugin::bindings::current::wasmctrl::plugin::cache::Host;
-use crate::plugin::wit::Gvk;
+use crate::plugin::wit;
 use crate::selector::Selector;
 use crate::view::Lookup;
 
@@ -23,14 +23,14 @@ impl State {
 impl Host for State {
     fn get(
         &mut self,
-        kind: Gvk,
+        kind: wit::Gvk,
         namespace: String,
         name: String,
     ) -> Result<Option<String>, String> {
         let Some(scope) = self.scope.clone() else {
             return Err("the cache cannot be read from manifest()".into());
         };
-        let wanted = Kind::from(&kind);
+        let wanted = Gvk::from(&kind);
         let reads = match scope.check_read(Verb::Get, &wanted, &namespace, &name) {
             Ok(reads) => reads,
             Err(refusal) => return Err(self.refuse(refusal)),
@@ -50,7 +50,7 @@ impl Host for State {
 
     fn list(
         &mut self,
-        kind: Gvk,
+        kind: wit::Gvk,
         namespace: String,
         labels: String,
     ) -> Result<Vec<String>, String> {
@@ -58,7 +58,7 @@ impl Host for State {
             return Err("the cache cannot be read from manifest()".into());
         };
         let selector = Selector::parse(&labels).map_err(|e| e.to_string())?;
-        let wanted = Kind::from(&kind);
+        let wanted = Gvk::from(&kind);
         let reads = match scope.check_read(Verb::List, &wanted, &namespace, "") {
             Ok(reads) => reads,
             Err(refusal) => return Err(self.refuse(refusal)),
@@ -76,14 +76,14 @@ impl Host for State {
 
     fn children(
         &mut self,
-        kind: Gvk,
+        kind: wit::Gvk,
         namespace: String,
         owner_uid: String,
     ) -> Result<Vec<String>, String> {
         let Some(scope) = self.scope.clone() else {
             return Err("the cache cannot be read from manifest()".into());
         };
-        let wanted = Kind::from(&kind);
+        let wanted = Gvk::from(&kind);
         let reads = match scope.check_read(Verb::List, &wanted, &namespace, "") {
             Ok(reads) => reads,
             Err(refusal) => return Err(self.refuse(refusal)),

@@ -9,6 +9,7 @@ use crate::plugin::bindings::current::wasmctrl::plugin::log::Host;
 use crate::plugin::wit::Level;
 
 use super::State;
+use wasmctrl_core::sync::lock;
 
 /// Lines per second a plugin may log, over all its calls, once its burst is spent.
 const LINES_PER_SECOND: f64 = 200.0;
@@ -48,7 +49,7 @@ impl Throttle {
     /// Whether a line logged at `now` may pass; `Some(n)` when `n` dropped lines are due to be
     /// reported.
     fn admit(&self, now: Instant) -> (bool, Option<u64>) {
-        let mut b = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = lock(&self.state);
         let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
         b.tokens = (b.tokens + elapsed * LINES_PER_SECOND).min(BURST);
         b.refilled = now;

@@ -12,7 +12,7 @@ pub(crate) use wasi::poll as wasi_poll;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmctrl_scope::{Refusal, Scope};
+use wasmctrl_core::{Refusal, Scope};
 
 use crate::sql::Databases;
 use crate::view::View;

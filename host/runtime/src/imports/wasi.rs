@@ -17,6 +17,7 @@ use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiVie
 
 use super::State;
 use super::log::{MAX_TEXT, Throttle, admit};
+use wasmctrl_core::sync::lock;
 
 /// One call's WASI context and the resources (streams, pollables) the guest holds.
 pub(crate) struct Wasi {
@@ -96,7 +97,7 @@ struct Lines {
 
 impl Sink {
     fn write(&self, stream: Stream, bytes: &[u8]) {
-        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lines = lock(&self.lines);
         let Lines {
             budget,
             stdout,

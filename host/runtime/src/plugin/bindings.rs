@@ -18,8 +18,8 @@ pub mod current {
     });
 }
 
-/// The contract's `gvk` is wasmctrl's [`Kind`](wasmctrl_scope::Kind) past the boundary.
-impl From<&wit::Gvk> for wasmctrl_scope::Kind {
+/// The contract's `gvk` is wasmctrl's [`Gvk`](wasmctrl_core::Gvk) past the boundary.
+impl From<&wit::Gvk> for wasmctrl_core::Gvk {
     fn from(g: &wit::Gvk) -> Self {
         Self::new(&g.group, &g.version, &g.kind)
     }

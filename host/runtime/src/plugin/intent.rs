@@ -3,8 +3,8 @@
 //! Nothing reaches the API server unchecked.
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wasmctrl_scope::ActionError as Checked;
-use wasmctrl_scope::{Act, Kind, Reconciled, Refusal, Scope, Verb};
+use wasmctrl_core::ActionError as Checked;
+use wasmctrl_core::{Act, Gvk, Reconciled, Refusal, Scope, Verb};
 
 use super::wit;
 
@@ -25,8 +25,8 @@ pub struct Target {
 
 impl Target {
     /// The target's group/version/kind.
-    pub fn gvk(&self) -> Kind {
-        Kind::from_api_version(&self.api_version, &self.kind)
+    pub fn gvk(&self) -> Gvk {
+        Gvk::from_api_version(&self.api_version, &self.kind)
     }
 }
 
@@ -137,7 +137,7 @@ pub enum ActionError {
     },
     /// The outcome marks as best effort a position past its last action.
     #[error(transparent)]
-    BestEffort(wasmctrl_scope::BestEffortError),
+    BestEffort(wasmctrl_core::BestEffortError),
 }
 
 /// The contract's verb for an action.
@@ -155,7 +155,7 @@ pub fn verb(a: &wit::Action) -> Verb {
 
 /// Checks every action against the plugin's scope and the request; the first bad one refuses
 /// all, so a plugin never gets half its intent applied because of a mistake later in the list.
-/// The rules are `wasmctrl-scope`'s ([`Scope::check_action`], which the SDK's test harness
+/// The rules are `wasmctrl-core`'s ([`Scope::check_action`], which the SDK's test harness
 /// calls too); here the JSON is parsed, JSON Patches are read, and owned children get their
 /// owner reference before the check (so a reference the server would refuse is caught).
 pub fn check_actions(
@@ -187,10 +187,10 @@ pub fn check_actions(
         .collect()
 }
 
-/// The positions of an outcome's best-effort actions, sorted, once each (`wasmctrl-scope`'s
+/// The positions of an outcome's best-effort actions, sorted, once each (`wasmctrl-core`'s
 /// rule, which the SDK's test harness applies too).
 pub fn best_effort(positions: &[u32], actions: usize) -> Result<Vec<usize>, ActionError> {
-    wasmctrl_scope::best_effort(positions.iter().map(|&p| p as usize), actions)
+    wasmctrl_core::best_effort(positions.iter().map(|&p| p as usize), actions)
         .map_err(ActionError::BestEffort)
 }
 
@@ -220,7 +220,7 @@ impl Checker<'_> {
     /// A whole object to apply, owned children getting their owner reference first.
     fn apply(&self, json: &str) -> Result<Intent, Checked> {
         let mut object = parse(json)?;
-        if let Ok((kind, _, _)) = wasmctrl_scope::object_id(&object)
+        if let Ok((kind, _, _)) = wasmctrl_core::object_id(&object)
             && self.scope.is_owned(&kind)
             && let Some(owner) = self.owner()
         {
@@ -234,7 +234,7 @@ impl Checker<'_> {
     /// The complete set of the reconciled object's children of one owned kind, each with its
     /// owner reference.
     fn children(&self, set: &wit::Children) -> Result<Intent, Checked> {
-        let kind = Kind::from(&set.kind);
+        let kind = Gvk::from(&set.kind);
         let mut objects = (set.objects.iter())
             .map(|json| parse(json))
             .collect::<Result<Vec<_>, _>>()?;
@@ -340,7 +340,7 @@ fn parse(json: &str) -> Result<Value, Checked> {
 
 /// The target of an object already checked (so it has its kind and name).
 fn target_of(object: &Value) -> Result<Target, Checked> {
-    let (kind, namespace, name) = wasmctrl_scope::object_id(object).map_err(Checked::Malformed)?;
+    let (kind, namespace, name) = wasmctrl_core::object_id(object).map_err(Checked::Malformed)?;
     Ok(Target {
         api_version: kind.api_version(),
         kind: kind.kind,
@@ -349,8 +349,8 @@ fn target_of(object: &Value) -> Result<Target, Checked> {
     })
 }
 
-fn shared_target(r: &wit::ObjectRef) -> wasmctrl_scope::Target<'_> {
-    wasmctrl_scope::Target {
+fn shared_target(r: &wit::ObjectRef) -> wasmctrl_core::Target<'_> {
+    wasmctrl_core::Target {
         api_version: &r.api_version,
         kind: &r.kind,
         namespace: &r.namespace,

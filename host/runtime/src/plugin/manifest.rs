@@ -1,6 +1,6 @@
 //! A plugin's validated manifest: what it watches, owns, reads and writes.
 
-use wasmctrl_scope::{Declaration, DeclarationError, DeclaredRead, Kind, Namespaces, Scope};
+use wasmctrl_core::{Declaration, DeclarationError, DeclaredRead, Gvk, Namespaces, Scope};
 
 use super::wit;
 use crate::selector::Selector;
@@ -29,7 +29,7 @@ pub struct Manifest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Read {
     /// The kind.
-    pub kind: Kind,
+    pub kind: Gvk,
     /// Namespaces it is read in; empty for the plugin's own.
     pub namespaces: Vec<String>,
     /// Which objects.
@@ -46,28 +46,28 @@ pub enum ManifestError {
         "plugin name {0:?} must be a DNS-1123 label (lowercase alphanumerics and '-', at most 63)"
     )]
     Name(String),
-    /// A kind, selector or capability that grants nothing (the rules are `wasmctrl-scope`'s,
+    /// A kind, selector or capability that grants nothing (the rules are `wasmctrl-core`'s,
     /// shared with the SDK's test harness).
     #[error(transparent)]
     Declaration(#[from] DeclarationError),
 }
 
-/// The manifest's declaration, as `wasmctrl-scope` reads it.
+/// The manifest's declaration, as `wasmctrl-core` reads it.
 fn declaration(m: &wit::Manifest) -> Declaration {
     let watches = &m.watches;
     Declaration {
-        watched: Kind::from(&watches.kind),
+        watched: Gvk::from(&watches.kind),
         namespaces: watches.selector.namespaces.clone(),
         labels: watches.selector.labels.clone(),
-        owns: m.owns.iter().map(Kind::from).collect(),
+        owns: m.owns.iter().map(Gvk::from).collect(),
         reads: (m.reads.iter())
             .map(|r| DeclaredRead {
-                kind: Kind::from(&r.kind),
+                kind: Gvk::from(&r.kind),
                 namespaces: r.selector.namespaces.clone(),
                 labels: r.selector.labels.clone(),
             })
             .collect(),
-        writes: m.writes.iter().map(Kind::from).collect(),
+        writes: m.writes.iter().map(Gvk::from).collect(),
         capabilities: m.capabilities.clone(),
     }
 }
@@ -122,7 +122,7 @@ impl Manifest {
     /// nothing and grants nothing.
     pub fn placeholder() -> Self {
         let declaration = Declaration::default();
-        let scope = Scope::new(Kind::default(), Namespaces::All, Selector::default());
+        let scope = Scope::new(Gvk::default(), Namespaces::All, Selector::default());
         Self {
             name: String::new(),
             version: String::new(),
@@ -140,7 +140,7 @@ impl Manifest {
     }
 
     /// The reconciled kind.
-    pub fn kind(&self) -> &Kind {
+    pub fn kind(&self) -> &Gvk {
         &self.declaration.watched
     }
 
@@ -150,12 +150,12 @@ impl Manifest {
     }
 
     /// The kinds of the children it owns.
-    pub fn owns(&self) -> &[Kind] {
+    pub fn owns(&self) -> &[Gvk] {
         &self.declaration.owns
     }
 
     /// The kinds it may write without owning them.
-    pub fn writes(&self) -> &[Kind] {
+    pub fn writes(&self) -> &[Gvk] {
         &self.declaration.writes
     }
 
@@ -212,15 +212,15 @@ pub(crate) mod tests {
         }
     }
 
-    /// The rules are `wasmctrl-scope`'s (tested there); this is the reading of the WIT manifest.
+    /// The rules are `wasmctrl-core`'s (tested there); this is the reading of the WIT manifest.
     #[test]
     fn the_wit_manifest_is_read_into_the_shared_declaration() {
-        use wasmctrl_scope::Verb;
+        use wasmctrl_core::Verb;
         let m = Manifest::from_wit(&sample()).unwrap();
         let scope = m.scope(None).unwrap();
-        assert_eq!(m.kind().clone(), Kind::new("example.com", "v1", "Thing"));
-        let deploy = Kind::new("apps", "v1", "Deployment");
-        let cm = Kind::new("", "v1", "ConfigMap");
+        assert_eq!(m.kind().clone(), Gvk::new("example.com", "v1", "Thing"));
+        let deploy = Gvk::new("apps", "v1", "Deployment");
+        let cm = Gvk::new("", "v1", "ConfigMap");
         assert!(
             scope
                 .check_write(Verb::Patch, &deploy, "ns", "x", "ns")
@@ -228,7 +228,7 @@ pub(crate) mod tests {
         );
         assert!(scope.check_read(Verb::Get, &cm, "ns", "x").is_ok());
         assert!(scope.check_read(Verb::Get, m.kind(), "ns", "x").is_ok());
-        assert_eq!(m.reads[0].kind, Kind::new("", "v1", "ConfigMap"));
+        assert_eq!(m.reads[0].kind, Gvk::new("", "v1", "ConfigMap"));
         assert_eq!(m.selector.to_string(), "app=x");
         assert_eq!(m.field_manager(), "wasmctrl/sample");
         let narrowed = m.scope(Some(&["team-a".to_string()])).unwrap();

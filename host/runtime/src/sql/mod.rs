@@ -28,6 +28,7 @@ use futures::{StreamExt as _, pin_mut};
 use tokio::runtime::Handle;
 
 use crate::fence::Fence;
+use wasmctrl_core::sync::lock;
 
 pub use crate::plugin::bindings::current::wasmctrl::plugin::sql::{
     Rows, SqlError, Statement, Value,
@@ -134,7 +135,7 @@ impl Databases {
 
     /// Calls so far by database and outcome (`ok`, `error`, `transient_error`), for metrics.
     pub fn calls(&self) -> Vec<(String, &'static str, u64)> {
-        let calls = self.inner.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let calls = lock(&self.inner.calls);
         calls
             .iter()
             .map(|((db, outcome), n)| (db.clone(), *outcome, *n))
@@ -155,7 +156,7 @@ impl Databases {
             Err(e) if e.transient => "transient_error",
             Err(_) => "error",
         };
-        let mut calls = self.inner.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut calls = lock(&self.inner.calls);
         *calls.entry((name.to_string(), outcome)).or_default() += 1;
         result
     }

@@ -28,7 +28,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use sha2::{Digest as _, Sha256};
 
-use crate::sync::lock;
+use wasmctrl_core::sync::lock;
 
 /// How long a token's review is believed (controller-runtime's authenticator `CacheTTL`).
 const REVIEWED_TTL: Duration = Duration::from_secs(60);

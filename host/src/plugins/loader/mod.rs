@@ -24,7 +24,7 @@ mod directory;
 pub mod files;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::Watcher as _;
@@ -43,6 +43,7 @@ use crate::reconcile::controller::{Manager, Tuning};
 use crate::runtime::{Plugin, Runtime};
 use directory::Directory;
 pub use directory::widened;
+use wasmctrl_core::sync::lock;
 
 /// The served plugins as `current()` returns them, refreshed after every rescan.
 type Snapshot = Arc<Mutex<Vec<(Arc<Plugin>, PluginConfig)>>>;
@@ -214,10 +215,7 @@ impl Loader {
 
     /// The plugins served right now, ordered by name.
     pub fn current(&self) -> Vec<(Arc<Plugin>, PluginConfig)> {
-        self.snapshot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.snapshot).clone()
     }
 
     /// The watched directory.
@@ -357,12 +355,12 @@ async fn rescan(
     tokio::task::spawn_blocking(move || {
         // A panic while loading poisons the lock. Plugins are loaded before a scan mutates
         // anything, so the state is still the previous scan's: carry on with it.
-        let mut directory = directory.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut directory = lock(&directory);
         let changes = directory.rescan().map_err(|error| LoaderError::Read {
             dir: directory.dir().to_path_buf(),
             error,
         })?;
-        *snapshot.lock().unwrap_or_else(PoisonError::into_inner) = directory.snapshot();
+        *lock(&snapshot) = directory.snapshot();
         Ok(changes)
     })
     .await

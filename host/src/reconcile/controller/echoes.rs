@@ -77,7 +77,7 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
-    use wasmctrl_scope::Kind;
+    use wasmctrl_core::Gvk;
 
     use super::*;
     use crate::reconcile::informer::{Informer, Version};
@@ -88,7 +88,7 @@ mod tests {
     }
 
     fn cache() -> Arc<Informer> {
-        let informer = Informer::detached(Kind::new("", "v1", "ConfigMap"));
+        let informer = Informer::detached(Gvk::new("", "v1", "ConfigMap"));
         informer.put(config_map("changed", "1"));
         informer.put(config_map("deleted", "2"));
         informer

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use wasmctrl_scope::Kind;
-use wasmctrl_scope::Scope;
+use wasmctrl_core::Gvk;
+use wasmctrl_core::Scope;
 
 use crate::plugin::{Manifest, wit};
 use crate::reconcile::informer::{Change, Entry, Informer, Notice, ObjectKey};
@@ -75,7 +75,7 @@ pub(super) fn entries_of(notice: &Notice) -> Vec<&Arc<Entry>> {
 
 /// Owned children map to the owner named in their owner references (old and new versions, so a
 /// child that changes owner notifies both).
-pub(super) fn by_owner(owner_kind: &Kind, notice: &Notice, out: &mut Keys) {
+pub(super) fn by_owner(owner_kind: &Gvk, notice: &Notice, out: &mut Keys) {
     for entry in entries_of(notice) {
         for owner in entry.owners() {
             if owner.kind == owner_kind.kind && group_of(&owner.api_version) == owner_kind.group {
@@ -90,7 +90,7 @@ pub(super) fn by_owner(owner_kind: &Kind, notice: &Notice, out: &mut Keys) {
 
 pub(super) fn by_mapping(
     mapping: &wit::Mapping,
-    owner_kind: &Kind,
+    owner_kind: &Gvk,
     watched: &[Arc<Informer>],
     notice: &Notice,
     out: &mut Keys,

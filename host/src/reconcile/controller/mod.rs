@@ -16,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ObjectReference;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use wasmctrl_scope::{Kind, shard};
+use wasmctrl_core::{Gvk, shard};
 
 use crate::clock::Clock;
 use crate::identity::Account;
@@ -34,7 +34,7 @@ use crate::replicas::leader::Leadership;
 use crate::replicas::sharding::{Shards, SlotSet};
 use crate::runtime::Plugin;
 use crate::selector::Selector;
-use crate::sync::lock;
+use wasmctrl_core::sync::{lock, read, write};
 
 /// Keys being reconciled, with their shard slot (`None` outside a shard group).
 type InFlight = HashMap<ObjectKey, Option<usize>>;
@@ -183,7 +183,7 @@ struct Controller {
 }
 
 fn current(plugin: &RwLock<Arc<Plugin>>) -> Arc<Plugin> {
-    plugin.read().unwrap_or_else(|p| p.into_inner()).clone()
+    read(plugin).clone()
 }
 
 impl Manager {
@@ -489,7 +489,7 @@ impl Manager {
         if same_shape {
             let controllers = lock(&self.controllers);
             if let Some(c) = controllers.get(&name) {
-                *c.plugin.write().unwrap_or_else(|p| p.into_inner()) = plugin.clone();
+                *write(&c.plugin) = plugin.clone();
                 self.applier.forget_plugin(&name);
                 c.outcomes.clear();
                 for entry in c.watched.iter().flat_map(|w| w.entries()) {
@@ -509,7 +509,7 @@ impl Manager {
 
     /// Whether `kind` is namespaced, as discovery says; false when it cannot tell (a CRD not
     /// installed yet), which keeps a shard replica's caches of its children whole.
-    async fn namespaced(&self, kind: &Kind) -> bool {
+    async fn namespaced(&self, kind: &Gvk) -> bool {
         match kube::discovery::pinned_kind(&self.client, &kind.into()).await {
             Ok((_, caps)) => caps.scope == kube::discovery::Scope::Namespaced,
             Err(e) => {
@@ -683,7 +683,7 @@ impl Manager {
     /// label selector, all sent to the API server so that each holds the least data.
     fn caches(
         &self,
-        kind: &Kind,
+        kind: &Gvk,
         namespaces: Option<Vec<String>>,
         labels: &Selector,
         sharded: bool,
@@ -709,7 +709,7 @@ impl Manager {
 struct KeySources<'a> {
     manager: &'a Manager,
     queue: Queue<ObjectKey>,
-    scope: Arc<wasmctrl_scope::Scope>,
+    scope: Arc<wasmctrl_core::Scope>,
     subscriptions: Vec<(Arc<Informer>, u64)>,
     /// Whether the reconciled kind's cache is sharded (in a shard group).
     sharded: bool,
@@ -783,7 +783,7 @@ impl KeySources<'_> {
                 let readable: Vec<String> = (read.namespaces.iter())
                     .filter(|n| {
                         (self.scope)
-                            .check_read(wasmctrl_scope::Verb::List, &read.kind, n, "")
+                            .check_read(wasmctrl_core::Verb::List, &read.kind, n, "")
                             .is_ok()
                     })
                     .cloned()

@@ -215,7 +215,7 @@ impl Worker {
     /// The shard slot of `key`: its namespace's, or its object's uid's (the cached object's, or
     /// a deleted one's, remembered); `None` when this replica knows no object of the key.
     fn slot(&self, shards: &Shards, key: &ObjectKey) -> Option<usize> {
-        if shards.field() == wasmctrl_scope::shard::Field::Namespace {
+        if shards.field() == wasmctrl_core::shard::Field::Namespace {
             return Some(crate::replicas::sharding::key_slot(
                 key.namespace(),
                 key.name(),
@@ -275,7 +275,7 @@ impl Worker {
     /// first seen.
     async fn ordered(&self, plugin: &str, key: &ObjectKey) -> Ordered {
         let Some(shards) =
-            (self.shards.as_ref()).filter(|s| s.field() == wasmctrl_scope::shard::Field::Uid)
+            (self.shards.as_ref()).filter(|s| s.field() == wasmctrl_core::shard::Field::Uid)
         else {
             return Ordered::Now;
         };

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use wasmctrl_scope::{Kind, Reads};
+use wasmctrl_core::{Gvk, Reads};
 
 use super::{Entry, Informer, ObjectKey};
 use crate::selector::Selector;
@@ -13,13 +13,13 @@ use crate::view::{Lookup, View};
 /// A plugin's caches, by kind.
 #[derive(Default)]
 pub struct Caches {
-    by_kind: HashMap<Kind, Vec<Arc<Informer>>>,
+    by_kind: HashMap<Gvk, Vec<Arc<Informer>>>,
 }
 
 impl Caches {
     /// The caches of these informers.
     pub fn new<'a>(informers: impl IntoIterator<Item = &'a Arc<Informer>>) -> Self {
-        let mut by_kind: HashMap<Kind, Vec<Arc<Informer>>> = HashMap::new();
+        let mut by_kind: HashMap<Gvk, Vec<Arc<Informer>>> = HashMap::new();
         for informer in informers {
             let same = by_kind.entry(informer.gvk().clone()).or_default();
             if !same.iter().any(|i| Arc::ptr_eq(i, informer)) {
@@ -30,7 +30,7 @@ impl Caches {
     }
 
     /// One object of `kind`, from whichever cache holds it.
-    pub fn get(&self, kind: &Kind, key: &ObjectKey) -> Option<Arc<Entry>> {
+    pub fn get(&self, kind: &Gvk, key: &ObjectKey) -> Option<Arc<Entry>> {
         self.by_kind
             .get(kind)?
             .iter()
@@ -39,7 +39,7 @@ impl Caches {
     }
 
     /// The objects of `kind` in `namespace` (empty: all), each once, in key order.
-    pub fn entries(&self, kind: &Kind, namespace: &str) -> Vec<Arc<Entry>> {
+    pub fn entries(&self, kind: &Gvk, namespace: &str) -> Vec<Arc<Entry>> {
         let mut out: BTreeMap<ObjectKey, Arc<Entry>> = BTreeMap::new();
         for informer in self.by_kind.get(kind).into_iter().flatten() {
             if !namespace.is_empty() && !informer.covers(namespace) {
@@ -56,7 +56,7 @@ impl Caches {
 }
 
 impl View for Caches {
-    fn get(&self, kind: &Kind, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup {
+    fn get(&self, kind: &Gvk, namespace: &str, name: &str, reads: &Reads<'_>) -> Lookup {
         let entry = self.get(kind, &ObjectKey::new(namespace, name));
         match &entry {
             Some(e) => Lookup::of(namespace, Some((&e.labels(), &e.json)), reads),
@@ -66,7 +66,7 @@ impl View for Caches {
 
     fn list(
         &self,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         selector: &Selector,
         reads: &Reads<'_>,
@@ -84,7 +84,7 @@ impl View for Caches {
     /// From each cache's owner index: no object but the children is looked at.
     fn children(
         &self,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         owner_uid: &str,
         reads: &Reads<'_>,
@@ -115,13 +115,13 @@ impl View for Caches {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use wasmctrl_scope::{Kind, Namespaces, Scope, Selector, Verb};
+    use wasmctrl_core::{Gvk, Namespaces, Scope, Selector, Verb};
 
     use super::*;
 
     #[test]
     fn children_come_from_the_owner_index_and_only_the_controlled_ones() {
-        let gvk = Kind::new("", "v1", "ConfigMap");
+        let gvk = Gvk::new("", "v1", "ConfigMap");
         let informer = Informer::detached(gvk.clone());
         let cm = |name: &str, namespace: &str, uid: &str, controller: bool| {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -136,11 +136,11 @@ mod tests {
         informer.put(cm("someone-elses", "ns", "another", true));
         let caches = Caches::new([&informer]);
         let scope = Scope::new(
-            Kind::new("", "v1", "ConfigMap"),
+            Gvk::new("", "v1", "ConfigMap"),
             Namespaces::All,
             Selector::default(),
         );
-        let kind = Kind::new("", "v1", "ConfigMap");
+        let kind = Gvk::new("", "v1", "ConfigMap");
         let reads = scope.check_read(Verb::List, &kind, "ns", "").unwrap();
         let names = |found: Vec<Arc<str>>| {
             (found.iter())
@@ -160,10 +160,10 @@ mod tests {
         // The trait's default (a list, then a filter) answers the same.
         struct Listing<'a>(&'a Caches);
         impl View for Listing<'_> {
-            fn get(&self, k: &Kind, ns: &str, n: &str, r: &Reads<'_>) -> Lookup {
+            fn get(&self, k: &Gvk, ns: &str, n: &str, r: &Reads<'_>) -> Lookup {
                 View::get(self.0, k, ns, n, r)
             }
-            fn list(&self, k: &Kind, ns: &str, s: &Selector, r: &Reads<'_>) -> Vec<Arc<str>> {
+            fn list(&self, k: &Gvk, ns: &str, s: &Selector, r: &Reads<'_>) -> Vec<Arc<str>> {
                 View::list(self.0, k, ns, s, r)
             }
         }

@@ -29,7 +29,7 @@ use kube::runtime::watcher::{self, Event};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::watch;
-use wasmctrl_scope::Kind;
+use wasmctrl_core::Gvk;
 
 mod caches;
 mod registry;
@@ -41,14 +41,14 @@ pub use registry::Informers;
 use crate::identity::Account;
 use crate::replicas::sharding::{CacheSlots, Shards};
 use crate::selector::{Labels, Selector};
-use crate::sync::lock;
+use wasmctrl_core::sync::{lock, read, write};
 
 /// What one informer lists and watches: a kind, in one namespace or all, the objects matching a
 /// label selector. The namespace and selector are sent to the API server.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Watch {
     /// The kind.
-    pub kind: Kind,
+    pub kind: Gvk,
     /// One namespace, or `None` for all (and for cluster-scoped kinds).
     pub namespace: Option<String>,
     /// Only objects with these labels.
@@ -262,7 +262,7 @@ impl Entry {
             resource_version: Version::new(meta.resource_version.unwrap_or_default()),
             generation: meta.generation,
             deleting: meta.deletion_timestamp.is_some(),
-            uid_hash: wasmctrl_scope::shard::hash(meta.uid.as_deref().unwrap_or_default()),
+            uid_hash: wasmctrl_core::shard::hash(meta.uid.as_deref().unwrap_or_default()),
             owned: meta.owner_references.is_some_and(|o| !o.is_empty()),
             json,
         }
@@ -481,7 +481,7 @@ impl Informer {
 
     /// A cache with no watch behind it, filled by hand: for unit tests of what reads caches.
     #[cfg(test)]
-    pub(crate) fn detached(kind: Kind) -> Arc<Self> {
+    pub(crate) fn detached(kind: Gvk) -> Arc<Self> {
         Arc::new(Self::new(Watch {
             kind,
             namespace: None,
@@ -504,15 +504,15 @@ impl Informer {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Store> {
-        self.store.read().unwrap_or_else(|p| p.into_inner())
+        read(&self.store)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Store> {
-        self.store.write().unwrap_or_else(|p| p.into_inner())
+        write(&self.store)
     }
 
     /// The kind.
-    pub fn gvk(&self) -> &Kind {
+    pub fn gvk(&self) -> &Gvk {
         &self.watch.kind
     }
 
@@ -722,8 +722,7 @@ impl Informer {
         let (resource, namespaced) = self.resolve(&client).await;
         // By namespace, only a namespaced kind is sharded (a cluster-scoped object has none).
         let sharding = sharding.filter(|(shards, _)| {
-            self.watch.sharded
-                && (namespaced || shards.field() == wasmctrl_scope::shard::Field::Uid)
+            self.watch.sharded && (namespaced || shards.field() == wasmctrl_core::shard::Field::Uid)
         });
         if sharding.is_some() {
             // Known to be sharded, and holding no slots yet, before the kind is known.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use wasmctrl_scope::Kind;
+use wasmctrl_core::Gvk;
 
 use super::{Informer, Watch, lock};
 use crate::identity::Account;
@@ -80,7 +80,7 @@ impl Informers {
     /// that can show an object is absent.
     pub fn covering(
         &self,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         account: Option<&Account>,
     ) -> Option<Arc<Informer>> {

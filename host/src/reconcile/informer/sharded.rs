@@ -138,7 +138,7 @@ impl<'a> Sharded<'a> {
     /// The slot of an object of the cache's kind.
     fn slot(&self, obj: &DynamicObject) -> usize {
         let meta = &obj.metadata;
-        let uid = wasmctrl_scope::shard::hash(meta.uid.as_deref().unwrap_or(""));
+        let uid = wasmctrl_core::shard::hash(meta.uid.as_deref().unwrap_or(""));
         (self.shards).slot(
             uid,
             meta.namespace.as_deref().unwrap_or(""),
@@ -280,8 +280,8 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, DeleteParams, ListParams, PostParams};
     use wasmctrl_apiserver::ApiServer;
-    use wasmctrl_scope::Kind;
-    use wasmctrl_scope::shard::Field;
+    use wasmctrl_core::Gvk;
+    use wasmctrl_core::shard::Field;
 
     use crate::reconcile::informer::{Informer, Informers, Watch};
     use crate::replicas::sharding::{Shards, SlotSet, slot_of};
@@ -308,7 +308,7 @@ mod tests {
             let informers = Informers::new(client).merge_after(merge_after);
             informers.shard(shards.clone());
             let informer = informers.get(&Watch {
-                kind: Kind::new("", "v1", "ConfigMap"),
+                kind: Gvk::new("", "v1", "ConfigMap"),
                 namespace: None,
                 labels: Selector::default(),
                 sharded: true,
@@ -332,7 +332,7 @@ mod tests {
             (all.items.iter())
                 .filter(|cm| {
                     let uid = cm.metadata.uid.as_deref().unwrap();
-                    slots.contains(slot_of(wasmctrl_scope::shard::hash(uid)))
+                    slots.contains(slot_of(wasmctrl_core::shard::hash(uid)))
                 })
                 .map(|cm| cm.metadata.name.clone().unwrap())
                 .collect()

@@ -22,7 +22,7 @@ use super::{SLOTS, SlotSet};
 /// the slot (splitmix64's finalizer: FNV-1a alone spreads a short suffix poorly).
 pub fn score(member: &str, slot: usize) -> u64 {
     let mut z =
-        wasmctrl_scope::shard::hash(member) ^ (slot as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        wasmctrl_core::shard::hash(member) ^ (slot as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -196,7 +196,7 @@ mod tests {
         let mut keys = [0; SLOTS];
         for i in 0..3000u64 {
             let uid = format!("{seed:08x}-{i:04x}-4a5b-8c9d-{:012x}", i * 2_654_435_761);
-            keys[super::super::slot_of(wasmctrl_scope::shard::hash(&uid))] += 1;
+            keys[super::super::slot_of(wasmctrl_core::shard::hash(&uid))] += 1;
         }
         keys
     }

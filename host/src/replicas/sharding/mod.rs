@@ -46,7 +46,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
-use wasmctrl_scope::shard;
+use wasmctrl_core::shard;
+use wasmctrl_core::sync::{read, write};
 
 pub use service::sharded_client;
 pub use tombstones::Tombstones;
@@ -287,11 +288,11 @@ impl Shards {
 
     /// The slots whose keys are taken now.
     pub fn active(&self) -> SlotSet {
-        *self.inner.active.read().unwrap_or_else(|p| p.into_inner())
+        *read(&self.inner.active)
     }
 
     pub(crate) fn set_active(&self, slots: SlotSet) {
-        *self.inner.active.write().unwrap_or_else(|p| p.into_inner()) = slots;
+        *write(&self.inner.active) = slots;
     }
 
     /// What the sharded caches hold now, and its changes.

@@ -37,6 +37,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use tokio::sync::{Notify, watch};
+use wasmctrl_core::sync::lock;
 
 /// Buckets tombstones are hashed into: a bucket set of one member is at most ~20 KB as text.
 pub const BUCKETS: u64 = 4096;
@@ -47,7 +48,7 @@ pub const TOMBSTONES_ANNOTATION: &str = "sharding.wasmctrl.dev/gone";
 /// The bucket of `plugin`'s key `namespace/name`.
 pub fn bucket(plugin: &str, namespace: &str, name: &str) -> u16 {
     let text = format!("{plugin}\0{namespace}/{name}");
-    (wasmctrl_scope::shard::hash(&text) % BUCKETS) as u16
+    (wasmctrl_core::shard::hash(&text) % BUCKETS) as u16
 }
 
 /// A set of buckets, as a Lease carries it.
@@ -184,7 +185,7 @@ impl Drop for Writing<'_> {
 
 impl Tombstones {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Records that `plugin`'s object `namespace/name` was deleted (at revision `deleted_at`)

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, FixedOffset};
+use jiff::Timestamp;
 use serde_json::Value;
 
 /// One reconcile of a key by a host, from its JSON log's start and end records.
@@ -14,15 +14,15 @@ pub struct Span {
     /// `namespace/name`.
     pub key: String,
     /// When the host logged that it started.
-    pub start: DateTime<FixedOffset>,
+    pub start: Timestamp,
     /// When it logged the end, or when it was killed.
-    pub end: DateTime<FixedOffset>,
+    pub end: Timestamp,
 }
 
 /// The reconciles a host's JSON log records, each with its start and end. A host stopped
 /// gracefully ends every reconcile it starts; one `killed` at a time may leave some unfinished,
 /// which count as running until then.
-pub fn spans(host: usize, log: &str, killed: Option<DateTime<FixedOffset>>) -> Vec<Span> {
+pub fn spans(host: usize, log: &str, killed: Option<Timestamp>) -> Vec<Span> {
     let mut starts = BTreeMap::new();
     let mut spans = Vec::new();
     for line in log.lines() {
@@ -33,7 +33,8 @@ pub fn spans(host: usize, log: &str, killed: Option<DateTime<FixedOffset>>) -> V
             continue;
         }
         let id = line["span"]["reconcile.id"].as_u64().expect("reconcile.id");
-        let at = DateTime::parse_from_rfc3339(line["timestamp"].as_str().expect("timestamp"))
+        let at: Timestamp = (line["timestamp"].as_str().expect("timestamp"))
+            .parse()
             .expect("an RFC 3339 timestamp");
         let key = line["span"]["object.key"].as_str().expect("object.key");
         if message == "reconciling" {

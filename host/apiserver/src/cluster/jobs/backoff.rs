@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::phase;
 use crate::cluster::condition;
 use crate::json::str_at;
+use wasmctrl_core::sync::lock;
 
 /// The first delay before a failed Pod is replaced (`DefaultJobPodFailureBackOff`).
 const BACKOFF: Duration = Duration::from_secs(10);
@@ -33,7 +34,7 @@ static BACKOFFS: Mutex<BTreeMap<String, Backoff>> = Mutex::new(BTreeMap::new());
 
 /// The backoff records, locked.
 pub(super) fn records() -> std::sync::MutexGuard<'static, BTreeMap<String, Backoff>> {
-    BACKOFFS.lock().unwrap_or_else(|p| p.into_inner())
+    lock(&BACKOFFS)
 }
 
 /// The Job's backoff record with the Pods that finished since the last sync

@@ -11,7 +11,7 @@
 //! grammars with its messages, and the messages are what users and tests compare.
 //!
 //! ```
-//! use wasmctrl_scope::validation::{NameRule, object_meta};
+//! use wasmctrl_core::validation::{NameRule, object_meta};
 //! let meta = serde_json::json!({"generateName": "test-vm.", "namespace": "default"});
 //! let errors = object_meta(&meta, true, NameRule::Subdomain);
 //! assert_eq!(errors[0].field, "metadata.generateName");

@@ -10,7 +10,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use wasmctrl_scope::duration::parse_go;
+/// use wasmctrl_core::duration::parse_go;
 /// assert_eq!(parse_go("1h30m"), Some(Duration::from_secs(5400)));
 /// assert_eq!(parse_go("1.5s"), Some(Duration::from_millis(1500)));
 /// assert_eq!(parse_go("1h 30m"), None);
@@ -53,7 +53,7 @@ pub fn parse_go(text: &str) -> Option<Duration> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use wasmctrl_scope::duration::format_go;
+/// use wasmctrl_core::duration::format_go;
 /// assert_eq!(format_go(Duration::from_secs(3600)), "1h0m0s");
 /// assert_eq!(format_go(Duration::from_millis(90_500)), "1m30.5s");
 /// assert_eq!(format_go(Duration::from_micros(1500)), "1.5ms");

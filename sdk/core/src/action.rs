@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::validation::{self, EVENT_REASON_MAX, NameRule};
-use crate::{Kind, Refusal, Scope, Verb, object_id};
+use crate::{Gvk, Refusal, Scope, Verb, object_id};
 
 /// One action, parsed.
 #[derive(Debug, Clone, Copy)]
@@ -21,7 +21,7 @@ pub enum Act<'a> {
     /// The complete set of the reconciled object's children of `kind`.
     Children {
         /// Their kind, which must be owned.
-        kind: &'a Kind,
+        kind: &'a Gvk,
         /// Each child.
         objects: &'a [Value],
     },
@@ -137,7 +137,7 @@ impl Scope {
                 {
                     return Err(malformed("target needs apiVersion, kind and name"));
                 }
-                let kind = Kind::from_api_version(target.api_version, target.kind);
+                let kind = Gvk::from_api_version(target.api_version, target.kind);
                 let (namespace, name) = (target.namespace, target.name);
                 Ok(self.check_write(verb, &kind, namespace, name, reconciled.namespace)?)
             }
@@ -198,7 +198,7 @@ impl Scope {
         verb: Verb,
         reconciled: &Reconciled<'_>,
         object: &Value,
-    ) -> Result<(Kind, String, String), ActionError> {
+    ) -> Result<(Gvk, String, String), ActionError> {
         let (kind, namespace, name) = object_id(object).map_err(malformed)?;
         self.check_write(verb, &kind, &namespace, &name, reconciled.namespace)?;
         let refused =
@@ -217,7 +217,7 @@ impl Scope {
     fn check_children(
         &self,
         reconciled: &Reconciled<'_>,
-        kind: &Kind,
+        kind: &Gvk,
         objects: &[Value],
     ) -> Result<(), ActionError> {
         self.check_on_reconciled(Verb::Apply, reconciled)?;
@@ -272,12 +272,12 @@ mod tests {
 
     fn scope() -> Scope {
         Scope::new(
-            Kind::new("example.com", "v1", "Thing"),
+            Gvk::new("example.com", "v1", "Thing"),
             Namespaces::declared(&["ns"]),
             Selector::default(),
         )
-        .owns(Kind::new("", "v1", "ConfigMap"))
-        .writes(Kind::new("apps", "v1", "Deployment"))
+        .owns(Gvk::new("", "v1", "ConfigMap"))
+        .writes(Gvk::new("apps", "v1", "Deployment"))
     }
 
     const LIVE: Reconciled<'static> = Reconciled {
@@ -329,12 +329,12 @@ mod tests {
 
     #[test]
     fn children_are_of_one_owned_kind_each_once() {
-        let cms = Kind::new("", "v1", "ConfigMap");
-        let children = |reconciled: &Reconciled<'_>, kind: &Kind, objects: &[Value]| {
+        let cms = Gvk::new("", "v1", "ConfigMap");
+        let children = |reconciled: &Reconciled<'_>, kind: &Gvk, objects: &[Value]| {
             check(reconciled, Act::Children { kind, objects })
         };
         assert_eq!(children(&LIVE, &cms, &[cm("a"), cm("b")]), Ok(()));
-        let deployments = Kind::new("apps", "v1", "Deployment");
+        let deployments = Gvk::new("apps", "v1", "Deployment");
         let err = children(&LIVE, &deployments, &[]).unwrap_err();
         assert!(err.contains("not an owned kind"), "{err}");
         let twice = children(&LIVE, &cms, &[cm("a"), cm("a")]);

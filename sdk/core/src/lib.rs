@@ -1,5 +1,9 @@
-//! What a wasmctrl plugin may touch, as one set of rules shared by the host and the SDK's native
-//! test harness, so that `cargo test` of a plugin fails exactly where the host would refuse.
+//! The rules wasmctrl's host, its embedded API server and the plugin SDK share, written once
+//! (`wasmctrl-core`): what a plugin may touch ([`Scope`]), label selectors ([`selector`]) and
+//! shard selectors ([`shard`]), Kubernetes' name, metadata and Event rules ([`validation`]),
+//! a kind's group, version and kind ([`Gvk`]), poison-tolerant locking ([`sync`]), and the list of built-in Kubernetes types (`k8s_resource_types!`). The SDK's
+//! native test harness uses the same rules as the host, so `cargo test` of a plugin fails
+//! exactly where the host would refuse.
 //!
 //! A [`Scope`] is built from a plugin's manifest, narrowed by the operator's config. It answers
 //! two questions, each about kind **and** namespace (and, for reads, labels):
@@ -27,6 +31,7 @@ pub mod declaration;
 pub mod duration;
 pub mod selector;
 pub mod shard;
+pub mod sync;
 mod types;
 pub mod validation;
 
@@ -39,9 +44,9 @@ pub use selector::{Labels, ParseError, Selector};
 
 /// A Kubernetes group/version/kind; `group` is empty for the core group. The one kind type of
 /// wasmctrl, from a plugin's manifest to the host's caches and applier: it becomes kube's
-/// `GroupVersionKind` only where a kube API takes one (`From<&Kind>`).
+/// `GroupVersionKind` only where a kube API takes one (`From<&Gvk>`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Kind {
+pub struct Gvk {
     /// API group, empty for core.
     pub group: String,
     /// API version.
@@ -50,7 +55,7 @@ pub struct Kind {
     pub kind: String,
 }
 
-impl Kind {
+impl Gvk {
     /// A kind from its parts.
     pub fn new(group: &str, version: &str, kind: &str) -> Self {
         Self {
@@ -83,13 +88,13 @@ impl Kind {
     }
 }
 
-impl From<&Kind> for kube_core::GroupVersionKind {
-    fn from(kind: &Kind) -> Self {
+impl From<&Gvk> for kube_core::GroupVersionKind {
+    fn from(kind: &Gvk) -> Self {
         kube_core::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind)
     }
 }
 
-impl fmt::Display for Kind {
+impl fmt::Display for Gvk {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.group.is_empty() {
             write!(f, "{}/{}", self.version, self.kind)
@@ -101,7 +106,7 @@ impl fmt::Display for Kind {
 
 /// Which object an applied object (a full desired object as JSON) names: its kind from
 /// `apiVersion` and `kind`, its namespace (empty when it has none) and `metadata.name`.
-pub fn object_id(object: &serde_json::Value) -> Result<(Kind, String, String), String> {
+pub fn object_id(object: &serde_json::Value) -> Result<(Gvk, String, String), String> {
     fn field<'a>(v: &'a serde_json::Value, name: &str) -> Result<&'a str, String> {
         v.as_str()
             .filter(|s| !s.is_empty())
@@ -112,7 +117,7 @@ pub fn object_id(object: &serde_json::Value) -> Result<(Kind, String, String), S
     let name = field(&object["metadata"]["name"], "metadata.name")?;
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
     Ok((
-        Kind::from_api_version(api_version, kind),
+        Gvk::from_api_version(api_version, kind),
         namespace.into(),
         name.into(),
     ))
@@ -249,7 +254,7 @@ pub struct Refusal {
     /// What was asked.
     pub verb: Verb,
     /// Of which kind.
-    pub kind: Kind,
+    pub kind: Gvk,
     /// In which namespace (empty: cluster-scoped, or every namespace for a list).
     pub namespace: String,
     /// Which object (empty for a list).
@@ -260,7 +265,7 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal of `verb` on `namespace/name` of `kind`, for `reason`.
-    pub fn new(verb: Verb, kind: &Kind, namespace: &str, name: &str, reason: String) -> Self {
+    pub fn new(verb: Verb, kind: &Gvk, namespace: &str, name: &str, reason: String) -> Self {
         Self {
             verb,
             kind: kind.clone(),
@@ -300,17 +305,17 @@ enum Write {
 /// methods in the order the manifest declares them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
-    watched: Kind,
+    watched: Gvk,
     namespaces: Namespaces,
-    reads: BTreeMap<Kind, Vec<Grant>>,
-    writes: BTreeMap<Kind, Write>,
+    reads: BTreeMap<Gvk, Vec<Grant>>,
+    writes: BTreeMap<Gvk, Write>,
     capabilities: BTreeSet<String>,
 }
 
 impl Scope {
     /// A plugin reconciling `watched` objects in `namespaces` (the manifest's, already narrowed
     /// by the operator) that match `selector`.
-    pub fn new(watched: Kind, namespaces: Namespaces, selector: Selector) -> Self {
+    pub fn new(watched: Gvk, namespaces: Namespaces, selector: Selector) -> Self {
         let mut scope = Self {
             watched: watched.clone(),
             namespaces: namespaces.clone(),
@@ -324,7 +329,7 @@ impl Scope {
     }
 
     /// Children of `kind` are created beside the reconciled object.
-    pub fn owns(mut self, kind: Kind) -> Self {
+    pub fn owns(mut self, kind: Gvk) -> Self {
         self.grant_read(kind.clone(), self.namespaces.clone(), Selector::default());
         self.writes.entry(kind).or_insert(Write::Owned);
         self
@@ -332,12 +337,7 @@ impl Scope {
 
     /// `kind` is read from the cache in `namespaces` (empty: the plugin's own) where labels
     /// match `selector`.
-    pub fn reads<S: AsRef<str>>(
-        mut self,
-        kind: Kind,
-        namespaces: &[S],
-        selector: Selector,
-    ) -> Self {
+    pub fn reads<S: AsRef<str>>(mut self, kind: Gvk, namespaces: &[S], selector: Selector) -> Self {
         let namespaces = if namespaces.is_empty() {
             self.namespaces.clone()
         } else {
@@ -348,7 +348,7 @@ impl Scope {
     }
 
     /// `kind` may be patched, applied and deleted in the plugin's namespaces without owning it.
-    pub fn writes(mut self, kind: Kind) -> Self {
+    pub fn writes(mut self, kind: Gvk) -> Self {
         self.writes.insert(kind, Write::Namespaces);
         self
     }
@@ -377,7 +377,7 @@ impl Scope {
     }
 
     /// Every kind the scope names (watched, read, written).
-    pub fn kinds(&self) -> BTreeSet<&Kind> {
+    pub fn kinds(&self) -> BTreeSet<&Gvk> {
         (self.reads.keys()).chain(self.writes.keys()).collect()
     }
 
@@ -392,7 +392,7 @@ impl Scope {
         self.capabilities.contains(name)
     }
 
-    fn grant_read(&mut self, kind: Kind, namespaces: Namespaces, selector: Selector) {
+    fn grant_read(&mut self, kind: Gvk, namespaces: Namespaces, selector: Selector) {
         let grant = Grant {
             namespaces,
             selector,
@@ -404,7 +404,7 @@ impl Scope {
     }
 
     /// The reconciled kind.
-    pub fn watched(&self) -> &Kind {
+    pub fn watched(&self) -> &Gvk {
         &self.watched
     }
 
@@ -424,7 +424,7 @@ impl Scope {
     pub fn check_read(
         &self,
         verb: Verb,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         name: &str,
     ) -> Result<Reads<'_>, Refusal> {
@@ -458,7 +458,7 @@ impl Scope {
     pub fn check_write(
         &self,
         verb: Verb,
-        kind: &Kind,
+        kind: &Gvk,
         namespace: &str,
         name: &str,
         reconciled: &str,
@@ -492,20 +492,20 @@ impl Scope {
     }
 
     /// Whether `kind` is owned: its objects are children of the reconciled object.
-    pub fn is_owned(&self, kind: &Kind) -> bool {
+    pub fn is_owned(&self, kind: &Gvk) -> bool {
         self.writes.get(kind) == Some(&Write::Owned)
     }
 
     /// Each readable kind with every set of namespaces it may be read in (label selectors
     /// aside: they narrow what is seen, not what must be listed).
-    pub fn readable(&self) -> impl Iterator<Item = (&Kind, Vec<&Namespaces>)> {
+    pub fn readable(&self) -> impl Iterator<Item = (&Gvk, Vec<&Namespaces>)> {
         (self.reads.iter())
             .map(|(kind, grants)| (kind, grants.iter().map(|g| &g.namespaces).collect()))
     }
 
     /// Each writable kind and whether it is owned (written only beside the reconciled object,
     /// with an owner reference to it); both are written in the plugin's namespaces.
-    pub fn writable(&self) -> impl Iterator<Item = (&Kind, bool)> {
+    pub fn writable(&self) -> impl Iterator<Item = (&Gvk, bool)> {
         (self.writes.iter()).map(|(kind, write)| (kind, *write == Write::Owned))
     }
 
@@ -571,7 +571,7 @@ pub enum Permission {
         /// The verb.
         verb: Verb,
         /// The kind.
-        kind: Kind,
+        kind: Gvk,
         /// Where (`all namespaces` or `[a, b]`).
         namespaces: String,
         /// Which labels, for reads (empty: every object).
@@ -643,35 +643,35 @@ mod tests {
         Selector::parse(s).unwrap()
     }
 
-    fn thing() -> Kind {
-        Kind::new("example.com", "v1", "Thing")
+    fn thing() -> Gvk {
+        Gvk::new("example.com", "v1", "Thing")
     }
 
     fn scope() -> Scope {
         Scope::new(thing(), Namespaces::declared(&["team-a"]), sel("tier=web"))
-            .owns(Kind::new("", "v1", "Pod"))
+            .owns(Gvk::new("", "v1", "Pod"))
             .reads(
-                Kind::new("", "v1", "ConfigMap"),
+                Gvk::new("", "v1", "ConfigMap"),
                 &[] as &[&str],
                 sel("app=x"),
             )
             .reads(
-                Kind::new("", "v1", "Secret"),
+                Gvk::new("", "v1", "Secret"),
                 &["shared"],
                 Selector::default(),
             )
             .reads(
-                Kind::new("", "v1", "Node"),
+                Gvk::new("", "v1", "Node"),
                 &[] as &[&str],
                 Selector::default(),
             )
-            .writes(Kind::new("apps", "v1", "Deployment"))
+            .writes(Gvk::new("apps", "v1", "Deployment"))
     }
 
     #[test]
     fn reads_are_limited_to_declared_kinds_namespaces_and_labels() {
         let s = scope();
-        let cm = Kind::new("", "v1", "ConfigMap");
+        let cm = Gvk::new("", "v1", "ConfigMap");
         let labels = |app: &str| BTreeMap::from([("app".to_string(), app.to_string())]);
         let reads = s.check_read(Verb::Get, &cm, "team-a", "c").unwrap();
         assert!(reads.admits("team-a", &labels("x")));
@@ -688,14 +688,14 @@ mod tests {
         let all = s.check_read(Verb::List, &cm, "", "").unwrap();
         assert!(!all.admits("team-b", &labels("x")));
         // Undeclared kinds are refused whatever the namespace.
-        let deploy = Kind::new("apps", "v1", "Deployment");
+        let deploy = Gvk::new("apps", "v1", "Deployment");
         assert!(s.check_read(Verb::Get, &deploy, "team-a", "d").is_err());
         // Explicit namespaces on a read stand as declared.
-        let secret = Kind::new("", "v1", "Secret");
+        let secret = Gvk::new("", "v1", "Secret");
         assert!(s.check_read(Verb::Get, &secret, "shared", "s").is_ok());
         assert!(s.check_read(Verb::Get, &secret, "team-a", "s").is_err());
         // Cluster-scoped objects of a declared kind are readable.
-        let node = Kind::new("", "v1", "Node");
+        let node = Gvk::new("", "v1", "Node");
         assert!(s.check_read(Verb::Get, &node, "", "n1").is_ok());
         // The watched kind's reads follow its selector.
         let watched = s.check_read(Verb::List, &thing(), "team-a", "").unwrap();
@@ -706,19 +706,19 @@ mod tests {
     #[test]
     fn a_confined_scope_reaches_only_its_namespace_whatever_was_declared() {
         let all = Scope::new(thing(), Namespaces::All, Selector::default())
-            .owns(Kind::new("", "v1", "ConfigMap"))
-            .reads(Kind::new("", "v1", "Secret"), &["shared"], sel("app=x"))
-            .writes(Kind::new("apps", "v1", "Deployment"));
+            .owns(Gvk::new("", "v1", "ConfigMap"))
+            .reads(Gvk::new("", "v1", "Secret"), &["shared"], sel("app=x"))
+            .writes(Gvk::new("apps", "v1", "Deployment"));
         let s = all.confine("team-a");
         assert!(s.reconciles_in("team-a") && !s.reconciles_in("team-b"));
-        let secret = Kind::new("", "v1", "Secret");
+        let secret = Gvk::new("", "v1", "Secret");
         let refused = s.check_read(Verb::Get, &secret, "shared", "s").unwrap_err();
         assert!(refused.to_string().contains("shared/s"), "{refused}");
         assert!(s.check_read(Verb::List, &secret, "team-b", "").is_err());
         let listed = s.check_read(Verb::List, &thing(), "", "").unwrap();
         assert!(!listed.admits("team-b", &BTreeMap::new()));
         assert!(listed.admits("team-a", &BTreeMap::new()));
-        let deploy = Kind::new("apps", "v1", "Deployment");
+        let deploy = Gvk::new("apps", "v1", "Deployment");
         assert!((s.check_write(Verb::Patch, &deploy, "team-b", "d", "team-a")).is_err());
         assert!((s.check_write(Verb::Patch, &deploy, "team-a", "d", "team-a")).is_ok());
         assert!(
@@ -738,9 +738,9 @@ mod tests {
     #[test]
     fn writes_are_limited_to_declared_kinds_and_namespaces() {
         let s = scope();
-        let pod = Kind::new("", "v1", "Pod");
-        let deploy = Kind::new("apps", "v1", "Deployment");
-        let cm = Kind::new("", "v1", "ConfigMap");
+        let pod = Gvk::new("", "v1", "Pod");
+        let deploy = Gvk::new("apps", "v1", "Deployment");
+        let cm = Gvk::new("", "v1", "ConfigMap");
         assert!(
             s.check_write(Verb::Apply, &pod, "team-a", "p", "team-a")
                 .is_ok()
@@ -790,7 +790,7 @@ mod tests {
     #[test]
     fn permissions_list_what_the_scope_allows() {
         let narrow = Scope::new(thing(), Namespaces::declared(&["a"]), Selector::default());
-        let wide = narrow.clone().writes(Kind::new("apps", "v1", "Deployment"));
+        let wide = narrow.clone().writes(Gvk::new("apps", "v1", "Deployment"));
         let (n, w) = (narrow.permissions(), wide.permissions());
         assert!(n.is_subset(&w));
         let added: Vec<String> = w.difference(&n).map(|p| p.to_string()).collect();

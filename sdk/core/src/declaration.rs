@@ -3,23 +3,23 @@
 //! loaded plugin's manifest with it, and the SDK's test harness reads the plugin's own, so the
 //! two cannot disagree about what a manifest grants or refuses.
 
-use crate::{Kind, Namespaces, ParseError, Scope, Selector};
+use crate::{Gvk, Namespaces, ParseError, Scope, Selector};
 
 /// What a manifest declares about the objects a plugin touches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Declaration {
     /// The reconciled kind.
-    pub watched: Kind,
+    pub watched: Gvk,
     /// Namespaces it is reconciled in; empty for all.
     pub namespaces: Vec<String>,
     /// Label selector on the reconciled kind, in its string form (empty selects all).
     pub labels: String,
     /// Kinds of the children it owns.
-    pub owns: Vec<Kind>,
+    pub owns: Vec<Gvk>,
     /// Kinds it reads from the cache.
     pub reads: Vec<DeclaredRead>,
     /// Kinds it writes without owning them.
-    pub writes: Vec<Kind>,
+    pub writes: Vec<Gvk>,
     /// Capabilities of the host it uses (`sql:<database>`).
     pub capabilities: Vec<String>,
 }
@@ -28,7 +28,7 @@ pub struct Declaration {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeclaredRead {
     /// The kind.
-    pub kind: Kind,
+    pub kind: Gvk,
     /// Namespaces it is read in; empty for the plugin's own.
     pub namespaces: Vec<String>,
     /// Label selector, in its string form.
@@ -91,7 +91,7 @@ impl Declaration {
     }
 }
 
-fn checked_kind(field: &'static str, kind: &Kind) -> Result<Kind, DeclarationError> {
+fn checked_kind(field: &'static str, kind: &Gvk) -> Result<Gvk, DeclarationError> {
     if kind.version.is_empty() || kind.kind.is_empty() {
         let given = format!("{}/{}/{}", kind.group, kind.version, kind.kind);
         return Err(DeclarationError::Kind { field, given });
@@ -126,14 +126,14 @@ mod tests {
 
     fn sample() -> Declaration {
         Declaration {
-            watched: Kind::new("example.com", "v1", "Thing"),
+            watched: Gvk::new("example.com", "v1", "Thing"),
             labels: "app=x".into(),
-            owns: vec![Kind::new("", "v1", "Pod")],
+            owns: vec![Gvk::new("", "v1", "Pod")],
             reads: vec![DeclaredRead {
-                kind: Kind::new("", "v1", "ConfigMap"),
+                kind: Gvk::new("", "v1", "ConfigMap"),
                 ..Default::default()
             }],
-            writes: vec![Kind::new("apps", "v1", "Deployment")],
+            writes: vec![Gvk::new("apps", "v1", "Deployment")],
             ..Default::default()
         }
     }
@@ -141,13 +141,13 @@ mod tests {
     #[test]
     fn grants_follow_the_declaration_and_the_operator_only_narrows() {
         let scope = sample().scope(None).unwrap();
-        let thing = Kind::new("example.com", "v1", "Thing");
-        let pod = Kind::new("", "v1", "Pod");
-        let cm = Kind::new("", "v1", "ConfigMap");
-        let deploy = Kind::new("apps", "v1", "Deployment");
-        let secret = Kind::new("", "v1", "Secret");
-        let read = |k: &Kind| scope.check_read(Verb::Get, k, "ns", "x").is_ok();
-        let write = |k: &Kind| scope.check_write(Verb::Patch, k, "ns", "x", "ns").is_ok();
+        let thing = Gvk::new("example.com", "v1", "Thing");
+        let pod = Gvk::new("", "v1", "Pod");
+        let cm = Gvk::new("", "v1", "ConfigMap");
+        let deploy = Gvk::new("apps", "v1", "Deployment");
+        let secret = Gvk::new("", "v1", "Secret");
+        let read = |k: &Gvk| scope.check_read(Verb::Get, k, "ns", "x").is_ok();
+        let write = |k: &Gvk| scope.check_write(Verb::Patch, k, "ns", "x", "ns").is_ok();
         assert!(read(&thing) && read(&pod) && read(&cm));
         assert!(!read(&deploy) && !read(&secret));
         assert!(write(&thing) && write(&pod) && write(&deploy));
