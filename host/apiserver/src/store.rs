@@ -23,7 +23,7 @@ use wasmctrl_core::sync::lock;
 
 /// Watch event type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
+pub enum WatchEventType {
     /// Object created.
     Added,
     /// Object changed.
@@ -32,7 +32,7 @@ pub enum EventKind {
     Deleted,
 }
 
-impl EventKind {
+impl WatchEventType {
     /// Wire name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -45,9 +45,9 @@ impl EventKind {
 
 /// One change of one object.
 #[derive(Debug, Clone)]
-pub struct Event {
+pub struct WatchEvent {
     /// What happened.
-    pub kind: EventKind,
+    pub kind: WatchEventType,
     /// Object after the change (for deletions: its last state, with the deletion's RV).
     pub object: Arc<Value>,
     /// Object before the change, for MODIFIED (lets selector watches synthesise ADDED/DELETED)
@@ -63,7 +63,7 @@ pub struct Table {
     /// Objects by `(namespace, name)` (`""` namespace for cluster-scoped).
     pub objects: BTreeMap<(String, String), Arc<Value>>,
     /// Recent events, oldest first.
-    pub history: VecDeque<Arc<Event>>,
+    pub history: VecDeque<Arc<WatchEvent>>,
     /// Events at or below this RV may have been dropped from `history`.
     pub compacted: u64,
 }
@@ -190,7 +190,7 @@ impl State {
                     continue;
                 };
                 let mut defaulted = (**obj).clone();
-                schema::apply_defaults(schema, &mut defaulted);
+                schema::fill_defaults(schema, &mut defaulted);
                 if defaulted != **obj {
                     *obj = Arc::new(defaulted);
                 }
@@ -237,14 +237,14 @@ impl State {
         let t = self.table(key);
         let old = t.objects.insert((ns, name), obj.clone());
         let (kind, operation) = if old.is_some() {
-            (EventKind::Modified, "update")
+            (WatchEventType::Modified, "update")
         } else {
-            (EventKind::Added, "create")
+            (WatchEventType::Added, "create")
         };
         push(
             t,
             cap,
-            Event {
+            WatchEvent {
                 kind,
                 object: obj.clone(),
                 old,
@@ -288,8 +288,8 @@ impl State {
         push(
             t,
             cap,
-            Event {
-                kind: EventKind::Deleted,
+            WatchEvent {
+                kind: WatchEventType::Deleted,
                 object: last.clone(),
                 old: Some(cur),
                 rv,
@@ -319,7 +319,7 @@ impl State {
     }
 
     /// Events of a resource after `rv`, or `Err` if some may be lost (410).
-    pub fn events_since(&self, key: &ResKey, rv: u64) -> Result<Vec<Arc<Event>>, ()> {
+    pub fn events_since(&self, key: &ResKey, rv: u64) -> Result<Vec<Arc<WatchEvent>>, ()> {
         let Some(t) = self.tables.get(key) else {
             return Ok(vec![]);
         };
@@ -349,12 +349,12 @@ impl State {
         for ev in t.history.iter().rev().take_while(|e| e.rv > rv) {
             let k = object_key(&ev.object);
             match (ev.kind, &ev.old) {
-                (EventKind::Added, _) => objects.remove(&k),
-                (EventKind::Modified | EventKind::Deleted, Some(old)) => {
+                (WatchEventType::Added, _) => objects.remove(&k),
+                (WatchEventType::Modified | WatchEventType::Deleted, Some(old)) => {
                     objects.insert(k, old.clone())
                 }
                 // Every MODIFIED and DELETED event is published with its `old`.
-                (EventKind::Modified | EventKind::Deleted, None) => return None,
+                (WatchEventType::Modified | WatchEventType::Deleted, None) => return None,
             };
         }
         Some(objects)
@@ -382,7 +382,7 @@ impl State {
     }
 }
 
-fn push(t: &mut Table, cap: usize, ev: Event) {
+fn push(t: &mut Table, cap: usize, ev: WatchEvent) {
     t.history.push_back(Arc::new(ev));
     while t.history.len() > cap.max(1) {
         if let Some(e) = t.history.pop_front() {

@@ -22,7 +22,7 @@ use super::handlers::{Query, Shape, Target, flag, render, selectors, visible};
 use super::protobuf;
 use super::selector::Selectors;
 use super::status::{ApiError, ApiResult};
-use super::store::{Event, EventKind};
+use super::store::{WatchEvent, WatchEventType};
 
 /// How often idle watches with `allowWatchBookmarks=true` get a BOOKMARK.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -81,11 +81,11 @@ struct Filter {
 
 impl Filter {
     /// The line a stored event becomes for this watcher, if any.
-    fn event(&self, ev: &Event) -> Option<Bytes> {
+    fn event(&self, ev: &WatchEvent) -> Option<Bytes> {
         let now = visible(&self.t, &self.selectors, &ev.object);
         let kind = match ev.kind {
-            EventKind::Added | EventKind::Deleted => now.then_some(ev.kind.as_str())?,
-            EventKind::Modified => {
+            WatchEventType::Added | WatchEventType::Deleted => now.then_some(ev.kind.as_str())?,
+            WatchEventType::Modified => {
                 let before = ev
                     .old
                     .as_ref()

@@ -642,7 +642,7 @@ pub(crate) async fn serve(
             granting.await;
         }
         preflight(&change);
-        change.apply(&host, args.concurrency, grace).await;
+        change.deliver(&host, args.concurrency, grace).await;
     }
     readiness.plugins_loaded.store(true, Ordering::Release);
     tracing::info!(plugins = %args.plugins.display(), "serving plugins");
@@ -655,7 +655,7 @@ pub(crate) async fn serve(
                         granting.await;
                     }
                     preflight(&change);
-                    change.apply(&host, args.concurrency, grace).await
+                    change.deliver(&host, args.concurrency, grace).await
                 }
                 None => break,
             },

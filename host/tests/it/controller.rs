@@ -529,7 +529,7 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
         ..PluginConfig::default()
     };
     Change::Added(v1.clone(), config(1))
-        .apply(&host, 4, Duration::from_millis(100))
+        .deliver(&host, 4, Duration::from_millis(100))
         .await;
     let api = things::api(&client);
     things::create(&api, "t", json!({})).await;
@@ -543,7 +543,7 @@ async fn past_the_grace_the_old_versions_work_is_cancelled_and_never_applied() {
         new: v2,
         config: config(2),
     };
-    replaced.apply(&host, 4, Duration::from_millis(100)).await;
+    replaced.deliver(&host, 4, Duration::from_millis(100)).await;
     let status = common::eventually(20, "version 2's status", || async {
         common::status_of(&api, "t")
             .await

@@ -86,7 +86,7 @@ async fn replacing_a_plugin_under_load_loses_nothing_and_ends_on_the_last_versio
                 if matches!(change, loader::Change::Failed { .. }) {
                     failed.fetch_add(1, Ordering::SeqCst);
                 }
-                change.apply(&host, 4, Duration::from_secs(10)).await;
+                change.deliver(&host, 4, Duration::from_secs(10)).await;
             }
         })
     };

@@ -81,11 +81,11 @@ fn sync_one(st: &mut State, ds: &Arc<Value>, nodes: &[Arc<Value>]) -> bool {
     let by_node = pods_by_node(&pods, false);
     let (create_on, delete) = manage(st, &ctx, nodes, &by_node);
     let acted = !create_on.is_empty() || !delete.is_empty();
-    changed |= apply(st, &ctx, &create_on, &delete);
+    changed |= write_pods(st, &ctx, &create_on, &delete);
     // As kube waits for its creations and deletions to be observed before rolling out.
     if !acted && ds["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
         let (create_on, delete) = rolling_update(&ctx, nodes, by_node);
-        changed |= apply(st, &ctx, &create_on, &delete);
+        changed |= write_pods(st, &ctx, &create_on, &delete);
     }
     let pods = owned_pods(st, ds);
     changed |= cleanup_history(st, ds, &history.old, &pods);
@@ -574,7 +574,7 @@ fn new_pod(ctx: &Ctx<'_>, node: &str) -> Value {
 
 /// Creates a Pod on each of `create_on` and deletes `delete`, each at most a burst; whether
 /// anything was written.
-fn apply(st: &mut State, ctx: &Ctx<'_>, create_on: &[String], delete: &[Arc<Value>]) -> bool {
+fn write_pods(st: &mut State, ctx: &Ctx<'_>, create_on: &[String], delete: &[Arc<Value>]) -> bool {
     let Some(t) = target(st, "", "pods", ctx.ns(), None) else {
         return false;
     };

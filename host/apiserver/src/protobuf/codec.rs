@@ -11,7 +11,7 @@
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use super::table::{Field, MsgId, TABLES, Ty};
+use super::messages::{Field, MESSAGES, MsgId, Ty};
 use super::wire::{self, Wire, bad, fields, string};
 use crate::status::ApiResult;
 
@@ -48,7 +48,7 @@ impl Drop for Nested {
 pub(super) fn decode(buf: &[u8], id: MsgId) -> ApiResult<Map<String, Value>> {
     // Every nested message and embedded envelope is decoded through here.
     let _level = Nested::enter()?;
-    let message = &TABLES.messages[id];
+    let message = &MESSAGES.messages[id];
     let mut wires: Vec<Vec<Wire<'_>>> = message.fields.iter().map(|_| Vec::new()).collect();
     for (number, w) in fields(buf)? {
         if let Some(i) = message.index(number) {
@@ -262,7 +262,7 @@ fn value_of(ty: &Ty, w: &Wire<'_>) -> ApiResult<Value> {
             }
         }
         Ty::PropsOrArray | Ty::PropsOrBool | Ty::PropsOrStrings => {
-            let props = TABLES.schema_props;
+            let props = MESSAGES.schema_props;
             let (mut schema, mut list, mut allows) = (None, Vec::new(), false);
             for (n, f) in fields(bytes(w)?)? {
                 match (ty, n) {
@@ -305,7 +305,7 @@ fn number(f: f64) -> Value {
 
 /// Appends message `id` of JSON object `obj`.
 pub(super) fn encode(obj: &Map<String, Value>, id: MsgId, out: &mut Vec<u8>) {
-    let message = &TABLES.messages[id];
+    let message = &MESSAGES.messages[id];
     let mut order: Vec<&Field> = message.fields.iter().collect();
     order.sort_by_key(|f| f.number);
     for field in order {
@@ -423,12 +423,12 @@ fn put_value(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) {
         }
         (Ty::PropsOrArray, Value::Array(items)) => message(out, &|inner| {
             for item in items {
-                put_value(inner, 2, &Ty::Msg(TABLES.schema_props), item);
+                put_value(inner, 2, &Ty::Msg(MESSAGES.schema_props), item);
             }
         }),
         (Ty::PropsOrArray | Ty::PropsOrStrings, Value::Object(_)) => {
             message(out, &|inner| {
-                put_value(inner, 1, &Ty::Msg(TABLES.schema_props), v);
+                put_value(inner, 1, &Ty::Msg(MESSAGES.schema_props), v);
             });
         }
         (Ty::PropsOrStrings, Value::Array(items)) => message(out, &|inner| {
@@ -442,7 +442,7 @@ fn put_value(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) {
         // A schema allows what it describes.
         (Ty::PropsOrBool, Value::Object(_)) => message(out, &|inner| {
             wire::put_int(inner, 1, 1);
-            put_value(inner, 2, &Ty::Msg(TABLES.schema_props), v);
+            put_value(inner, 2, &Ty::Msg(MESSAGES.schema_props), v);
         }),
         (Ty::Items(item), Value::Array(items)) => message(out, &|inner| {
             for v in items {

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::table::{MsgId, TABLES, Ty};
+use super::messages::{MESSAGES, MsgId, Ty};
 
 /// Completes `obj` (an object of `kind` in `api_version`) as Go's JSON encoder would write it;
 /// objects of kinds without a table (custom resources) are left as they are.
@@ -20,14 +20,14 @@ pub fn complete(obj: &mut Value) {
 /// A built-in object's fields and its message; `None` for other objects.
 fn typed(obj: &mut Value) -> Option<(&mut Map<String, Value>, MsgId)> {
     let id = match (obj.get("apiVersion"), obj.get("kind")) {
-        (Some(Value::String(v)), Some(Value::String(k))) => TABLES.kind(v, k)?,
+        (Some(Value::String(v)), Some(Value::String(k))) => MESSAGES.kind(v, k)?,
         _ => return None,
     };
     Some((obj.as_object_mut()?, id))
 }
 
 fn complete_message(obj: &mut Map<String, Value>, id: MsgId) {
-    for field in &TABLES.messages[id].fields {
+    for field in &MESSAGES.messages[id].fields {
         if field.inline {
             if let Ty::Msg(child) = field.ty {
                 complete_message(obj, child);
@@ -103,7 +103,7 @@ pub fn canonical_quantities(obj: &mut Value) {
 }
 
 fn quantities_of(obj: &mut Map<String, Value>, id: MsgId) {
-    for field in &TABLES.messages[id].fields {
+    for field in &MESSAGES.messages[id].fields {
         if field.inline {
             if let Ty::Msg(child) = field.ty {
                 quantities_of(obj, child);

@@ -12,7 +12,7 @@
 
 mod codec;
 mod go_json;
-mod table;
+mod messages;
 mod wire;
 
 pub use self::go_json::{canonical_quantities, complete};
@@ -21,7 +21,7 @@ use axum::body::Body;
 use http::{HeaderValue, Response, header};
 use serde_json::{Map, Value, json};
 
-use self::table::TABLES;
+use self::messages::MESSAGES;
 use self::wire::{Wire, bad, fields, string};
 use super::status::{ApiError, ApiResult};
 
@@ -40,7 +40,7 @@ pub struct Encoded;
 
 /// Whether a kind has a protobuf form.
 pub fn has_form(api_version: &str, kind: &str) -> bool {
-    TABLES.kind(api_version, kind).is_some()
+    MESSAGES.kind(api_version, kind).is_some()
 }
 
 /// Re-encodes a JSON response as protobuf for a client that prefers it (its `Accept`
@@ -123,7 +123,7 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
             _ => {}
         }
     }
-    let id = TABLES.kind(&api_version, &kind).ok_or_else(|| {
+    let id = MESSAGES.kind(&api_version, &kind).ok_or_else(|| {
         ApiError::unsupported_media_type(MEDIA_TYPE, &["application/json", "application/yaml"])
     })?;
     let mut obj = Map::new();
@@ -138,7 +138,7 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
 pub fn encode(obj: &Value) -> Option<Vec<u8>> {
     let api_version = obj.get("apiVersion")?.as_str()?;
     let kind = obj.get("kind")?.as_str()?;
-    let id = TABLES.kind(api_version, kind)?;
+    let id = MESSAGES.kind(api_version, kind)?;
     let mut raw = Vec::new();
     codec::encode(obj.as_object()?, id, &mut raw);
     let mut type_meta = Vec::new();
@@ -168,7 +168,7 @@ pub fn watch_frame(event_type: &str, obj: &Value) -> Option<Vec<u8>> {
 }
 
 /// Whether a client's `Accept` header prefers protobuf: its first media type this server
-/// answers with (by quality, then order) is protobuf. Tables are JSON only, so
+/// answers with (by quality, then order) is protobuf. Messages are JSON only, so
 /// `as=Table` entries are passed over as kube passes over what it cannot encode.
 pub fn preferred(accept: &str) -> bool {
     let mut entries: Vec<(f32, usize, &str, &str)> = accept

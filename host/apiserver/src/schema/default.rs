@@ -21,7 +21,7 @@ use super::field::{self, go_printed};
 use super::{Additional, Schema, crd_schema_sources, prune_at, validate};
 
 /// Sets the defaults `s` declares below `v`.
-pub fn apply(s: &Schema, v: &mut Value) {
+pub fn fill(s: &Schema, v: &mut Value) {
     match v {
         Value::Object(m) => {
             for (k, p) in &s.properties {
@@ -31,15 +31,15 @@ pub fn apply(s: &Schema, v: &mut Value) {
             }
             for (k, value) in m.iter_mut() {
                 match (s.properties.get(k), &s.additional) {
-                    (Some(p), _) => apply(p, value),
-                    (None, Additional::Schema(a)) => apply(a, value),
+                    (Some(p), _) => fill(p, value),
+                    (None, Additional::Schema(a)) => fill(a, value),
                     _ => {}
                 }
             }
         }
         Value::Array(items) => {
             if let Some(i) = &s.items {
-                items.iter_mut().for_each(|item| apply(i, item));
+                items.iter_mut().for_each(|item| fill(i, item));
             }
         }
         _ => {}

@@ -26,8 +26,8 @@ mod field;
 mod format;
 mod validate;
 
-pub(crate) use default::apply as apply_defaults;
 pub(crate) use default::crd_errors as crd_default_errors;
+pub(crate) use default::fill as fill_defaults;
 
 #[cfg(test)]
 mod tests;
@@ -165,7 +165,7 @@ pub struct Schema {
     pub properties_count: (Option<i64>, Option<i64>),
     /// `pattern`.
     pub pattern: Option<Pattern>,
-    /// `default`: set where the field is absent (`default::apply`).
+    /// `default`: set where the field is absent (`default::fill`).
     pub default: Option<Value>,
     /// `x-kubernetes-list-type` (and a map's `x-kubernetes-list-map-keys`).
     pub list_type: ListType,
@@ -436,7 +436,7 @@ pub(crate) fn admit(
     let mut unknown = Vec::new();
     prune_at(s, obj, false, true, "", &mut unknown);
     validation.judge(kind, version, &unknown)?;
-    default::apply(s, obj);
+    default::fill(s, obj);
     let causes = validate::object(s, obj, old);
     if causes.is_empty() {
         return Ok(());

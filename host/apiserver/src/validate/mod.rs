@@ -15,6 +15,7 @@
 
 pub(crate) mod apps;
 pub(crate) mod batch;
+pub(crate) mod coordination;
 pub(crate) mod core;
 mod go;
 pub(crate) mod networking;

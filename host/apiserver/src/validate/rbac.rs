@@ -1,10 +1,9 @@
-//! RBAC's roles and bindings (`pkg/apis/rbac/validation`) and Leases
-//! (`pkg/apis/coordination/validation`).
+//! RBAC's roles and bindings (`pkg/apis/rbac/validation`).
 
 use serde_json::Value;
 use wasmctrl_core::validation::{FieldError, NameRule};
 
-use super::{Errors, dns_subdomain, grammar, int, items, label_selector, text};
+use super::{Errors, dns_subdomain, grammar, items, label_selector, text};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -140,31 +139,5 @@ pub(crate) fn binding(obj: &Value, namespaced: bool, errs: &mut Errors) {
                 &["ServiceAccount", "User", "Group"],
             )),
         }
-    }
-}
-
-/// A Lease (`ValidateLeaseSpec`).
-pub(crate) fn lease(obj: &Value, errs: &mut Errors) {
-    let spec = &obj["spec"];
-    if let Some(d) = int(spec, "leaseDurationSeconds").filter(|d| *d <= 0) {
-        errs.push(FieldError::invalid_printed(
-            "spec.leaseDurationSeconds",
-            d.to_string(),
-            "must be greater than 0",
-        ));
-    }
-    if let Some(t) = int(spec, "leaseTransitions").filter(|t| *t < 0) {
-        errs.push(FieldError::invalid_printed(
-            "spec.leaseTransitions",
-            t.to_string(),
-            "must be greater than or equal to 0",
-        ));
-    }
-    let preferred = text(spec, "preferredHolder");
-    if !preferred.is_empty() && text(spec, "strategy").is_empty() {
-        errs.push(FieldError::forbidden(
-            "spec.preferredHolder",
-            "may only be specified if `strategy` is defined",
-        ));
     }
 }

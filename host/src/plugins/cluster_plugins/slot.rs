@@ -262,7 +262,7 @@ impl Slot {
             None => loader::Change::Added(plugin.clone(), config.clone()),
         };
         let options = &self.shared.options;
-        (change.apply(&self.shared.host, options.concurrency, options.grace)).await;
+        (change.deliver(&self.shared.host, options.concurrency, options.grace)).await;
         report.set(
             "Loaded",
             Verdict::yes("Loaded", serves(&plugin, &digest, &clamped)),

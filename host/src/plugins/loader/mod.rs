@@ -78,7 +78,7 @@ impl Change {
     /// Hands the change to the controllers: starts, swaps or stops one (`concurrency` is the
     /// worker count of plugins whose config sets none; a restart gives in-flight reconciles
     /// `grace`), and tells the host's Pod about a version loaded or refused.
-    pub async fn apply(self, host: &Manager, concurrency: usize, grace: Duration) {
+    pub async fn deliver(self, host: &Manager, concurrency: usize, grace: Duration) {
         let tuning = |config: &PluginConfig| Tuning {
             concurrency: config.concurrency.or(Some(concurrency)),
             account: config.account.clone(),

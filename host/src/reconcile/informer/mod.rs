@@ -494,7 +494,7 @@ impl Informer {
     /// Caches `object` as a watch event would (see [`detached`](Self::detached)).
     #[cfg(test)]
     pub(crate) fn put(&self, object: serde_json::Value) {
-        self.apply(serde_json::from_value(object).unwrap_or_else(|e| panic!("an object: {e}")));
+        self.upsert(serde_json::from_value(object).unwrap_or_else(|e| panic!("an object: {e}")));
     }
 
     /// Removes an object as a watch's DELETED event would.
@@ -643,7 +643,7 @@ impl Informer {
         }
     }
 
-    fn apply(&self, obj: DynamicObject) {
+    fn upsert(&self, obj: DynamicObject) {
         let entry = Arc::new(Entry::from_object(obj));
         let _delivering = lock(&self.delivering);
         let old = self.write().insert(entry.clone());
@@ -769,7 +769,7 @@ impl Informer {
                     first = false;
                     self.synced.send_replace(true);
                 }
-                Ok(Event::Apply(obj)) => self.apply(obj),
+                Ok(Event::Apply(obj)) => self.upsert(obj),
                 Ok(Event::Delete(obj)) => self.delete(&obj),
                 Err(e) => {
                     tracing::warn!(kind = %self.watch.kind.kind, error = %e, "watch failed; retrying with backoff")

@@ -236,7 +236,7 @@ impl<'a> Sharded<'a> {
                 }
                 self.check_complete();
             }
-            Ok(Event::Apply(obj)) => self.informer.apply(obj),
+            Ok(Event::Apply(obj)) => self.informer.upsert(obj),
             Ok(Event::Delete(obj)) => self.informer.delete(&obj),
             Err(e) => {
                 tracing::warn!(kind = %self.informer.watch.kind.kind, error = %e, "watch failed; retrying with backoff")

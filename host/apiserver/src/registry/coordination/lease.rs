@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::printers::{self, Printer};
 use crate::registry::Strategy;
-use crate::validate::{Errors, rbac};
+use crate::validate::{Errors, coordination};
 
 /// The strategy of `coordination.k8s.io/Lease`.
 pub(crate) struct Lease;
@@ -21,7 +21,7 @@ impl Strategy for Lease {
 
     fn validate(&self, obj: &Value) -> Errors {
         let mut errs = Errors::new();
-        rbac::lease(obj, &mut errs);
+        coordination::lease(obj, &mut errs);
         errs
     }
 

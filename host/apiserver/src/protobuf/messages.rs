@@ -1,4 +1,4 @@
-//! The protobuf field table of every built-in kind, parsed once from `data/protobuf.txt`
+//! The protobuf messages of every built-in kind (their fields, numbers and types), parsed once from `data/protobuf.txt`
 //! (generated from the Go types' `protobuf` and `json` tags; its README describes the format).
 
 use std::collections::HashMap;
@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 const DATA: &str = include_str!("../../data/protobuf.txt");
 
-/// Index of a message in [`Tables::messages`].
+/// Index of a message in [`Messages::messages`].
 pub(super) type MsgId = usize;
 
 /// What one value on the wire is, and how it reads as JSON.
@@ -76,7 +76,7 @@ impl Message {
 }
 
 /// Every message and the kinds encoded as them.
-pub(super) struct Tables {
+pub(super) struct Messages {
     pub messages: Vec<Message>,
     /// apiVersion → kind → message: looked up by `&str` on every object read or written.
     kinds: HashMap<String, HashMap<String, MsgId>>,
@@ -84,16 +84,16 @@ pub(super) struct Tables {
     pub schema_props: MsgId,
 }
 
-impl Tables {
+impl Messages {
     /// The message of a kind (`apps/v1`, `Deployment`).
     pub fn kind(&self, api_version: &str, kind: &str) -> Option<MsgId> {
         self.kinds.get(api_version)?.get(kind).copied()
     }
 }
 
-pub(super) static TABLES: LazyLock<Tables> = LazyLock::new(|| parse(DATA));
+pub(super) static MESSAGES: LazyLock<Messages> = LazyLock::new(|| parse(DATA));
 
-fn parse(data: &str) -> Tables {
+fn parse(data: &str) -> Messages {
     let lines: Vec<&str> = data
         .lines()
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -140,7 +140,7 @@ fn parse(data: &str) -> Tables {
             });
         }
     }
-    Tables {
+    Messages {
         messages,
         kinds,
         schema_props: id("apiextensions/v1.JSONSchemaProps"),
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn every_served_kind_has_a_message() {
-        let t = &*TABLES;
+        let t = &*MESSAGES;
         let deployment = &t.messages[t.kind("apps/v1", "Deployment").unwrap()];
         let spec = &deployment.fields[deployment.index(2).unwrap()];
         assert_eq!(spec.json.as_deref(), Some("spec"));
