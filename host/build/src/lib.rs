@@ -212,22 +212,7 @@ pub fn build(opts: &Options) -> Result<Built, Error> {
         .join(target.triple())
         .join(profile.name())
         .join(format!("{}.wasm", lib.name.replace('-', "_")));
-    let bytes = fs::read(&module).map_err(|source| match source.kind() {
-        io::ErrorKind::NotFound => Error::ModuleMissing {
-            krate: krate.clone(),
-            path: module.clone(),
-        },
-        _ => Error::Read {
-            krate: krate.clone(),
-            path: module.clone(),
-            source,
-        },
-    })?;
-    let component = componentize(&bytes, target).map_err(|err| Error::Encode {
-        krate: krate.clone(),
-        path: module.clone(),
-        detail: format!("{err:#}"),
-    })?;
+    let component = component_of(&module, target, &krate)?;
 
     let out_dir = opts
         .out_dir
@@ -242,6 +227,26 @@ pub fn build(opts: &Options) -> Result<Built, Error> {
     Ok(Built {
         path: out,
         size: component.len() as u64,
+    })
+}
+
+/// The component made of the core module cargo wrote at `module` for `krate`.
+fn component_of(module: &Path, target: Target, krate: &str) -> Result<Vec<u8>, Error> {
+    let bytes = fs::read(module).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => Error::ModuleMissing {
+            krate: krate.to_owned(),
+            path: module.to_owned(),
+        },
+        _ => Error::Read {
+            krate: krate.to_owned(),
+            path: module.to_owned(),
+            source,
+        },
+    })?;
+    componentize(&bytes, target).map_err(|err| Error::Encode {
+        krate: krate.to_owned(),
+        path: module.to_owned(),
+        detail: format!("{err:#}"),
     })
 }
 

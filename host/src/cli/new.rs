@@ -144,80 +144,14 @@ fn plural(kind: &str) -> String {
 
 /// Writes the crate; prints its directory and the next commands.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    check_name(&args.name)?;
-    check_group(&args.group)?;
-    if args.group.is_empty() {
-        bail!("--group: a custom resource needs an API group (apps.example.com)");
-    }
-    check_version(&args.version)?;
-    check_kind(&args.kind)?;
-    let plural = args.plural.clone().unwrap_or_else(|| plural(&args.kind));
-    let owns = if args.owns.is_empty() {
-        vec![parse_kind("v1/ConfigMap")?]
-    } else {
-        args.owns
-            .iter()
-            .map(|o| parse_kind(o))
-            .collect::<anyhow::Result<_>>()?
-    };
-    let dir = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(&args.name));
-    if dir.exists()
-        && std::fs::read_dir(&dir)
-            .with_context(|| format!("{} is not a directory", dir.display()))?
-            .next()
-            .is_some()
-    {
-        bail!("{} exists and is not empty", dir.display());
-    }
-    let sdk = match &args.sdk_path {
-        Some(path) => {
-            let path = std::path::absolute(path)
-                .with_context(|| format!("--sdk-path {}", path.display()))?;
-            if !path.join("Cargo.toml").is_file() {
-                bail!("--sdk-path {}: no Cargo.toml there", path.display());
-            }
-            format!("path = {:?}", path.display().to_string())
-        }
-        None => format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
-    };
-    let child = &owns[0];
-    let more_owns: String = owns[1..]
-        .iter()
-        .map(|k| format!("\n            .owns_kind({})", gvk_expr(k)))
-        .collect();
-    let (child_use, child_kind_fn, child_build) = child_code(child);
-    // A Kubernetes kind is owned by its type; a CRD's by its group, version and kind.
-    let child_owns = match crate::kinds::rust_path(&child.group, &child.kind) {
-        Some(_) => format!("owns::<{}>()", child.kind),
-        None => "owns_kind(child_kind())".to_string(),
-    };
-    let crate_name = args.name.replace('-', "_");
+    let (plural, owns) = checked(&args)?;
+    let dir = empty_dir(&args)?;
+    let sdk = sdk_dependency(&args)?;
+    let values = placeholders(&args, &plural, &owns, &sdk);
     let fill = |template: &str| {
-        template
-            .replace("__CHILD_OWNS__", &child_owns)
-            .replace("__MORE_OWNS__", &more_owns)
-            .replace("__CHILD_USE__", &child_use)
-            .replace("__CHILD_BUILD__", &child_build)
-            .replace("__CHILD_KIND_FN__", &child_kind_fn)
-            .replace("__CHILD_GROUP__", &child.group)
-            .replace("__CHILD_VERSION__", &child.version)
-            .replace("__CHILD_KIND__", &child.kind)
-            .replace("__CRATE__", &args.name)
-            .replace("__CRATE_IDENT__", &crate_name)
-            .replace("__NAME__", &args.name)
-            .replace("__GROUP__", &args.group)
-            .replace("__VERSION__", &args.version)
-            .replace("__KIND__", &args.kind)
-            .replace("__PLURAL__", &plural)
-            .replace("__SINGULAR__", &args.kind.to_ascii_lowercase())
-            .replace(
-                "__SAMPLE__",
-                &format!("{}-sample", args.kind.to_ascii_lowercase()),
-            )
-            .replace("__SDK__", &sdk)
+        (values.iter()).fold(template.to_string(), |text, (key, value)| {
+            text.replace(key, value)
+        })
     };
     let files: [(&str, &str); 5] = [
         ("Cargo.toml", CARGO_TOML),
@@ -236,6 +170,95 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.name
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments checked as Kubernetes checks names: the kind's plural and the kinds it owns
+/// (a ConfigMap unless `--owns` says).
+fn checked(args: &Args) -> anyhow::Result<(String, Vec<Gvk>)> {
+    check_name(&args.name)?;
+    check_group(&args.group)?;
+    if args.group.is_empty() {
+        bail!("--group: a custom resource needs an API group (apps.example.com)");
+    }
+    check_version(&args.version)?;
+    check_kind(&args.kind)?;
+    let plural = args.plural.clone().unwrap_or_else(|| plural(&args.kind));
+    let owns = if args.owns.is_empty() {
+        vec![parse_kind("v1/ConfigMap")?]
+    } else {
+        (args.owns.iter())
+            .map(|o| parse_kind(o))
+            .collect::<anyhow::Result<_>>()?
+    };
+    Ok((plural, owns))
+}
+
+/// The directory to write (`--dir`, or the plugin's name), which must be new or empty.
+fn empty_dir(args: &Args) -> anyhow::Result<PathBuf> {
+    let dir = args
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&args.name));
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .with_context(|| format!("{} is not a directory", dir.display()))?
+            .next()
+            .is_some()
+    {
+        bail!("{} exists and is not empty", dir.display());
+    }
+    Ok(dir)
+}
+
+/// How the plugin's Cargo.toml names the SDK: a path (`--sdk-path`) or this version.
+fn sdk_dependency(args: &Args) -> anyhow::Result<String> {
+    Ok(match &args.sdk_path {
+        Some(path) => {
+            let path = std::path::absolute(path)
+                .with_context(|| format!("--sdk-path {}", path.display()))?;
+            if !path.join("Cargo.toml").is_file() {
+                bail!("--sdk-path {}: no Cargo.toml there", path.display());
+            }
+            format!("path = {:?}", path.display().to_string())
+        }
+        None => format!("version = \"{}\"", env!("CARGO_PKG_VERSION")),
+    })
+}
+
+/// Each template placeholder and what it becomes, in the order they are replaced.
+fn placeholders(args: &Args, plural: &str, owns: &[Gvk], sdk: &str) -> Vec<(&'static str, String)> {
+    let child = &owns[0];
+    let more_owns: String = owns[1..]
+        .iter()
+        .map(|k| format!("\n            .owns_kind({})", gvk_expr(k)))
+        .collect();
+    let (child_use, child_kind_fn, child_build) = child_code(child);
+    // A Kubernetes kind is owned by its type; a CRD's by its group, version and kind.
+    let child_owns = match crate::kinds::rust_path(&child.group, &child.kind) {
+        Some(_) => format!("owns::<{}>()", child.kind),
+        None => "owns_kind(child_kind())".to_string(),
+    };
+    let singular = args.kind.to_ascii_lowercase();
+    vec![
+        ("__CHILD_OWNS__", child_owns),
+        ("__MORE_OWNS__", more_owns),
+        ("__CHILD_USE__", child_use),
+        ("__CHILD_BUILD__", child_build),
+        ("__CHILD_KIND_FN__", child_kind_fn),
+        ("__CHILD_GROUP__", child.group.clone()),
+        ("__CHILD_VERSION__", child.version.clone()),
+        ("__CHILD_KIND__", child.kind.clone()),
+        ("__CRATE__", args.name.clone()),
+        ("__CRATE_IDENT__", args.name.replace('-', "_")),
+        ("__NAME__", args.name.clone()),
+        ("__GROUP__", args.group.clone()),
+        ("__VERSION__", args.version.clone()),
+        ("__KIND__", args.kind.clone()),
+        ("__PLURAL__", plural.to_string()),
+        ("__SINGULAR__", singular.clone()),
+        ("__SAMPLE__", format!("{singular}-sample")),
+        ("__SDK__", sdk.to_string()),
+    ]
 }
 
 /// The import, the kind helper and the statement that build the child: a Kubernetes kind as its

@@ -492,6 +492,196 @@ pub(crate) struct Extras {
     pub clock: Option<Clock>,
 }
 
+/// The sandbox plugins run in, with `args`' deadline, memory cap and cache, and `databases`.
+fn sandbox(args: &HostArgs, databases: Databases) -> anyhow::Result<Runtime> {
+    Ok(Runtime::new(runtime::Config {
+        deadline: Duration::from_millis(args.deadline_ms),
+        memory_limit: args.memory_mib << 20,
+        cache_dir: args.cache_dir.clone(),
+        databases,
+        ..runtime::Config::default()
+    })?)
+}
+
+/// How this replica takes part: alone, as the elected leader, or as a member of a shard group.
+struct Replica {
+    /// Whether (and which keys) it may reconcile now.
+    leadership: Leadership,
+    /// The Lease it campaigns for, and the campaign (leader election).
+    election: Option<(String, leader::Election)>,
+    /// Its place in a shard group, and the shards it moves (sharding).
+    sharding: Option<(membership::Member, Shards)>,
+}
+
+impl Replica {
+    fn join(
+        client: &kube::Client,
+        election: Option<leader::Config>,
+        sharding: Option<(leader::Config, shard::Field)>,
+    ) -> Self {
+        let (mut leadership, election) = match election {
+            Some(config) => {
+                let lease = config.name.clone();
+                let (leadership, election) = leader::campaign(client.clone(), config);
+                (leadership, Some((lease, election)))
+            }
+            None => (Leadership::sole(), None),
+        };
+        let sharding = sharding.map(|(config, field)| {
+            let shards = Shards::new(field);
+            let (membership, member) = membership::join(client.clone(), config, shards.clone());
+            leadership = membership;
+            (member, shards)
+        });
+        Self {
+            leadership,
+            election,
+            sharding,
+        }
+    }
+
+    fn shards(&self) -> Option<&Shards> {
+        self.sharding.as_ref().map(|(_, shards)| shards)
+    }
+}
+
+/// The controllers' manager for this replica, reporting to the host's Pod when it has one and
+/// telling reconciles `clock`'s time when given one.
+async fn manager(
+    client: &kube::Client,
+    metrics: Arc<Metrics>,
+    replica: &Replica,
+    clock: Option<Clock>,
+) -> Arc<Manager> {
+    let leadership = replica.leadership.clone();
+    let mut host = match replica.shards() {
+        Some(shards) => Manager::sharded(client.clone(), metrics, leadership, shards.clone()),
+        None => Manager::led(client.clone(), metrics, leadership),
+    };
+    if let Some(pod) = own_pod(client).await {
+        host = host.report_to(pod);
+    }
+    let moving = clock.is_some();
+    if let Some(clock) = clock {
+        host = host.clock(clock);
+    }
+    let host = Arc::new(host);
+    if moving {
+        tokio::spawn(host.clone().follow());
+    }
+    host
+}
+
+/// Serves the health probes and the metrics, where their flags ask for them.
+async fn serve_endpoints(
+    args: &HostArgs,
+    client: &kube::Client,
+    host: &Arc<Manager>,
+    readiness: Arc<HostReadiness>,
+    databases: Databases,
+) -> anyhow::Result<()> {
+    let probe_address =
+        probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
+    if let Some(addr) = probe_address {
+        let bound = probes::serve(addr, readiness)
+            .await
+            .with_context(|| format!("serving health probes on {addr}"))?;
+        tracing::info!(address = %bound, "health probes listening");
+    }
+    if let Some(addr) = args.metrics.address()? {
+        let scraped = host.clone();
+        let render = Arc::new(move |openmetrics: bool| {
+            scraped.refresh_metrics();
+            scraped.metrics().sql_calls(databases.calls());
+            scraped.metrics().encode(openmetrics)
+        });
+        let secure = args.metrics.security(client)?;
+        let https = secure.is_some();
+        let bound = crate::observe::metrics::serve(addr, render, secure)
+            .await
+            .with_context(|| format!("serving metrics on {addr}"))?;
+        tracing::info!(address = %bound, https, "metrics listening");
+    }
+    Ok(())
+}
+
+/// The plugin directory to watch: `--plugins`, or an empty one of its own when only plugin
+/// resources are served and the directory does not exist (kept alive by the returned guard).
+fn plugin_directory(
+    args: &HostArgs,
+    resources_only: bool,
+) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    if !resources_only || args.plugins.exists() {
+        return Ok((args.plugins.clone(), None));
+    }
+    tracing::info!(plugins = %args.plugins.display(), "no plugin directory; serving plugin resources only");
+    let empty = tempfile::tempdir().context("an empty plugin directory")?;
+    Ok((empty.path().to_path_buf(), Some(empty)))
+}
+
+/// What follows each change of the plugin directory before the controllers take it.
+struct Changes<'a> {
+    /// The directory as `--plugins` names it.
+    plugins: &'a std::path::Path,
+    loader: &'a Loader,
+    host: &'a Arc<Manager>,
+    grant: Option<&'a Grant>,
+    concurrency: usize,
+    grace: Duration,
+}
+
+impl Changes<'_> {
+    /// Follows the initial scan's changes (queued before the loader's `start` returned), marks
+    /// the directory loaded for readiness, then follows every later change until `stop`.
+    async fn until(
+        &self,
+        changes: &mut tokio::sync::mpsc::Receiver<loader::Change>,
+        readiness: &HostReadiness,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        while let Ok(change) = changes.try_recv() {
+            self.follow(change).await;
+        }
+        readiness.plugins_loaded.store(true, Ordering::Release);
+        tracing::info!(plugins = %self.plugins.display(), "serving plugins");
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                change = changes.recv() => match change {
+                    Some(change) => self.follow(change).await,
+                    None => break,
+                },
+                () = &mut stop => break,
+            }
+        }
+    }
+
+    /// In `dev`, grants the host the RBAC the loaded plugins need; then starts the permission
+    /// preflight of a loaded file plugin (it reports, it does not hold the plugin back); then
+    /// hands the change to the controllers.
+    async fn follow(&self, change: loader::Change) {
+        let loaded = matches!(
+            change,
+            loader::Change::Added(..) | loader::Change::Replaced { .. }
+        );
+        if let Some(grant) = self.grant.filter(|_| loaded) {
+            let scopes = (self.loader.current().into_iter())
+                .map(|(p, _)| (p.manifest().name.clone(), p.scope().clone()))
+                .collect();
+            grant(scopes).await;
+        }
+        if let loader::Change::Added(plugin, _) | loader::Change::Replaced { new: plugin, .. } =
+            &change
+        {
+            let (host, plugin) = (self.host.clone(), plugin.clone());
+            tokio::spawn(async move { host.preflight(&plugin).await });
+        }
+        change
+            .deliver(self.host, self.concurrency, self.grace)
+            .await;
+    }
+}
+
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
 /// no new keys are taken and in-flight reconciles get the grace period to finish.
 pub(crate) async fn serve(
@@ -508,78 +698,25 @@ pub(crate) async fn serve(
         registry,
         clock,
     } = extras;
-    let (leadership, election) = match election {
-        Some(config) => {
-            let lease = config.name.clone();
-            let (leadership, election) = leader::campaign(client.clone(), config);
-            (leadership, Some((lease, election)))
-        }
-        None => (Leadership::sole(), None),
-    };
-    let sharding = sharding.map(|(config, field)| {
-        let shards = Shards::new(field);
-        let (leadership, member) = membership::join(client.clone(), config, shards.clone());
-        (leadership, member, shards)
-    });
-    let leadership = match &sharding {
-        Some((membership, ..)) => membership.clone(),
-        None => leadership,
-    };
-    let databases = args.sql.databases()?.fenced(leadership.fence().clone());
-    let config = runtime::Config {
-        deadline: Duration::from_millis(args.deadline_ms),
-        memory_limit: args.memory_mib << 20,
-        cache_dir: args.cache_dir.clone(),
-        databases: databases.clone(),
-        ..runtime::Config::default()
-    };
-    let probe_address =
-        probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
-    let metrics_address = args.metrics.address()?;
-    let runtime = Runtime::new(config)?;
-    let mut host = match &sharding {
-        Some((_, _, shards)) => {
-            Manager::sharded(client.clone(), metrics, leadership.clone(), shards.clone())
-        }
-        None => Manager::led(client.clone(), metrics, leadership.clone()),
-    };
-    if let Some(pod) = own_pod(&client).await {
-        host = host.report_to(pod);
-    }
-    let moving = clock.is_some();
-    if let Some(clock) = clock {
-        host = host.clock(clock);
-    }
-    let host = Arc::new(host);
-    if moving {
-        tokio::spawn(host.clone().follow());
-    }
+    let replica = Replica::join(&client, election, sharding);
+    let databases = args
+        .sql
+        .databases()?
+        .fenced(replica.leadership.fence().clone());
+    let runtime = sandbox(args, databases.clone())?;
+    let host = manager(&client, metrics, &replica, clock).await;
     let readiness = Arc::new(HostReadiness {
         host: host.clone(),
         plugins_loaded: AtomicBool::new(false),
-        shards: sharding.as_ref().map(|(.., shards)| shards.clone()),
+        shards: replica.shards().cloned(),
     });
-    let membership = sharding.map(|(_, member, _)| member.start(host.clone()));
-    if let Some(addr) = probe_address {
-        let bound = probes::serve(addr, readiness.clone())
-            .await
-            .with_context(|| format!("serving health probes on {addr}"))?;
-        tracing::info!(address = %bound, "health probes listening");
-    }
-    if let Some(addr) = metrics_address {
-        let scraped = host.clone();
-        let render = Arc::new(move |openmetrics: bool| {
-            scraped.refresh_metrics();
-            scraped.metrics().sql_calls(databases.calls());
-            scraped.metrics().encode(openmetrics)
-        });
-        let secure = args.metrics.security(&client)?;
-        let https = secure.is_some();
-        let bound = crate::observe::metrics::serve(addr, render, secure)
-            .await
-            .with_context(|| format!("serving metrics on {addr}"))?;
-        tracing::info!(address = %bound, https, "metrics listening");
-    }
+    let Replica {
+        leadership,
+        election,
+        sharding,
+    } = replica;
+    let membership = sharding.map(|(member, _)| member.start(host.clone()));
+    serve_endpoints(args, &client, &host, readiness.clone(), databases).await?;
     tokio::spawn(crate::memory::return_freed_memory(Duration::from_secs(10)));
     if let Some((lease, _)) = &election {
         tokio::spawn(follow_leadership(
@@ -597,86 +734,57 @@ pub(crate) async fn serve(
             host_namespace: leader::own_namespace(),
             concurrency: args.concurrency,
             grace,
-            leadership: leadership.clone(),
+            leadership,
         };
         ClusterPlugins::start(client.clone(), host.clone(), runtime.clone(), options)
     });
-    // Serving only resources, a missing directory is no error: an empty one is watched.
-    let no_directory = cluster_plugins.is_some() && !args.plugins.exists();
-    let plugins_dir = if no_directory {
-        tracing::info!(plugins = %args.plugins.display(), "no plugin directory; serving plugin resources only");
-        let empty = tempfile::tempdir().context("an empty plugin directory")?;
-        Some(empty)
-    } else {
-        None
+    let running = Running {
+        host: host.clone(),
+        cluster_plugins,
+        election: election.map(|(_, election)| election),
+        membership,
     };
-    let dir = plugins_dir
-        .as_ref()
-        .map_or(args.plugins.clone(), |d| d.path().to_path_buf());
+    let (dir, _empty) = plugin_directory(args, running.cluster_plugins.is_some())?;
     let (loader, mut changes) = Loader::start(dir, runtime, loader::Options::default()).await?;
-    // The initial scan's changes are queued before `start` returns: apply them, then the
-    // directory counts as loaded for readiness.
-    let granted = |change: &loader::Change| {
-        let loaded = matches!(
-            change,
-            loader::Change::Added(..) | loader::Change::Replaced { .. }
-        );
-        // Only `dev` grants: `run` reads nothing more per change.
-        let grant = grant.as_ref().filter(|_| loaded)?;
-        let scopes = (loader.current().into_iter())
-            .map(|(p, _)| (p.manifest().name.clone(), p.scope().clone()))
-            .collect();
-        Some(grant(scopes))
+    let following = Changes {
+        plugins: &args.plugins,
+        loader: &loader,
+        host: &host,
+        grant: grant.as_ref(),
+        concurrency: args.concurrency,
+        grace,
     };
-    // The permission preflight of a file plugin reports, it does not hold the plugin back.
-    let preflight = |change: &loader::Change| {
-        if let loader::Change::Added(plugin, _) | loader::Change::Replaced { new: plugin, .. } =
-            change
-        {
-            let (host, plugin) = (host.clone(), plugin.clone());
-            tokio::spawn(async move { host.preflight(&plugin).await });
-        }
-    };
-    while let Ok(change) = changes.try_recv() {
-        if let Some(granting) = granted(&change) {
-            granting.await;
-        }
-        preflight(&change);
-        change.deliver(&host, args.concurrency, grace).await;
-    }
-    readiness.plugins_loaded.store(true, Ordering::Release);
-    tracing::info!(plugins = %args.plugins.display(), "serving plugins");
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            change = changes.recv() => match change {
-                Some(change) => {
-                    if let Some(granting) = granted(&change) {
-                        granting.await;
-                    }
-                    preflight(&change);
-                    change.deliver(&host, args.concurrency, grace).await
-                }
-                None => break,
-            },
-            () = &mut stop => break,
-        }
-    }
-    tracing::info!("shutting down: finishing in-flight reconciles");
-    if let Some(cluster_plugins) = cluster_plugins {
-        cluster_plugins.shutdown().await;
-    }
-    host.shutdown(Duration::from_secs(args.shutdown_grace_secs))
-        .await;
-    // Only now that nothing is reconciled any more: a standby takes over at once.
-    if let Some((_, election)) = election {
-        election.resign().await;
-    }
-    if let Some(membership) = membership {
-        membership.leave().await;
-    }
+    following.until(&mut changes, &readiness, stop).await;
+    running.stop(grace).await;
     loader.shutdown().await;
     Ok(())
+}
+
+/// What runs until the host shuts down, besides the plugin directory's loader.
+struct Running {
+    host: Arc<Manager>,
+    cluster_plugins: Option<ClusterPlugins>,
+    election: Option<leader::Election>,
+    membership: Option<membership::Membership>,
+}
+
+impl Running {
+    /// Stops taking plugins and keys, gives in-flight reconciles `grace`, then hands the
+    /// replica's Lease (or its slots) over.
+    async fn stop(self, grace: Duration) {
+        tracing::info!("shutting down: finishing in-flight reconciles");
+        if let Some(cluster_plugins) = self.cluster_plugins {
+            cluster_plugins.shutdown().await;
+        }
+        self.host.shutdown(grace).await;
+        // Only now that nothing is reconciled any more: a standby takes over at once.
+        if let Some(election) = self.election {
+            election.resign().await;
+        }
+        if let Some(membership) = self.membership {
+            membership.leave().await;
+        }
+    }
 }
 
 /// Keeps the leader metric current and, on becoming leader, queues every object again.

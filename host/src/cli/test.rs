@@ -1,7 +1,7 @@
 //! `wasmctrl test`: one reconcile of a plugin, offline, printed as the JSON the host would act on.
 //! The plugin author's inner loop, like `kwctl run` for Kubewarden policies.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 
 use crate::plugin::{Intent, wit};
-use crate::runtime::{Config, Plugin, Runtime};
+use crate::runtime::{Config, Error as ReconcileError, Plugin, Reconciled, Runtime};
 use crate::view::StaticView;
 
 /// Arguments of `wasmctrl test`.
@@ -57,74 +57,15 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bytes = crate::plugins::loader::files::read(&args.plugin)
         .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
-    let mut object = super::read_documents(&args.object)?
-        .into_iter()
-        .next()
-        .with_context(|| format!("{}: no object in file", args.object.display()))?;
-    let settings = match &args.settings {
-        Some(path) => super::read_documents(path)?
-            .into_iter()
-            .next()
-            .unwrap_or(json!({})),
-        None => json!({}),
-    };
-    let mut view = StaticView::new();
-    for path in &args.cache {
-        for doc in super::read_documents(path)? {
-            view.insert(doc)
-                .with_context(|| format!("{}: cache object", path.display()))?;
-        }
-    }
-
-    let Some(name) = object["metadata"]["name"].as_str().map(String::from) else {
-        bail!("{}: object has no metadata.name", args.object.display());
-    };
-    let namespaced = namespaced(&object);
-    // As kubectl: a namespaced object without a namespace is in `default`. The host sets the
-    // owner reference from the object's uid: a sample without one gets a stand-in.
-    if namespaced
-        && object["metadata"]["namespace"]
-            .as_str()
-            .is_none_or(str::is_empty)
-    {
-        object["metadata"]["namespace"] = json!("default");
-    }
-    if object["metadata"]["uid"].is_null() {
-        object["metadata"]["uid"] = json!(SAMPLE_UID);
-    }
-    let namespace = object["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let (mut object, settings, mut view) = inputs(&args)?;
+    let (namespace, name) = as_the_host_sees_it(&mut object, &args.object)?;
     let now = match &args.now {
         Some(now) => wit::Timestamp::parse(now)
             .map_err(|e| anyhow::anyhow!("--now {now:?} is not an RFC 3339 time: {e}"))?,
         None => wit::Timestamp::now(),
     };
-
-    // SQL queries run on a tokio runtime (the reconcile itself runs on this thread); only
-    // granted databases need one, and it must outlive the reconcile.
-    let io = if args.sql.is_empty() {
-        None
-    } else {
-        Some(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()?,
-        )
-    };
-    let databases = {
-        let _entered = io.as_ref().map(|io| io.enter());
-        args.sql.databases()?
-    };
-    let config = Config {
-        deadline: std::time::Duration::from_millis(args.deadline_ms),
-        max_instances: 2,
-        databases,
-        ..Config::default()
-    };
-    let runtime = Runtime::new(config)?;
+    // The SQL runtime must outlive the reconcile.
+    let (_io, runtime) = sandbox(&args)?;
     let source = args.plugin.display().to_string();
     let plugin = runtime.load(&source, &bytes, &settings.to_string())?;
     for database in runtime.ungranted_databases(&plugin) {
@@ -162,19 +103,109 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         view.insert(object.clone()).ok();
     }
     let deleting = !object["metadata"]["deletionTimestamp"].is_null();
-    let view = Arc::new(view);
+    let key = if namespace.is_empty() {
+        name.clone()
+    } else {
+        format!("{namespace}/{name}")
+    };
+    let outcome = plugin.reconcile(request(&object, deleting), Arc::new(view));
+    let (report, code) = report(&plugin, &key, &simulated, outcome)?;
+    super::say(serde_json::to_string_pretty(&report)?);
+    Ok(code)
+}
+
+/// The object, the plugin's settings and the cache's other objects, as the files give them.
+fn inputs(args: &Args) -> anyhow::Result<(Value, Value, StaticView)> {
+    let object = super::read_documents(&args.object)?
+        .into_iter()
+        .next()
+        .with_context(|| format!("{}: no object in file", args.object.display()))?;
+    let settings = match &args.settings {
+        Some(path) => super::read_documents(path)?
+            .into_iter()
+            .next()
+            .unwrap_or(json!({})),
+        None => json!({}),
+    };
+    let mut view = StaticView::new();
+    for path in &args.cache {
+        for doc in super::read_documents(path)? {
+            view.insert(doc)
+                .with_context(|| format!("{}: cache object", path.display()))?;
+        }
+    }
+    Ok((object, settings, view))
+}
+
+/// Fills in what a cluster would have given `object` (read from `path`): `default` for a
+/// namespaced object without a namespace, as kubectl does, and a stand-in uid (the host sets
+/// owner references from it). Its namespace and name.
+fn as_the_host_sees_it(object: &mut Value, path: &Path) -> anyhow::Result<(String, String)> {
+    let Some(name) = object["metadata"]["name"].as_str().map(String::from) else {
+        bail!("{}: object has no metadata.name", path.display());
+    };
+    if namespaced(object)
+        && object["metadata"]["namespace"]
+            .as_str()
+            .is_none_or(str::is_empty)
+    {
+        object["metadata"]["namespace"] = json!("default");
+    }
+    if object["metadata"]["uid"].is_null() {
+        object["metadata"]["uid"] = json!(SAMPLE_UID);
+    }
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    Ok((namespace, name))
+}
+
+/// The sandbox, with `args`' deadline and databases, and the tokio runtime SQL queries run on
+/// (the reconcile itself runs on this thread) when a database is granted.
+fn sandbox(args: &Args) -> anyhow::Result<(Option<tokio::runtime::Runtime>, Runtime)> {
+    let io = if args.sql.is_empty() {
+        None
+    } else {
+        Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?,
+        )
+    };
+    let databases = {
+        let _entered = io.as_ref().map(|io| io.enter());
+        args.sql.databases()?
+    };
+    let runtime = Runtime::new(Config {
+        deadline: std::time::Duration::from_millis(args.deadline_ms),
+        max_instances: 2,
+        databases,
+        ..Config::default()
+    })?;
+    Ok((io, runtime))
+}
+
+/// The printed report of one reconcile of `key`, and the exit code it means.
+fn report(
+    plugin: &Plugin,
+    key: &str,
+    simulated: &[String],
+    outcome: Result<Reconciled, ReconcileError>,
+) -> anyhow::Result<(Value, ExitCode)> {
     let manifest = plugin.manifest();
     let mut report = json!({
         "plugin": manifest.name,
         "version": manifest.version,
         "digest": plugin.digest(),
-        "key": if namespace.is_empty() { name.clone() } else { format!("{namespace}/{name}") },
+        "key": key,
         "fieldManager": manifest.field_manager(),
     });
     if !simulated.is_empty() {
         report["simulatedFinalizers"] = json!(simulated);
     }
-    let code = match plugin.reconcile(request(&object, deleting), view) {
+    let code = match outcome {
         Ok(done) => {
             report["result"] = json!("ok");
             report["actions"] = actions_json(&done.intents, &done.best_effort)?;
@@ -191,8 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         }
     };
-    super::say(serde_json::to_string_pretty(&report)?);
-    Ok(code)
+    Ok((report, code))
 }
 
 /// The checked actions as `wasmctrl test` prints them, each action whose failure does not stop

@@ -426,8 +426,41 @@ pub fn generate(
         json!({"app.kubernetes.io/name": "wasmctrl", "app.kubernetes.io/component": "rbac"});
     let sa = &options.service_account;
     let mut notes = BTreeSet::new();
-    // (place, role name) -> grants, and who they are bound to (`None`: the host).
-    let mut roles: BTreeMap<(Place, String), (Grants, Option<Account>)> = BTreeMap::new();
+    let roles = roles(plugins, resolver, options, &mut notes);
+    let mut objects = vec![
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": sa, "namespace": options.namespace, "labels": labels},
+        }),
+        metrics_reader(options, &labels),
+    ];
+    let mut bindings = Vec::new();
+    for ((place, name), (grants, account)) in &roles {
+        let (role, binding) =
+            role_and_binding(place, name, grants, account.as_ref(), options, &labels);
+        objects.push(role);
+        bindings.push(binding);
+    }
+    // Cluster-wide objects first, then by namespace and name, each role before its binding's
+    // kind: the order `kubectl apply` needs nothing of, but people read top to bottom.
+    objects.extend(bindings);
+    objects.sort_by_key(reading_order);
+    (objects, notes.into_iter().collect())
+}
+
+/// Each role, by where it is and its name: what it grants, and to whom (`None`: the host).
+type Roles = BTreeMap<(Place, String), (Grants, Option<Account>)>;
+
+/// The host's roles (its own needs, serving plugin resources, sharding) and each plugin's
+/// (bound to the account it acts as, which the host may then impersonate).
+fn roles(
+    plugins: &[Grantee],
+    resolver: &Resolver,
+    options: &Options,
+    notes: &mut BTreeSet<String>,
+) -> Roles {
+    let sa = &options.service_account;
+    let mut roles = Roles::new();
     let host_namespace = Place::Namespace(options.namespace.clone());
     let host_role = format!("{sa}:host");
     roles.insert(
@@ -448,7 +481,7 @@ pub fn generate(
         );
     }
     for plugin in plugins {
-        for (place, grants) in plugin_grants(&plugin.scope, resolver, &mut notes) {
+        for (place, grants) in plugin_grants(&plugin.scope, resolver, notes) {
             let role = format!("{sa}:{}", plugin.name);
             roles.insert((place, role), (grants, plugin.account.clone()));
         }
@@ -461,70 +494,72 @@ pub fn generate(
             grant(grants, "", "serviceaccounts", name, &["impersonate"]);
         }
     }
-    let mut objects = vec![
-        json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": sa, "namespace": options.namespace, "labels": labels},
-        }),
-        metrics_reader(options, &labels),
-    ];
-    let mut bindings = Vec::new();
-    for ((place, name), (grants, account)) in &roles {
-        let subject = match account {
-            Some(account) => {
-                json!([{"kind": "ServiceAccount", "name": account.name(), "namespace": account.namespace()}])
-            }
-            None => {
-                json!([{"kind": "ServiceAccount", "name": sa, "namespace": options.namespace}])
-            }
-        };
-        let (role_kind, binding_kind, mut metadata) = match place {
-            Place::Cluster => (
-                "ClusterRole",
-                "ClusterRoleBinding",
-                json!({"name": name, "labels": labels}),
-            ),
-            Place::Namespace(ns) => (
-                "Role",
-                "RoleBinding",
-                json!({"name": name, "namespace": ns, "labels": labels}),
-            ),
-        };
-        objects.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": role_kind,
-            "metadata": metadata, "rules": rules(grants),
-        }));
-        metadata["labels"] = labels.clone();
-        bindings.push(json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding_kind,
-            "metadata": metadata,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
-            "subjects": subject,
-        }));
-    }
-    // Cluster-wide objects first, then by namespace and name, each role before its binding's
-    // kind: the order `kubectl apply` needs nothing of, but people read top to bottom.
-    objects.extend(bindings);
-    let order = |o: &Value| {
-        let kind_rank = [
-            "ServiceAccount",
+    roles
+}
+
+/// A Role (or ClusterRole) named `name` at `place` granting `grants`, and its binding to
+/// `account` (the host's ServiceAccount when `None`).
+fn role_and_binding(
+    place: &Place,
+    name: &str,
+    grants: &Grants,
+    account: Option<&Account>,
+    options: &Options,
+    labels: &Value,
+) -> (Value, Value) {
+    let subject = match account {
+        Some(account) => {
+            json!([{"kind": "ServiceAccount", "name": account.name(), "namespace": account.namespace()}])
+        }
+        None => {
+            json!([{"kind": "ServiceAccount", "name": options.service_account, "namespace": options.namespace}])
+        }
+    };
+    let (role_kind, binding_kind, mut metadata) = match place {
+        Place::Cluster => (
             "ClusterRole",
             "ClusterRoleBinding",
+            json!({"name": name, "labels": labels}),
+        ),
+        Place::Namespace(ns) => (
             "Role",
             "RoleBinding",
-        ]
-        .iter()
-        .position(|k| o["kind"] == *k)
-        .unwrap_or(usize::MAX);
-        let ns = o["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
-        (kind_rank, ns, name)
+            json!({"name": name, "namespace": ns, "labels": labels}),
+        ),
     };
-    objects.sort_by_key(order);
-    (objects, notes.into_iter().collect())
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": role_kind,
+        "metadata": metadata, "rules": rules(grants),
+    });
+    metadata["labels"] = labels.clone();
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding_kind,
+        "metadata": metadata,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "subjects": subject,
+    });
+    (role, binding)
+}
+
+/// Where an object goes in the printed RBAC: by kind (the ServiceAccount, cluster-wide
+/// objects, then namespaced ones), then namespace and name.
+fn reading_order(o: &Value) -> (usize, String, String) {
+    let kind_rank = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ]
+    .iter()
+    .position(|k| o["kind"] == *k)
+    .unwrap_or(usize::MAX);
+    let ns = o["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+    (kind_rank, ns, name)
 }
 
 /// The objects as one multi-document YAML stream.

@@ -185,153 +185,182 @@ impl Metrics {
             shard_owned_keys: Family::default(),
             shard_server_side: Gauge::default(),
         };
-        let r = &mut m.registry;
+        m.register_controller_runtime();
+        m.register_workqueue();
+        m.register_clients();
+        m.register_wasmctrl();
+        m.register_replicas();
+        m
+    }
+
+    /// Registers controller-runtime's per-controller series (`controller_runtime_*`).
+    fn register_controller_runtime(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
-            m.reconcile_total.clone(),
+            self.reconcile_total.clone(),
         );
         r.register(
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
-            m.reconcile_errors.clone(),
+            self.reconcile_errors.clone(),
         );
         r.register(
             "controller_runtime_terminal_reconcile_errors",
             "Total number of terminal reconciliation errors per controller",
-            m.terminal_errors.clone(),
+            self.terminal_errors.clone(),
         );
         r.register(
             "controller_runtime_reconcile_time_seconds",
             "Length of time per reconciliation per controller",
-            m.reconcile_time.clone(),
+            self.reconcile_time.clone(),
         );
         r.register(
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
-            m.active_workers.clone(),
+            self.active_workers.clone(),
         );
         r.register(
             "controller_runtime_max_concurrent_reconciles",
             "Maximum number of concurrent reconciles per controller",
-            m.max_concurrent.clone(),
+            self.max_concurrent.clone(),
         );
+    }
+
+    /// Registers client-go's workqueue series (`workqueue_*`), per controller's queue.
+    fn register_workqueue(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "workqueue_depth",
             "Current depth of workqueue",
-            m.depth.clone(),
+            self.depth.clone(),
         );
         r.register(
             "workqueue_adds",
             "Total number of adds handled by workqueue",
-            m.adds.clone(),
+            self.adds.clone(),
         );
         r.register(
             "workqueue_retries",
             "Total number of retries handled by workqueue",
-            m.retries.clone(),
+            self.retries.clone(),
         );
         r.register(
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested",
-            m.queue_duration.clone(),
+            self.queue_duration.clone(),
         );
         r.register(
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes",
-            m.work_duration.clone(),
+            self.work_duration.clone(),
         );
         r.register(
             "workqueue_unfinished_work_seconds",
             "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
-            m.unfinished.clone(),
+            self.unfinished.clone(),
         );
         r.register(
             "workqueue_longest_running_processor_seconds",
             "How many seconds has the longest running processor for workqueue been running",
-            m.longest.clone(),
+            self.longest.clone(),
         );
-        r.register(
-            "wasmctrl_sql_calls",
-            "Calls of the sql capability by database and outcome",
-            m.sql_calls.clone(),
-        );
+    }
+
+    /// Registers client-go's REST client and leader-election series.
+    fn register_clients(&mut self) {
+        let r = &mut self.registry;
         r.register(
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host",
-            m.rest_requests.clone(),
+            self.rest_requests.clone(),
         );
         r.register(
             "rest_client_request_duration_seconds",
             "Request latency in seconds, broken down by verb and host",
-            m.rest_latency.clone(),
+            self.rest_latency.clone(),
         );
         r.register(
             "leader_election_master_status",
             "Whether this replica leads (1) or stands by (0), by Lease name",
-            m.leader.clone(),
+            self.leader.clone(),
+        );
+    }
+
+    /// Registers the host's own series: plugins, the sandbox, Events, the caches, `sql`.
+    fn register_wasmctrl(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "wasmctrl_sql_calls",
+            "Calls of the sql capability by database and outcome",
+            self.sql_calls.clone(),
         );
         r.register(
             "wasmctrl_plugin_info",
             "A loaded plugin version (always 1)",
-            m.plugin_info.clone(),
+            self.plugin_info.clone(),
         );
         r.register(
             "wasmctrl_plugin_loads",
             "Plugin files loaded or failed to load",
-            m.loads.clone(),
+            self.loads.clone(),
         );
         r.register(
             "wasmctrl_plugin_missing_permissions",
             "Requests a plugin implies that the host's identity may not make (the permission preflight)",
-            m.missing_permissions.clone(),
+            self.missing_permissions.clone(),
         );
         r.register(
             "wasmctrl_sandbox_failures",
             "Reconciles the sandbox ended in failure, by kind",
-            m.failures.clone(),
+            self.failures.clone(),
         );
         r.register(
             "wasmctrl_events_failed",
             "Events the API server refused (recorded best effort: the reconcile stands)",
-            m.events_failed.clone(),
+            self.events_failed.clone(),
         );
         r.register(
             "wasmctrl_sandbox_call_seconds",
             "Time of one sandboxed call: fresh instance, reconcile and checks",
-            m.sandbox_call.clone(),
+            self.sandbox_call.clone(),
         );
         r.register(
             "wasmctrl_guest_memory_peak_bytes",
             "Largest linear memory a plugin's instance has grown to",
-            m.guest_memory.clone(),
+            self.guest_memory.clone(),
         );
         r.register(
             "wasmctrl_reconciles_held",
             "Times a key was held back because the caches did not show its last reconcile's writes yet",
-            m.held.clone(),
-        );
-        r.register(
-            "wasmctrl_shard_members",
-            "Live members of this replica's shard group (--sharding)",
-            m.shard_members.clone(),
-        );
-        r.register(
-            "wasmctrl_shard_owned_keys",
-            "Cached keys of the reconciled kind in the slots this replica reconciles now",
-            m.shard_owned_keys.clone(),
-        );
-        r.register(
-            "wasmctrl_shard_server_side",
-            "Whether the API server applies shardSelector (1) or the host filters its caches itself (0)",
-            m.shard_server_side.clone(),
+            self.held.clone(),
         );
         r.register(
             "wasmctrl_cached_objects",
             "Objects held in the informer caches, by kind",
-            m.cached.clone(),
+            self.cached.clone(),
         );
-        m
+    }
+
+    /// Registers the sharding series (`wasmctrl_shard_*`).
+    fn register_replicas(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "wasmctrl_shard_members",
+            "Live members of this replica's shard group (--sharding)",
+            self.shard_members.clone(),
+        );
+        r.register(
+            "wasmctrl_shard_owned_keys",
+            "Cached keys of the reconciled kind in the slots this replica reconciles now",
+            self.shard_owned_keys.clone(),
+        );
+        r.register(
+            "wasmctrl_shard_server_side",
+            "Whether the API server applies shardSelector (1) or the host filters its caches itself (0)",
+            self.shard_server_side.clone(),
+        );
     }
 
     /// Records one reconcile of `controller` that took `took`.

@@ -33,6 +33,16 @@ pub(super) struct Shared {
 }
 
 /// The version a slot serves.
+/// What a resource asks for, read before anything is fetched ([`Slot::asked`]).
+struct Asked {
+    account: Option<crate::identity::Account>,
+    config: PluginConfig,
+    /// What the operator's policy took off the config, said in the `Loaded` condition.
+    clamped: Vec<String>,
+    refresh: Duration,
+    pinned: bool,
+}
+
 struct Serving {
     plugin: Arc<Plugin>,
     /// The manifest digest it was pulled by.
@@ -166,10 +176,58 @@ impl Slot {
         resource: &PluginResource,
         report: &mut Report,
     ) -> Result<Next, Failed> {
+        let asked = self.asked(resource)?;
+        let registry = self.registry(resource).await?;
+        // 1. The digest to run, and its artifact, signed as the resource (or the host) asks.
+        let (digest, component) = self.fetch_verified(resource, &registry, report).await?;
+        let next = if asked.pinned {
+            Next::Idle
+        } else {
+            Next::After(asked.refresh)
+        };
+        if let Some(serving) = &self.serving
+            && serving.digest == digest
+            && serving.config == asked.config
+        {
+            report.set("PermissionsGranted", granted(asked.account.as_ref()));
+            report.set(
+                "Loaded",
+                Verdict::yes("Loaded", serves(&serving.plugin, &digest, &asked.clamped)),
+            );
+            self.report_serving(report);
+            return self.ready(report).await.map(|()| next);
+        }
+        // The digest serving, under another config (settings, namespaces, approvals): the
+        // same component, loaded again.
+        let component = match (component, &self.serving) {
+            (Some(bytes), _) => Arc::new(bytes),
+            (None, Some(serving)) => serving.component.clone(),
+            (None, None) => return Err(Failed::new("Pulled", "PullFailed", "no artifact")),
+        };
+        // 2. Load it, as a file plugin is loaded.
+        let plugin = (self.load(resource, &digest, component.clone(), &asked.config)).await?;
+        // 3. May it do what it asks? Approved by the operator, and allowed to the host.
+        self.permitted(resource, &plugin, &asked.config).await?;
+        report.set("PermissionsGranted", granted(asked.account.as_ref()));
+        // 4. Serve it.
+        let serving = Serving {
+            plugin,
+            digest,
+            config: asked.config,
+            from_cache: (report.get("Pulled")).is_some_and(|v| v.reason == "FromCache"),
+            component,
+        };
+        self.serve(resource, serving, &asked.clamped, report).await;
+        self.ready(report).await.map(|()| next)
+    }
+
+    /// What the resource asks for, as far as it can be read before anything is fetched: whose
+    /// rights (a tenant's plugin acts as its ServiceAccount, never as the host), the config
+    /// within the operator's policy, how often to look for a new digest, and whether the
+    /// reference pins one; a tenant may name only the registries the operator allows.
+    fn asked(&self, resource: &PluginResource) -> Result<Asked, Failed> {
         let source = resource.source();
         let policy = &self.shared.options.policy;
-        // A tenant's plugin acts as its ServiceAccount, never as the host: a name that cannot
-        // be one stops here.
         let account = resource.account().map_err(|e| {
             Failed::new("PermissionsGranted", "InvalidServiceAccount", e.to_string())
         })?;
@@ -192,11 +250,25 @@ impl Slot {
                 ),
             ));
         }
-        let pinned = reference.digest().is_some();
-        let registry = self.registry(resource).await?;
+        Ok(Asked {
+            account,
+            config,
+            clamped,
+            refresh,
+            pinned: reference.digest().is_some(),
+        })
+    }
 
-        // 1. The digest to run, and its artifact.
-        let (digest, component) = match self.fetch(resource, &registry, report).await {
+    /// The digest to run and its artifact (none when the cache or the serving version has
+    /// it), its signatures checked at every pass so that changed keys apply at once. A version
+    /// already serving keeps serving through a failure, and the report says which.
+    async fn fetch_verified(
+        &self,
+        resource: &PluginResource,
+        registry: &Registry,
+        report: &mut Report,
+    ) -> Result<(String, Option<Vec<u8>>), Failed> {
+        let (digest, component) = match self.fetch(resource, registry, report).await {
             Ok(found) => found,
             Err(mut failed) if self.serving.is_some() => {
                 // Nothing already serving stops because a registry is unreachable.
@@ -212,78 +284,39 @@ impl Slot {
             }
             Err(failed) => return Err(failed),
         };
-        // ... signed by a key the resource gives, when it gives any (or the host requires
-        // it): checked at every pass, so changed keys apply at once.
-        if let Err(failed) = self.verify(resource, &registry, &digest, report).await {
+        if let Err(failed) = self.verify(resource, registry, &digest, report).await {
             self.report_serving(report);
             return Err(failed);
         }
-        let next = if pinned {
-            Next::Idle
-        } else {
-            Next::After(refresh)
-        };
-        if let Some(serving) = &self.serving
-            && serving.digest == digest
-            && serving.config == config
-        {
-            report.set("PermissionsGranted", granted(account.as_ref()));
-            report.set(
-                "Loaded",
-                Verdict::yes("Loaded", serves(&serving.plugin, &digest, &clamped)),
-            );
-            self.report_serving(report);
-            return self.ready(report).await.map(|()| next);
-        }
-        // The digest serving, under another config (settings, namespaces, approvals): the
-        // same component, loaded again.
-        let component = match (component, &self.serving) {
-            (Some(bytes), _) => Arc::new(bytes),
-            (None, Some(serving)) => serving.component.clone(),
-            (None, None) => return Err(Failed::new("Pulled", "PullFailed", "no artifact")),
-        };
+        Ok((digest, component))
+    }
 
-        // 2. Load it, as a file plugin is loaded.
-        let plugin = self
-            .load(resource, &digest, component.clone(), &config)
-            .await?;
-
-        // 3. May it do what it asks? Approved by the operator, and allowed to the host.
-        self.permitted(resource, &plugin, &config).await?;
-        report.set("PermissionsGranted", granted(account.as_ref()));
-
-        // 4. Serve it: a swap in place when the old version declares the same, as for files.
+    /// Hands `serving` to the controllers (a swap in place when the old version declares the
+    /// same, as for files), and says so in the report and an event.
+    async fn serve(
+        &mut self,
+        resource: &PluginResource,
+        serving: Serving,
+        clamped: &[String],
+        report: &mut Report,
+    ) {
+        let (plugin, config) = (serving.plugin.clone(), serving.config.clone());
         let change = match self.serving.take() {
             Some(old) => loader::Change::Replaced {
                 old: old.plugin,
                 new: plugin.clone(),
-                config: config.clone(),
+                config,
             },
-            None => loader::Change::Added(plugin.clone(), config.clone()),
+            None => loader::Change::Added(plugin.clone(), config),
         };
         let options = &self.shared.options;
         (change.deliver(&self.shared.host, options.concurrency, options.grace)).await;
-        report.set(
-            "Loaded",
-            Verdict::yes("Loaded", serves(&plugin, &digest, &clamped)),
-        );
-        self.event(
-            resource,
-            false,
-            "Loaded",
-            &format!("{} serves", describe(&plugin, &digest)),
-        )
-        .await;
-        let from_cache = (report.get("Pulled")).is_some_and(|v| v.reason == "FromCache");
-        self.serving = Some(Serving {
-            plugin,
-            digest,
-            config,
-            from_cache,
-            component,
-        });
+        let serves = serves(&plugin, &serving.digest, clamped);
+        report.set("Loaded", Verdict::yes("Loaded", serves));
+        let note = format!("{} serves", describe(&plugin, &serving.digest));
+        self.event(resource, false, "Loaded", &note).await;
+        self.serving = Some(serving);
         self.report_serving(report);
-        self.ready(report).await.map(|()| next)
     }
 
     /// The registry client for this resource: the host's, with the credentials of its
@@ -532,6 +565,19 @@ impl Slot {
         plugin: &Plugin,
         config: &PluginConfig,
     ) -> Result<(), Failed> {
+        self.approved(resource, plugin, config)?;
+        self.allowed(resource, plugin, config).await
+    }
+
+    /// What the version asks for beyond the serving one was approved by the operator (a
+    /// `ClusterWasmPlugin`'s), and the capabilities it declares are granted to its namespace
+    /// (a tenant's).
+    fn approved(
+        &self,
+        resource: &PluginResource,
+        plugin: &Plugin,
+        config: &PluginConfig,
+    ) -> Result<(), Failed> {
         // New bytes, or new settings (which may make the same bytes declare more): either
         // may widen what the operator's plugin asks for, and what it adds must be approved.
         // A tenant's is bounded by its ServiceAccount's rights instead, whatever it declares.
@@ -567,6 +613,18 @@ impl Slot {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// A tenant's plugin declares no cluster-scoped kind, and whoever it acts as (the
+    /// tenant's ServiceAccount, by impersonation, or the host) may make every request it
+    /// implies (the permission preflight).
+    async fn allowed(
+        &self,
+        resource: &PluginResource,
+        plugin: &Plugin,
+        config: &PluginConfig,
+    ) -> Result<(), Failed> {
         let client = &self.shared.client;
         let resolver = preflight::resolve(client, plugin.scope()).await;
         if resource.tenant().is_some() {

@@ -268,6 +268,31 @@ impl Manager {
     /// Reads the counters and gauges the controllers, queues, plugins and caches keep into the
     /// metrics (on each scrape).
     pub fn refresh_metrics(&self) {
+        self.refresh_reconcile_counts();
+        self.metrics.plugin_info.clear();
+        for (name, c) in lock(&self.controllers).iter() {
+            self.refresh_controller(name, c);
+        }
+        let m = &self.metrics;
+        if let Some(shards) = &self.shards {
+            m.shard_members.set(shards.members() as i64);
+            if let Some(server) = shards.server_side() {
+                m.shard_server_side.set(i64::from(server));
+            }
+        }
+        m.cached.clear();
+        for informer in self.informers.running() {
+            let kind = KindLabel {
+                kind: informer.gvk().to_string(),
+            };
+            m.cached
+                .get_or_create(&kind)
+                .inc_by(informer.sizes().0 as i64);
+        }
+    }
+
+    /// controller-runtime's reconcile counters, from each controller's tallies.
+    fn refresh_reconcile_counts(&self) {
         let m = &self.metrics;
         for (name, stats) in lock(&self.stats).iter() {
             let c = stats.counts();
@@ -293,63 +318,53 @@ impl Manager {
             set_counter(&m.terminal_errors.get_or_create(&controller), c.terminal);
             set_counter(&m.held.get_or_create(&controller), c.held);
         }
-        m.plugin_info.clear();
-        for (name, c) in lock(&self.controllers).iter() {
-            let controller = ControllerLabel {
-                controller: name.clone(),
-            };
-            let queue = QueueLabel { name: name.clone() };
-            let plugin = current(&c.plugin);
-            let workers = c.tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
-            m.active_workers
-                .get_or_create(&controller)
-                .set(lock(&c.in_flight).len() as i64);
-            m.max_concurrent
-                .get_or_create(&controller)
-                .set(workers as i64);
-            m.guest_memory
-                .get_or_create(&controller)
-                .set(plugin.memory_peak() as i64);
-            let q = c.queue.stats();
-            m.depth.get_or_create(&queue).set(q.depth as i64);
-            set_counter(&m.adds.get_or_create(&queue), q.adds_total);
-            set_counter(&m.retries.get_or_create(&queue), q.retries_total);
-            let (unfinished, longest) = c.queue.processing();
-            m.unfinished
-                .get_or_create(&queue)
-                .set(unfinished.as_secs_f64());
-            m.longest.get_or_create(&queue).set(longest.as_secs_f64());
-            let manifest = plugin.manifest();
-            let info = PluginLabels {
-                name: name.clone(),
-                version: manifest.version.clone(),
-                digest: plugin.digest().to_string(),
-            };
-            m.plugin_info.get_or_create(&info).set(1);
-            if let Some(shards) = &self.shards {
-                let active = shards.active();
-                let owned = (c.watched.iter().flat_map(|w| w.entries()))
-                    .filter(|e| active.contains(e.slot(shards)))
-                    .count();
-                m.shard_owned_keys
-                    .get_or_create(&controller)
-                    .set(owned as i64);
-            }
-        }
+    }
+
+    /// One controller's gauges: its workers, its queue, its plugin's version and memory, and
+    /// the keys it reconciles in this replica's shard slots.
+    fn refresh_controller(&self, name: &str, c: &Controller) {
+        let m = &self.metrics;
+        let controller = ControllerLabel {
+            controller: name.to_owned(),
+        };
+        let queue = QueueLabel {
+            name: name.to_owned(),
+        };
+        let plugin = current(&c.plugin);
+        let workers = c.tuning.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
+        m.active_workers
+            .get_or_create(&controller)
+            .set(lock(&c.in_flight).len() as i64);
+        m.max_concurrent
+            .get_or_create(&controller)
+            .set(workers as i64);
+        m.guest_memory
+            .get_or_create(&controller)
+            .set(plugin.memory_peak() as i64);
+        let q = c.queue.stats();
+        m.depth.get_or_create(&queue).set(q.depth as i64);
+        set_counter(&m.adds.get_or_create(&queue), q.adds_total);
+        set_counter(&m.retries.get_or_create(&queue), q.retries_total);
+        let (unfinished, longest) = c.queue.processing();
+        m.unfinished
+            .get_or_create(&queue)
+            .set(unfinished.as_secs_f64());
+        m.longest.get_or_create(&queue).set(longest.as_secs_f64());
+        let manifest = plugin.manifest();
+        let info = PluginLabels {
+            name: name.to_owned(),
+            version: manifest.version.clone(),
+            digest: plugin.digest().to_string(),
+        };
+        m.plugin_info.get_or_create(&info).set(1);
         if let Some(shards) = &self.shards {
-            m.shard_members.set(shards.members() as i64);
-            if let Some(server) = shards.server_side() {
-                m.shard_server_side.set(i64::from(server));
-            }
-        }
-        m.cached.clear();
-        for informer in self.informers.running() {
-            let kind = KindLabel {
-                kind: informer.gvk().to_string(),
-            };
-            m.cached
-                .get_or_create(&kind)
-                .inc_by(informer.sizes().0 as i64);
+            let active = shards.active();
+            let owned = (c.watched.iter().flat_map(|w| w.entries()))
+                .filter(|e| active.contains(e.slot(shards)))
+                .count();
+            m.shard_owned_keys
+                .get_or_create(&controller)
+                .set(owned as i64);
         }
     }
 
@@ -730,14 +745,25 @@ impl KeySources<'_> {
     fn subscribe_declared(&mut self, manifest: &Manifest) -> Arc<Vec<Arc<Informer>>> {
         let own_namespaces: Option<Vec<String>> =
             (self.scope.namespaces().names()).map(|set| set.iter().cloned().collect());
-        let manager = self.manager;
-        let account = self.account.clone();
-        let watched = Arc::new(manager.caches(
+        let watched = self.subscribe_watched(manifest, &own_namespaces);
+        self.subscribe_owned(manifest, &own_namespaces);
+        self.subscribe_reads(manifest, &own_namespaces, &watched);
+        watched
+    }
+
+    /// The watched kind's caches, whose objects' changes queue their own keys (and, sharded
+    /// by uid, remember which slot a deleted object was in).
+    fn subscribe_watched(
+        &mut self,
+        manifest: &Manifest,
+        own_namespaces: &Option<Vec<String>>,
+    ) -> Arc<Vec<Arc<Informer>>> {
+        let watched = Arc::new(self.manager.caches(
             manifest.kind(),
             own_namespaces.clone(),
             &manifest.selector,
             self.sharded,
-            account.as_ref(),
+            self.account.as_ref(),
         ));
         for informer in watched.iter() {
             let filter = Filter {
@@ -757,14 +783,18 @@ impl KeySources<'_> {
                 }),
             );
         }
+        watched
+    }
+
+    /// The owned kinds' caches, whose changes queue their owner's key.
+    fn subscribe_owned(&mut self, manifest: &Manifest, own_namespaces: &Option<Vec<String>>) {
         for kind in manifest.owns() {
-            let sharded = self.children_sharded;
-            let caches = manager.caches(
+            let caches = self.manager.caches(
                 kind,
                 own_namespaces.clone(),
                 &Selector::default(),
-                sharded,
-                account.as_ref(),
+                self.children_sharded,
+                self.account.as_ref(),
             );
             for informer in caches {
                 let owner_kind = manifest.kind().clone();
@@ -774,6 +804,17 @@ impl KeySources<'_> {
                 );
             }
         }
+    }
+
+    /// The read kinds' caches (never sharded: they may be read anywhere), in the namespaces
+    /// the scope lets the plugin read; their changes queue the keys the declaration's mapping
+    /// names, if it has one.
+    fn subscribe_reads(
+        &mut self,
+        manifest: &Manifest,
+        own_namespaces: &Option<Vec<String>>,
+        watched: &Arc<Vec<Arc<Informer>>>,
+    ) {
         for read in &manifest.reads {
             let namespaces = if read.namespaces.is_empty() {
                 own_namespaces.clone()
@@ -793,13 +834,12 @@ impl KeySources<'_> {
                 }
                 Some(readable)
             };
-            // Read kinds may be read anywhere: never sharded.
-            let caches = manager.caches(
+            let caches = self.manager.caches(
                 &read.kind,
                 namespaces,
                 &read.selector,
                 false,
-                account.as_ref(),
+                self.account.as_ref(),
             );
             for informer in caches {
                 let Some(mapping) = read.trigger.clone() else {
@@ -814,7 +854,6 @@ impl KeySources<'_> {
                 );
             }
         }
-        watched
     }
 
     /// Queues the keys `map` names for each of `informer`'s notices. Keys are only ever queued

@@ -22,7 +22,7 @@ use crate::reconcile::queue::Queue;
 use crate::replicas::leader::Leadership;
 use crate::replicas::sharding::Shards;
 use crate::replicas::sharding::tombstones::Publication;
-use crate::runtime::{ErrorKind, Plugin};
+use crate::runtime::{Error, ErrorKind, Plugin, Reconciled};
 use crate::view::View;
 
 /// Numbers each reconcile of the process, for telling one reconcile's log lines from another's.
@@ -141,75 +141,87 @@ impl Worker {
             let Some(key) = self.queue.get().await else {
                 return;
             };
-            if !self.leadership.is_leading() {
-                // Leadership ended while this worker waited for a key: hand it back for
-                // whichever replica reconciles next (here again, if this one leads again).
-                self.queue.add(key.clone());
-                self.queue.done(&key);
-                continue;
+            if !self.held_back(&key) {
+                self.work(key).await;
             }
-            if let Some(look_again) = self.echoes.hold(&key) {
-                // The caches do not show this key's last writes yet: reconciling now would run
-                // the plugin on a world without them. Their echo queues the key.
-                self.queue.add_after(key.clone(), look_again);
-                self.queue.done(&key);
-                self.stats.held.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            let plugin = current(&self.plugin);
-            let manifest = plugin.manifest();
-            let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
-            let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, reconcile.id = id, outcome = tracing::field::Empty);
-            let slot = self
-                .shards
-                .as_ref()
-                .and_then(|shards| self.slot(shards, &key));
-            if lock(&self.in_flight).insert(key.clone(), slot).is_some() {
-                self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
-            }
-            // Checked once the key is in flight: a replica giving the key's slot up first
-            // stops taking its keys, then waits until none is in flight, so either this sees
-            // the slot gone or the handover waits for this reconcile.
-            if let Some(shards) = &self.shards
-                && slot.is_none_or(|s| !shards.active().contains(s))
-            {
-                // Another replica's key (or soon to be): it queues the key itself.
-                lock(&self.in_flight).remove(&key);
-                self.settled(&manifest.name, &key);
-                self.queue.forget(&key);
-                self.queue.done(&key);
-                continue;
-            }
-            let gone = self.cached(&key).is_none();
-            if !self.in_order(&manifest.name, &key, slot, gone, &span).await {
-                continue;
-            }
-            let started = std::time::Instant::now();
-            // The start of a reconcile, as its end below: operators (and tests) can tell
-            // which replica worked on a key when, and whether it was of an object gone.
-            span.in_scope(|| tracing::debug!(gone, "reconciling"));
-            let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
-            lock(&self.in_flight).remove(&key);
-            span.record("outcome", tracing::field::debug(outcome));
-            self.stats.record(outcome);
-            self.metrics.reconciled(&manifest.name, started.elapsed());
-            // One record per reconcile, after its outcome counts: tests and operators see
-            // that the host has moved past a change.
-            span.in_scope(|| {
-                tracing::debug!(
-                    duration_ms = started.elapsed().as_millis() as u64,
-                    "reconciled"
-                )
-            });
-            // Only now may another replica start on a new object of the name (sharding by
-            // uid): its first reconcile waits for this tombstone to go, and so starts after
-            // this one has ended, as its log shows.
-            if gone {
-                self.settled(&manifest.name, &key);
-            }
-            self.queue.done(&key);
         }
+    }
+
+    /// Whether `key`, just taken from the queue, must wait (handed back to the queue): this
+    /// replica stopped leading meanwhile, or the caches do not show the key's last writes yet.
+    fn held_back(&self, key: &ObjectKey) -> bool {
+        if !self.leadership.is_leading() {
+            // Leadership ended while this worker waited for a key: hand it back for
+            // whichever replica reconciles next (here again, if this one leads again).
+            self.queue.add(key.clone());
+            self.queue.done(key);
+            return true;
+        }
+        if let Some(look_again) = self.echoes.hold(key) {
+            // The caches do not show this key's last writes yet: reconciling now would run
+            // the plugin on a world without them. Their echo queues the key.
+            self.queue.add_after(key.clone(), look_again);
+            self.queue.done(key);
+            self.stats.held.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Reconciles `key` if it is this replica's to reconcile (its shard slot active here, and
+    /// in order with another replica's reconciles of its name), then hands it back as done.
+    async fn work(&self, key: ObjectKey) {
+        let plugin = current(&self.plugin);
+        let manifest = plugin.manifest();
+        let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!("reconcile", plugin.name = %manifest.name, plugin.version = %manifest.version, object.key = %key, reconcile.id = id, outcome = tracing::field::Empty);
+        let slot = self
+            .shards
+            .as_ref()
+            .and_then(|shards| self.slot(shards, &key));
+        if lock(&self.in_flight).insert(key.clone(), slot).is_some() {
+            self.stats.overlaps.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(object.key = %key, "broken invariant: key handed to two workers at once");
+        }
+        // Checked once the key is in flight: a replica giving the key's slot up first stops
+        // taking its keys, then waits until none is in flight, so either this sees the slot
+        // gone or the handover waits for this reconcile.
+        if let Some(shards) = &self.shards
+            && slot.is_none_or(|s| !shards.active().contains(s))
+        {
+            // Another replica's key (or soon to be): it queues the key itself.
+            lock(&self.in_flight).remove(&key);
+            self.settled(&manifest.name, &key);
+            self.queue.forget(&key);
+            self.queue.done(&key);
+            return;
+        }
+        let gone = self.cached(&key).is_none();
+        if !self.in_order(&manifest.name, &key, slot, gone, &span).await {
+            return;
+        }
+        let started = std::time::Instant::now();
+        // The start of a reconcile, as its end below: operators (and tests) can tell which
+        // replica worked on a key when, and whether it was of an object gone.
+        span.in_scope(|| tracing::debug!(gone, "reconciling"));
+        let outcome = self.reconcile(&plugin, &key).instrument(span.clone()).await;
+        lock(&self.in_flight).remove(&key);
+        span.record("outcome", tracing::field::debug(outcome));
+        self.stats.record(outcome);
+        self.metrics.reconciled(&manifest.name, started.elapsed());
+        // One record per reconcile, after its outcome counts: tests and operators see that the
+        // host has moved past a change.
+        span.in_scope(|| {
+            let duration_ms = started.elapsed().as_millis() as u64;
+            tracing::debug!(duration_ms, "reconciled")
+        });
+        // Only now may another replica start on a new object of the name (sharding by uid):
+        // its first reconcile waits for this tombstone to go, and so starts after this one has
+        // ended, as its log shows.
+        if gone {
+            self.settled(&manifest.name, &key);
+        }
+        self.queue.done(&key);
     }
 
     /// The shard slot of `key`: its namespace's, or its object's uid's (the cached object's, or
@@ -348,11 +360,58 @@ impl Worker {
 
     async fn reconcile(&self, plugin: &Arc<Plugin>, key: &ObjectKey) -> ReconcileResult {
         let (cache, entry) = self.cached(key).unzip();
+        let Some(result) = self.call(plugin, key, entry.as_deref()).await else {
+            self.queue.add_rate_limited(key.clone());
+            return ReconcileResult::Error;
+        };
+        let subject = Subject {
+            manifest: plugin.manifest(),
+            key,
+            object: entry.as_deref(),
+            cache,
+        };
+        let reconciled = match result {
+            Ok(r) => r,
+            Err(e) => return self.sandbox_failed(&subject, e).await,
+        };
+        let applied = (self.applier)
+            .apply(&subject, &reconciled.intents, &reconciled.best_effort)
+            .await;
+        // Kept whether or not something failed: a retry must see the writes that succeeded.
+        self.echoes.expect(key, applied.echoes);
+        self.outcomes
+            .record(key, applied.statuses, subject.object.is_none());
+        let Some(error) = applied.error else {
+            self.queue.forget(key);
+            tracing::debug!(
+                writes = applied.writes,
+                skipped = applied.skipped,
+                "applied"
+            );
+            return match reconciled.requeue_after {
+                Some(after) => {
+                    self.queue.add_after(key.clone(), after);
+                    ReconcileResult::Requeue
+                }
+                None => ReconcileResult::Success,
+            };
+        };
+        self.apply_failed(&subject, error).await
+    }
+
+    /// Calls the plugin's reconcile of `key` (its cached object `entry`, if any) in the
+    /// sandbox, on a thread of its own; `None` if that thread failed.
+    async fn call(
+        &self,
+        plugin: &Arc<Plugin>,
+        key: &ObjectKey,
+        entry: Option<&Entry>,
+    ) -> Option<Result<Reconciled, Error>> {
         let request = wit::Request {
             namespace: key.namespace().to_owned(),
             name: key.name().to_owned(),
-            object: entry.as_ref().map(|e| e.json.to_string()),
-            deleting: entry.as_ref().is_some_and(|e| e.deleting),
+            object: entry.map(|e| e.json.to_string()),
+            deleting: entry.is_some_and(|e| e.deleting),
             settings: String::new(),
             now: self.clock.now(),
             previous: self.outcomes.previous(key),
@@ -363,104 +422,79 @@ impl Worker {
             let started = std::time::Instant::now();
             (sandboxed.reconcile(request, view), started.elapsed())
         };
-        let result = match sandboxed_call(called, self.call_time.short()).await {
+        match sandboxed_call(called, self.call_time.short()).await {
             Ok((result, took)) => {
                 self.call_time.record(took);
                 self.metrics.sandbox_call(&plugin.manifest().name, took);
-                result
+                Some(result)
             }
             Err(e) => {
                 tracing::error!(error = %e, "reconcile thread failed");
-                self.queue.add_rate_limited(key.clone());
-                return ReconcileResult::Error;
+                None
             }
+        }
+    }
+
+    /// The plugin's reconcile failed: counted, told on the object when retrying cannot help
+    /// (the plugin asked for something it may not do, or failed for good; retryable failures
+    /// are logged and retried, an Event per attempt would be noise), and retried as its kind
+    /// says.
+    async fn sandbox_failed(&self, subject: &Subject<'_>, e: Error) -> ReconcileResult {
+        let plugin = &subject.manifest.name;
+        self.outcomes.forget(subject.key);
+        self.metrics.sandbox_failure(plugin, e.kind.metric_kind());
+        let reason = match &e.kind {
+            ErrorKind::Action(_) => Some("ActionRejected"),
+            ErrorKind::Read(_) => Some("ReadRefused"),
+            kind if !kind.retryable() => Some("ReconcileFailed"),
+            _ => None,
         };
-        let subject = Subject {
-            manifest: plugin.manifest(),
-            key,
-            object: entry.as_deref(),
-            cache,
-        };
-        let reconciled = match result {
-            Ok(r) => r,
-            Err(e) => {
-                self.outcomes.forget(key);
-                self.metrics
-                    .sandbox_failure(&plugin.manifest().name, e.kind.metric_kind());
-                // Tell whoever looks at the object (kubectl describe) when retrying cannot help:
-                // the plugin asked for something it may not do, or failed for good. Retryable
-                // failures are logged and retried; an Event per attempt would be noise.
-                let reason = match &e.kind {
-                    ErrorKind::Action(_) => Some("ActionRejected"),
-                    ErrorKind::Read(_) => Some("ReadRefused"),
-                    kind if !kind.retryable() => Some("ReconcileFailed"),
-                    _ => None,
-                };
-                if let Some(reason) = reason
-                    && let Err(we) = self.applier.warn(&subject, reason, &e.to_string()).await
-                {
-                    tracing::warn!(error = %we, "could not record the warning event");
-                }
-                return self.failed(key, &e.to_string(), e.kind.retryable(), e.kind.label());
-            }
-        };
-        let applied = (self.applier)
-            .apply(&subject, &reconciled.intents, &reconciled.best_effort)
-            .await;
-        // Kept whether or not something failed: a retry must see the writes that succeeded.
-        self.echoes.expect(key, applied.echoes);
-        self.outcomes
-            .record(key, applied.statuses, subject.object.is_none());
-        match applied.error {
-            None => {
-                self.queue.forget(key);
-                tracing::debug!(
-                    writes = applied.writes,
-                    skipped = applied.skipped,
-                    "applied"
+        if let Some(reason) = reason {
+            self.warn(subject, reason, &e.to_string()).await;
+        }
+        self.failed(
+            subject.key,
+            &e.to_string(),
+            e.kind.retryable(),
+            e.kind.label(),
+        )
+    }
+
+    /// Carrying out the plugin's actions failed with `error`: retried with backoff, and told
+    /// on the object when a conflict keeps coming back or a permission is missing.
+    async fn apply_failed(&self, subject: &Subject<'_>, error: applier::Error) -> ReconcileResult {
+        let key = subject.key;
+        if let applier::Error::Conflict {
+            target, message, ..
+        } = &error
+        {
+            // Through the rate limiter like any failure: a precondition that keeps failing
+            // must back off, not hot-loop against the API server. The object changing queues
+            // the key again at once anyway.
+            let retry_in = self.queue.add_rate_limited(key.clone());
+            let conflicts = self.queue.retries(key);
+            tracing::info!(%target, %message, conflicts, ?retry_in, "conflict; retrying with backoff");
+            if conflicts >= CONFLICTS_BEFORE_WARNING {
+                // Worded without the count so the applier records it once, not per retry.
+                let note = format!(
+                    "repeated conflicts writing {target}; retrying with backoff: {message}"
                 );
-                match reconciled.requeue_after {
-                    Some(after) => {
-                        self.queue.add_after(key.clone(), after);
-                        ReconcileResult::Requeue
-                    }
-                    None => ReconcileResult::Success,
-                }
+                self.warn(subject, "ConflictRetrying", &note).await;
             }
-            Some(applier::Error::Conflict {
-                target, message, ..
-            }) => {
-                // Through the rate limiter like any failure: a precondition that keeps failing
-                // must back off, not hot-loop against the API server. The object changing
-                // queues the key again at once anyway.
-                let retry_in = self.queue.add_rate_limited(key.clone());
-                let conflicts = self.queue.retries(key);
-                tracing::info!(%target, %message, conflicts, ?retry_in, "conflict; retrying with backoff");
-                if conflicts >= CONFLICTS_BEFORE_WARNING {
-                    // Worded without the count so the applier records it once, not per retry.
-                    let note = format!(
-                        "repeated conflicts writing {target}; retrying with backoff: {message}"
-                    );
-                    if let Err(e) = self.applier.warn(&subject, "ConflictRetrying", &note).await {
-                        tracing::warn!(error = %e, "could not record the warning event");
-                    }
-                }
-                ReconcileResult::Error
-            }
-            Some(e) => {
-                if e.forbidden() {
-                    // A missing RBAC rule: say which on the object (kubectl describe); retries
-                    // go on with backoff and succeed once the rule is granted.
-                    if let Err(we) = self
-                        .applier
-                        .warn(&subject, "Forbidden", &e.to_string())
-                        .await
-                    {
-                        tracing::warn!(error = %we, "could not record the warning event");
-                    }
-                }
-                self.failed(key, &e.to_string(), e.retryable(), e.label())
-            }
+            return ReconcileResult::Error;
+        }
+        if error.forbidden() {
+            // A missing RBAC rule: say which on the object (kubectl describe); retries go on
+            // with backoff and succeed once the rule is granted.
+            self.warn(subject, "Forbidden", &error.to_string()).await;
+        }
+        self.failed(key, &error.to_string(), error.retryable(), error.label())
+    }
+
+    /// A Warning event on the reconciled object, best effort.
+    async fn warn(&self, subject: &Subject<'_>, reason: &str, note: &str) {
+        if let Err(e) = self.applier.warn(subject, reason, note).await {
+            tracing::warn!(error = %e, "could not record the warning event");
         }
     }
 
