@@ -295,61 +295,14 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
             })
             .unwrap_or_default()
     };
-    let mut versions = Vec::new();
-    let mut columns = Vec::new();
-    let mut selectable = Vec::new();
-    let mut status = false;
-    let mut storage_first = None;
-    let mut openapi = BTreeMap::new();
-    for v in spec.get("versions")?.as_array()? {
-        if v.get("served").and_then(Value::as_bool) != Some(true) {
-            continue;
-        }
-        let name = v.get("name")?.as_str()?.to_string();
-        if columns.is_empty() {
-            for c in v
-                .get("additionalPrinterColumns")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-                columns.push(PrinterColumn {
-                    name: s("name"),
-                    ty: s("type"),
-                    json_path: s("jsonPath"),
-                    priority: c.get("priority").and_then(Value::as_u64).unwrap_or(0),
-                });
-            }
-        }
-        if selectable.is_empty() {
-            selectable = v
-                .get("selectableFields")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|f| f.get("jsonPath")?.as_str())
-                .map(|path| {
-                    let label = path.trim_start_matches('.');
-                    let pointer: String = label.split('.').map(|p| format!("/{p}")).collect();
-                    (label.to_string(), pointer)
-                })
-                .collect();
-        }
-        if v.pointer("/subresources/status").is_some() {
-            status = true;
-        }
-        if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
-            openapi.insert(name.clone(), Arc::new(schema.clone()));
-        }
-        if v.get("storage").and_then(Value::as_bool) == Some(true) {
-            storage_first = Some(name.clone());
-        }
-        versions.push(name);
-    }
-    if versions.is_empty() {
-        return None;
-    }
+    let Served {
+        mut versions,
+        columns,
+        selectable,
+        status,
+        storage,
+        openapi,
+    } = Served::of(spec.get("versions")?.as_array()?)?;
     let schemas = match schema::crd_schemas(crd) {
         Ok(all) => all
             .into_iter()
@@ -364,7 +317,7 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         }
     };
     // Preferred version: kube sorts by version priority; the storage version is a fair stand-in.
-    if let Some(s) = storage_first {
+    if let Some(s) = storage {
         versions.retain(|v| *v != s);
         versions.insert(0, s);
     }
@@ -400,6 +353,86 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
         },
         openapi,
     })
+}
+
+/// What a CRD's served versions say: their names, the printer columns and selectable fields
+/// (of the first that has any), whether they have a status subresource, which one is stored,
+/// and each one's OpenAPI schema.
+struct Served {
+    versions: Vec<String>,
+    columns: Vec<PrinterColumn>,
+    selectable: Vec<(String, String)>,
+    status: bool,
+    storage: Option<String>,
+    openapi: BTreeMap<String, Arc<Value>>,
+}
+
+impl Served {
+    /// `None` when no version is served or one has no name.
+    fn of(versions: &[Value]) -> Option<Self> {
+        let mut served = Served {
+            versions: Vec::new(),
+            columns: Vec::new(),
+            selectable: Vec::new(),
+            status: false,
+            storage: None,
+            openapi: BTreeMap::new(),
+        };
+        for v in versions {
+            if v.get("served").and_then(Value::as_bool) != Some(true) {
+                continue;
+            }
+            let name = v.get("name")?.as_str()?.to_string();
+            if served.columns.is_empty() {
+                served.columns = printer_columns(v);
+            }
+            if served.selectable.is_empty() {
+                served.selectable = selectable_fields(v);
+            }
+            served.status |= v.pointer("/subresources/status").is_some();
+            if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+                (served.openapi).insert(name.clone(), Arc::new(schema.clone()));
+            }
+            if v.get("storage").and_then(Value::as_bool) == Some(true) {
+                served.storage = Some(name.clone());
+            }
+            served.versions.push(name);
+        }
+        (!served.versions.is_empty()).then_some(served)
+    }
+}
+
+/// A CRD version's `additionalPrinterColumns`.
+fn printer_columns(version: &Value) -> Vec<PrinterColumn> {
+    (version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array))
+    .into_iter()
+    .flatten()
+    .map(|c| {
+        let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        PrinterColumn {
+            name: s("name"),
+            ty: s("type"),
+            json_path: s("jsonPath"),
+            priority: c.get("priority").and_then(Value::as_u64).unwrap_or(0),
+        }
+    })
+    .collect()
+}
+
+/// A CRD version's `selectableFields`: each as its field label and the JSON pointer to it.
+fn selectable_fields(version: &Value) -> Vec<(String, String)> {
+    (version.get("selectableFields").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.get("jsonPath")?.as_str())
+        .map(|path| {
+            let label = path.trim_start_matches('.');
+            let pointer: String = label.split('.').map(|p| format!("/{p}")).collect();
+            (label.to_string(), pointer)
+        })
+        .collect()
 }
 
 fn str_of(crd: &Value) -> &str {

@@ -125,80 +125,138 @@ impl<'a> Restarts<'a> {
 /// containers that restart always) counted with the containers once they started.
 fn pod(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let (spec, status) = (&o["spec"], &o["status"]);
-    let mut reason = match str_at(status, "/reason") {
-        "" => str_at(status, "/phase").to_string(),
-        r => r.to_string(),
-    };
-    if array(&status["conditions"])
-        .iter()
-        .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated")
-    {
-        reason = "SchedulingGated".into();
-    }
+    let mut state = PodState::of(status);
     let init_specs = array(&spec["initContainers"]);
-    let is_sidecar = |name: &Value| {
-        init_specs
-            .iter()
-            .any(|s| s["name"] == *name && s["restartPolicy"] == "Always")
-    };
     let total = array(&spec["containers"]).len()
-        + init_specs
-            .iter()
+        + (init_specs.iter())
             .filter(|s| s["restartPolicy"] == "Always")
             .count();
-    let mut ready = 0;
-    let (mut restarts, mut sidecar_restarts) = (Restarts::default(), Restarts::default());
-    let mut initializing = false;
-    for (i, c) in array(&status["initContainerStatuses"]).iter().enumerate() {
-        restarts.add(c);
-        let sidecar = is_sidecar(&c["name"]);
-        if sidecar {
-            sidecar_restarts.add(c);
-        }
-        let (terminated, waiting) = (&c["state"]["terminated"], &c["state"]["waiting"]);
-        if terminated["exitCode"].as_i64() == Some(0) {
-            continue;
-        }
-        if sidecar && c["started"] == true {
-            ready += usize::from(c["ready"] == true);
-            continue;
-        }
-        initializing = true;
-        reason = if terminated.is_object() {
-            match str_at(terminated, "/reason") {
-                "" => exit(terminated, "Init:"),
-                r => format!("Init:{r}"),
-            }
-        } else {
-            match str_at(waiting, "/reason") {
-                "" | "PodInitializing" => format!("Init:{i}/{}", init_specs.len()),
-                r => format!("Init:{r}"),
-            }
-        };
-        break;
-    }
+    let (initializing, sidecar_restarts) = state.init_containers(init_specs, status);
     if !initializing || condition(status, "Initialized") {
-        restarts = sidecar_restarts;
+        state.restarts = sidecar_restarts;
+        state.containers(status);
+    }
+    // A deleted Pod is Terminating until it has ended (Succeeded or Failed: then its reason
+    // stays); one on a lost node is Unknown.
+    if o["metadata"]["deletionTimestamp"].is_string() {
+        if str_at(status, "/reason") == "NodeLost" {
+            state.reason = "Unknown".into();
+        } else if !matches!(str_at(status, "/phase"), "Succeeded" | "Failed") {
+            state.reason = "Terminating".into();
+        }
+    }
+    let restarts = match state.restarts.last {
+        Some(t) if state.restarts.count != 0 => {
+            format!("{} ({} ago)", state.restarts.count, since(t, now))
+        }
+        _ => state.restarts.count.to_string(),
+    };
+    // kube's storage keeps podIPs[0] equal to podIP.
+    let ip = match str_at(status, "/podIPs/0/ip") {
+        "" => str_at(status, "/podIP"),
+        ip => ip,
+    };
+    vec![
+        name(o),
+        format!("{}/{total}", state.ready).into(),
+        state.reason.into(),
+        restarts.into(),
+        age(o, now),
+        none_if_empty(ip),
+        none_if_empty(str_at(spec, "/nodeName")),
+        none_if_empty(str_at(status, "/nominatedNodeName")),
+        readiness_gates(spec, status).into(),
+    ]
+}
+
+/// What a Pod's row says of it while its containers are looked at in turn.
+struct PodState<'a> {
+    reason: String,
+    ready: usize,
+    restarts: Restarts<'a>,
+}
+
+impl<'a> PodState<'a> {
+    /// From the Pod's status alone: its reason or phase, or `SchedulingGated`.
+    fn of(status: &Value) -> Self {
+        let mut reason = match str_at(status, "/reason") {
+            "" => str_at(status, "/phase").to_string(),
+            r => r.to_string(),
+        };
+        if array(&status["conditions"])
+            .iter()
+            .any(|c| c["type"] == "PodScheduled" && c["reason"] == "SchedulingGated")
+        {
+            reason = "SchedulingGated".into();
+        }
+        Self {
+            reason,
+            ready: 0,
+            restarts: Restarts::default(),
+        }
+    }
+
+    /// The init containers, in order: the first that has not completed (nor started, for a
+    /// sidecar) gives the reason (`Init:1/2`, `Init:Error`). Whether one is still
+    /// initializing, and the sidecars' restarts.
+    fn init_containers(&mut self, init_specs: &[Value], status: &'a Value) -> (bool, Restarts<'a>) {
+        let is_sidecar = |name: &Value| {
+            (init_specs.iter()).any(|s| s["name"] == *name && s["restartPolicy"] == "Always")
+        };
+        let mut sidecar_restarts = Restarts::default();
+        for (i, c) in array(&status["initContainerStatuses"]).iter().enumerate() {
+            self.restarts.add(c);
+            let sidecar = is_sidecar(&c["name"]);
+            if sidecar {
+                sidecar_restarts.add(c);
+            }
+            let (terminated, waiting) = (&c["state"]["terminated"], &c["state"]["waiting"]);
+            if terminated["exitCode"].as_i64() == Some(0) {
+                continue;
+            }
+            if sidecar && c["started"] == true {
+                self.ready += usize::from(c["ready"] == true);
+                continue;
+            }
+            self.reason = if terminated.is_object() {
+                match str_at(terminated, "/reason") {
+                    "" => exit(terminated, "Init:"),
+                    r => format!("Init:{r}"),
+                }
+            } else {
+                match str_at(waiting, "/reason") {
+                    "" | "PodInitializing" => format!("Init:{i}/{}", init_specs.len()),
+                    r => format!("Init:{r}"),
+                }
+            };
+            return (true, sidecar_restarts);
+        }
+        (false, sidecar_restarts)
+    }
+
+    /// The containers, last first: a waiting or terminated one's reason, or ready and
+    /// running; a Pod `Completed` with a container still running is `Running` or `NotReady`.
+    fn containers(&mut self, status: &'a Value) {
         let mut running = false;
         for c in array(&status["containerStatuses"]).iter().rev() {
-            restarts.add(c);
+            self.restarts.add(c);
             let (state, terminated) = (&c["state"], &c["state"]["terminated"]);
             if let Some(r) = state["waiting"]["reason"]
                 .as_str()
                 .filter(|r| !r.is_empty())
             {
-                reason = r.to_string();
+                self.reason = r.to_string();
             } else if let Some(r) = terminated["reason"].as_str().filter(|r| !r.is_empty()) {
-                reason = r.to_string();
+                self.reason = r.to_string();
             } else if terminated.is_object() {
-                reason = exit(terminated, "");
+                self.reason = exit(terminated, "");
             } else if c["ready"] == true && state["running"].is_object() {
                 running = true;
-                ready += 1;
+                self.ready += 1;
             }
         }
-        if reason == "Completed" && running {
-            reason = if condition(status, "Ready") {
+        if self.reason == "Completed" && running {
+            self.reason = if condition(status, "Ready") {
                 "Running"
             } else {
                 "NotReady"
@@ -206,45 +264,18 @@ fn pod(o: &Value, now: DateTime<Utc>) -> Vec<Value> {
             .into();
         }
     }
-    // A deleted Pod is Terminating until it has ended (Succeeded or Failed: then its reason
-    // stays); one on a lost node is Unknown.
-    if o["metadata"]["deletionTimestamp"].is_string() {
-        if str_at(status, "/reason") == "NodeLost" {
-            reason = "Unknown".into();
-        } else if !matches!(str_at(status, "/phase"), "Succeeded" | "Failed") {
-            reason = "Terminating".into();
-        }
-    }
-    let restarts = match restarts.last {
-        Some(t) if restarts.count != 0 => format!("{} ({} ago)", restarts.count, since(t, now)),
-        _ => restarts.count.to_string(),
-    };
-    // kube's storage keeps podIPs[0] equal to podIP.
-    let ip = match str_at(status, "/podIPs/0/ip") {
-        "" => str_at(status, "/podIP"),
-        ip => ip,
-    };
+}
+
+/// How many of a Pod's readiness gates are met (`1/2`), `<none>` without any.
+fn readiness_gates(spec: &Value, status: &Value) -> String {
     let gates = array(&spec["readinessGates"]);
-    let gates = if gates.is_empty() {
-        "<none>".to_string()
-    } else {
-        let met = gates
-            .iter()
-            .filter(|g| condition(status, str_at(g, "/conditionType")))
-            .count();
-        format!("{met}/{}", gates.len())
-    };
-    vec![
-        name(o),
-        format!("{ready}/{total}").into(),
-        reason.into(),
-        restarts.into(),
-        age(o, now),
-        none_if_empty(ip),
-        none_if_empty(str_at(spec, "/nodeName")),
-        none_if_empty(str_at(status, "/nominatedNodeName")),
-        gates.into(),
-    ]
+    if gates.is_empty() {
+        return "<none>".to_string();
+    }
+    let met = (gates.iter())
+        .filter(|g| condition(status, str_at(g, "/conditionType")))
+        .count();
+    format!("{met}/{}", gates.len())
 }
 
 /// `Signal:9` or `ExitCode:1` of a terminated container state, after `prefix`.

@@ -109,6 +109,74 @@ fn decode_object(ct: &str, body: &[u8]) -> ApiResult<Value> {
     }
 }
 
+/// The answer to a GET of a path that is not a resource's: the root's paths, version, metrics,
+/// health, discovery (legacy and aggregated) and OpenAPI v2 and v3; `None` for any other path.
+fn discovery_document(
+    inner: &Inner,
+    segs: &[&str],
+    accept: &str,
+) -> Option<ApiResult<Response<Body>>> {
+    let reg = || inner.store.lock().catalog().clone();
+    let aggregated = |core: bool| {
+        let body = serde_json::to_vec(&discovery::aggregated(&reg(), core)).unwrap_or_default();
+        Response::builder()
+            .header(header::CONTENT_TYPE, discovery::AGGREGATED_CT)
+            .body(Body::from(body))
+            .unwrap_or_default()
+    };
+    let found = |d: Option<Value>| {
+        d.map(|d| json_response(200, &d))
+            .ok_or_else(ApiError::not_found_path)
+    };
+    Some(Ok(match segs {
+        [] => {
+            let paths = [
+                "/api",
+                "/api/v1",
+                "/apis",
+                "/healthz",
+                "/livez",
+                "/metrics",
+                "/openapi/v2",
+                "/openapi/v3",
+                "/readyz",
+                "/version",
+            ];
+            json_response(200, &json!({ "paths": paths }))
+        }
+        ["version"] => json_response(200, &discovery::version()),
+        ["metrics"] => metrics_text(inner),
+        ["healthz" | "livez" | "readyz", ..] => text("ok"),
+        ["api"] if discovery::wants_aggregated(accept) => aggregated(true),
+        ["api"] => {
+            let addr = inner.addr.lock().map(|a| a.clone()).unwrap_or_default();
+            json_response(200, &discovery::api_versions(&addr))
+        }
+        ["apis"] if discovery::wants_aggregated(accept) => aggregated(false),
+        ["apis"] => json_response(200, &discovery::api_groups(&reg())),
+        ["api", v] => return Some(found(discovery::resource_list(&reg(), "", v))),
+        ["apis", g] => return Some(found(discovery::api_group(&reg(), g))),
+        ["apis", g, v] => return Some(found(discovery::resource_list(&reg(), g, v))),
+        ["openapi", "v2"] => {
+            let document = swagger::document(&reg());
+            if swagger::wants_protobuf(accept) {
+                Response::builder()
+                    .header(header::CONTENT_TYPE, swagger::PROTOBUF)
+                    .body(Body::from(swagger::protobuf(&document)))
+                    .unwrap_or_default()
+            } else {
+                json_response(200, &document)
+            }
+        }
+        ["openapi", "v3"] => json_response(200, &discovery::openapi_index(&reg())),
+        ["openapi", "v3", "api", v] => return Some(found(discovery::openapi_gv(&reg(), "", v))),
+        ["openapi", "v3", "apis", g, v] => {
+            return Some(found(discovery::openapi_gv(&reg(), g, v)));
+        }
+        _ => return None,
+    }))
+}
+
 async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Body>> {
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -128,90 +196,15 @@ async fn route(inner: &Arc<Inner>, req: Request<Body>) -> ApiResult<Response<Bod
             return Err(attrs.forbidden(&user));
         }
     }
-    let reg = || inner.store.lock().catalog().clone();
-    let aggregated = |core: bool| {
-        let body = serde_json::to_vec(&discovery::aggregated(&reg(), core)).unwrap_or_default();
-        Response::builder()
-            .header(header::CONTENT_TYPE, discovery::AGGREGATED_CT)
-            .body(Body::from(body))
-            .unwrap_or_default()
-    };
-    match segs.as_slice() {
-        [] if get => {
-            let paths = [
-                "/api",
-                "/api/v1",
-                "/apis",
-                "/healthz",
-                "/livez",
-                "/metrics",
-                "/openapi/v2",
-                "/openapi/v3",
-                "/readyz",
-                "/version",
-            ];
-            return Ok(json_response(200, &json!({ "paths": paths })));
-        }
-        ["version"] if get => return Ok(json_response(200, &discovery::version())),
-        ["metrics"] if get => return Ok(metrics_text(inner)),
-        ["healthz" | "livez" | "readyz", ..] if get => return Ok(text("ok")),
-        ["api"] if get => {
-            if discovery::wants_aggregated(&accept) {
-                return Ok(aggregated(true));
-            }
-            let addr = inner.addr.lock().map(|a| a.clone()).unwrap_or_default();
-            return Ok(json_response(200, &discovery::api_versions(&addr)));
-        }
-        ["apis"] if get => {
-            if discovery::wants_aggregated(&accept) {
-                return Ok(aggregated(false));
-            }
-            return Ok(json_response(200, &discovery::api_groups(&reg())));
-        }
-        ["api", v] if get => {
-            return discovery::resource_list(&reg(), "", v)
-                .map(|d| json_response(200, &d))
-                .ok_or_else(ApiError::not_found_path);
-        }
-        ["apis", g] if get => {
-            return discovery::api_group(&reg(), g)
-                .map(|d| json_response(200, &d))
-                .ok_or_else(ApiError::not_found_path);
-        }
-        ["apis", g, v] if get => {
-            return discovery::resource_list(&reg(), g, v)
-                .map(|d| json_response(200, &d))
-                .ok_or_else(ApiError::not_found_path);
-        }
-        ["openapi", "v2"] if get => {
-            let document = swagger::document(&reg());
-            if swagger::wants_protobuf(&accept) {
-                return Ok(Response::builder()
-                    .header(header::CONTENT_TYPE, swagger::PROTOBUF)
-                    .body(Body::from(swagger::protobuf(&document)))
-                    .unwrap_or_default());
-            }
-            return Ok(json_response(200, &document));
-        }
-        ["openapi", "v3"] if get => {
-            return Ok(json_response(200, &discovery::openapi_index(&reg())));
-        }
-        ["openapi", "v3", "api", v] if get => {
-            return discovery::openapi_gv(&reg(), "", v)
-                .map(|d| json_response(200, &d))
-                .ok_or_else(ApiError::not_found_path);
-        }
-        ["openapi", "v3", "apis", g, v] if get => {
-            return discovery::openapi_gv(&reg(), g, v)
-                .map(|d| json_response(200, &d))
-                .ok_or_else(ApiError::not_found_path);
-        }
-        ["_admin", action] if inner.admin => {
-            let action = action.to_string();
-            let body = body_bytes(req).await?;
-            return admin::admin(inner, &action, &body);
-        }
-        _ => {}
+    if get && let Some(response) = discovery_document(inner, &segs, &accept) {
+        return response;
+    }
+    if let ["_admin", action] = segs.as_slice()
+        && inner.admin
+    {
+        let action = action.to_string();
+        let body = body_bytes(req).await?;
+        return admin::admin(inner, &action, &body);
     }
     let Some(t) = handlers::target(inner, &segs)? else {
         return Err(ApiError::not_found_path());

@@ -106,6 +106,113 @@ impl Filter {
     }
 }
 
+/// What a watch request asks for, from its query parameters, refused as kube-apiserver refuses
+/// them.
+struct Params {
+    /// `allowWatchBookmarks`.
+    bookmarks: bool,
+    /// `sendInitialEvents`.
+    send_initial: bool,
+    /// `timeoutSeconds`, at most [`MAX_TIMEOUT`].
+    timeout: Duration,
+    /// The resourceVersion to resume from; `None` starts with the current state.
+    from: Option<u64>,
+}
+
+impl Params {
+    fn parse(q: &Query) -> ApiResult<Self> {
+        let bookmarks = flag(q, "allowWatchBookmarks");
+        let send_initial = flag(q, "sendInitialEvents");
+        let rv_match = q
+            .get("resourceVersionMatch")
+            .map(String::as_str)
+            .unwrap_or("");
+        let forbidden = |field: &str, message: &str| {
+            ApiError::invalid(
+                "ListOptions",
+                "meta.k8s.io",
+                "",
+                &[(field.into(), format!("Forbidden: {message}"))],
+            )
+        };
+        if send_initial && rv_match != "NotOlderThan" {
+            return Err(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan",
+            ));
+        }
+        if !send_initial && !rv_match.is_empty() {
+            return Err(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        let timeout = q
+            .get("timeoutSeconds")
+            .map(|s| {
+                s.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))
+            })
+            .transpose()?
+            .unwrap_or(MAX_TIMEOUT)
+            .min(MAX_TIMEOUT);
+        let rv_param = q
+            .get("resourceVersion")
+            .filter(|s| !s.is_empty() && *s != "0");
+        let from = match rv_param {
+            Some(s) if !send_initial => Some(
+                s.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
+            ),
+            _ => None,
+        };
+        Ok(Self {
+            bookmarks,
+            send_initial,
+            timeout: Duration::from_secs(timeout),
+            from,
+        })
+    }
+}
+
+/// Where a watch starts: the objects to send as ADDED first, the resourceVersion after them,
+/// and, when the history no longer reaches back, the expired range to answer with instead.
+struct Start {
+    initial: Vec<Arc<Value>>,
+    rv: u64,
+    expired: Option<(u64, u64)>,
+}
+
+impl Start {
+    /// Taken in one critical section, so that no event is missed or doubled between the
+    /// starting point and the events after it.
+    fn at(inner: &Inner, filter: &Filter, from: Option<u64>, force_expire: bool) -> Self {
+        let key = filter.t.key();
+        let st = inner.store.lock();
+        let (initial, rv, expired) = match from {
+            _ if force_expire => (vec![], st.rv(), Some((from.unwrap_or(0), st.rv()))),
+            Some(rv) if rv < st.compacted(&key) => (vec![], st.rv(), Some((rv, st.rv()))),
+            Some(rv) => (vec![], rv, None),
+            None => {
+                let objs: Vec<Arc<Value>> = (st.table_of(&key))
+                    .map(|tab| {
+                        (tab.objects.values())
+                            .filter(|o| visible(&filter.t, &filter.selectors, o))
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (objs, st.rv(), None)
+            }
+        };
+        Self {
+            initial,
+            rv,
+            expired,
+        }
+    }
+}
+
 /// Starts a watch and returns the streaming response, in protobuf when the client prefers it
 /// and the kind has a protobuf form.
 pub fn watch(
@@ -126,132 +233,82 @@ pub fn watch(
             Encoding::Json
         };
     let selectors = selectors(&t, q)?;
-    let bookmarks = flag(q, "allowWatchBookmarks");
-    let send_initial = flag(q, "sendInitialEvents");
-    let rv_match = q
-        .get("resourceVersionMatch")
-        .map(String::as_str)
-        .unwrap_or("");
-    if send_initial && rv_match != "NotOlderThan" {
-        return Err(ApiError::invalid(
-            "ListOptions",
-            "meta.k8s.io",
-            "",
-            &[("sendInitialEvents".into(), "Forbidden: sendInitialEvents is forbidden for watch unless resourceVersionMatch is set to NotOlderThan".into())],
-        ));
-    }
-    if !send_initial && !rv_match.is_empty() {
-        return Err(ApiError::invalid(
-            "ListOptions",
-            "meta.k8s.io",
-            "",
-            &[("resourceVersionMatch".into(), "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided".into())],
-        ));
-    }
-    let timeout = q
-        .get("timeoutSeconds")
-        .map(|s| {
-            s.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))
-        })
-        .transpose()?
-        .unwrap_or(MAX_TIMEOUT)
-        .min(MAX_TIMEOUT);
-    let rv_param = q
-        .get("resourceVersion")
-        .filter(|s| !s.is_empty() && *s != "0");
-    let from: Option<u64> = match rv_param {
-        Some(s) if !send_initial => Some(
-            s.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s}")))?,
-        ),
-        _ => None,
-    };
+    let params = Params::parse(q)?;
     let filter = Filter {
         t,
         selectors,
         shape,
         encoding,
     };
-    let key = filter.t.key();
     let force_expire = inner.faults.take_expire();
-    // Take the starting point and the initial state in one critical section so no event is
-    // missed or doubled between them.
-    let mut notify = inner.store.subscribe();
-    let mut drop_rx = inner.faults.drop_signal();
-    drop_rx.borrow_and_update();
-    let (initial, start, expired) = {
-        let st = inner.store.lock();
-        match from {
-            _ if force_expire => (vec![], st.rv(), Some((from.unwrap_or(0), st.rv()))),
-            Some(rv) if rv < st.compacted(&key) => (vec![], st.rv(), Some((rv, st.rv()))),
-            Some(rv) => (vec![], rv, None),
-            None => {
-                let objs: Vec<Arc<Value>> = st
-                    .table_of(&key)
-                    .map(|tab| {
-                        tab.objects
-                            .values()
-                            .filter(|o| visible(&filter.t, &filter.selectors, o))
-                            .cloned()
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (objs, st.rv(), None)
-            }
-        }
+    // Subscribed to before the starting point is taken, so no change after it is missed.
+    let notify = inner.store.subscribe();
+    let mut dropped = inner.faults.drop_signal();
+    dropped.borrow_and_update();
+    let watcher = Watcher {
+        notify,
+        dropped,
+        start: Start::at(inner, &filter, params.from, force_expire),
+        inner: inner.clone(),
+        filter,
+        params,
     };
     let (tx, rx) = mpsc::channel::<Bytes>(256);
-    let inner = inner.clone();
-    tokio::spawn(async move {
-        if inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
+    tokio::spawn(watcher.run(tx));
+    Ok(streaming(rx, encoding))
+}
+
+/// One watch's stream, from its start to its end.
+struct Watcher {
+    inner: Arc<Inner>,
+    filter: Filter,
+    params: Params,
+    start: Start,
+    /// Wakes the stream when the store has changed.
+    notify: tokio::sync::watch::Receiver<u64>,
+    /// Ends the stream when faults drop every watch.
+    dropped: tokio::sync::watch::Receiver<u64>,
+}
+
+impl Watcher {
+    async fn run(mut self, tx: mpsc::Sender<Bytes>) {
+        if self.inner.closing.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
-        if let Some((rv, cur)) = expired {
+        let encoding = self.filter.encoding;
+        if let Some((rv, cur)) = self.start.expired {
             let _ = tx.send(expired_line(encoding, rv, cur)).await;
             return;
         }
-        for o in &initial {
-            if tx
-                .send(line(encoding, "ADDED", &render(&filter.t, o, filter.shape)))
-                .await
-                .is_err()
-            {
-                return;
-            }
-        }
-        if send_initial
-            && tx
-                .send(bookmark(encoding, &filter.t, filter.shape, start, true))
-                .await
-                .is_err()
-        {
+        if self.send_start(&tx).await.is_err() {
             return;
         }
-        let mut last = start;
-        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        let key = self.filter.t.key();
+        let mut last = self.start.rv;
+        let deadline = tokio::time::sleep(self.params.timeout);
         tokio::pin!(deadline);
         let mut tick = tokio::time::interval(BOOKMARK_EVERY);
         tick.tick().await;
-        notify.mark_changed();
+        self.notify.mark_changed();
+        let (t, shape) = (&self.filter.t, self.filter.shape);
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
-                _ = drop_rx.changed() => return,
+                _ = self.dropped.changed() => return,
                 // The client went away: end now rather than at the next send, which on a quiet
                 // watch is the next bookmark tick, and stop holding the server meanwhile.
                 () = tx.closed() => return,
-                _ = tick.tick(), if bookmarks => {
-                    if tx.send(bookmark(encoding, &filter.t, filter.shape, last, false)).await.is_err() {
+                _ = tick.tick(), if self.params.bookmarks => {
+                    if tx.send(bookmark(encoding, t, shape, last, false)).await.is_err() {
                         return;
                     }
                 }
-                r = notify.changed() => {
+                r = self.notify.changed() => {
                     if r.is_err() {
                         return;
                     }
                     let (events, cur) = {
-                        let st = inner.store.lock();
+                        let st = self.inner.store.lock();
                         (st.events_since(&key, last), st.rv())
                     };
                     let Ok(events) = events else {
@@ -259,7 +316,7 @@ pub fn watch(
                         return;
                     };
                     for ev in events {
-                        if let Some(b) = filter.event(&ev)
+                        if let Some(b) = self.filter.event(&ev)
                             && tx.send(b).await.is_err() {
                                 return;
                             }
@@ -268,7 +325,26 @@ pub fn watch(
                 }
             }
         }
-    });
+    }
+
+    /// The initial state as ADDED events and, with `sendInitialEvents`, the BOOKMARK that ends
+    /// it; `Err` when the client went away.
+    async fn send_start(&self, tx: &mpsc::Sender<Bytes>) -> Result<(), ()> {
+        let (encoding, t, shape) = (self.filter.encoding, &self.filter.t, self.filter.shape);
+        for o in &self.start.initial {
+            let added = line(encoding, "ADDED", &render(t, o, shape));
+            tx.send(added).await.map_err(|_| ())?;
+        }
+        if self.params.send_initial {
+            let end = bookmark(encoding, t, shape, self.start.rv, true);
+            tx.send(end).await.map_err(|_| ())?;
+        }
+        Ok(())
+    }
+}
+
+/// The streaming response carrying what the watcher sends on `rx`.
+fn streaming(rx: mpsc::Receiver<Bytes>, encoding: Encoding) -> Response<Body> {
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
     });
@@ -284,5 +360,5 @@ pub fn watch(
         .unwrap_or_default();
     // Already in the negotiated encoding, and endless: not for the router to re-encode.
     response.extensions_mut().insert(protobuf::Encoded);
-    Ok(response)
+    response
 }

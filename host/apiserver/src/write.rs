@@ -59,28 +59,19 @@ pub fn create(
     Ok((201, out))
 }
 
-/// Create under the lock (also used by apply's upsert, which records its own managedFields
-/// entry and passes no `manager`).
-pub fn create_locked(
-    st: &mut State,
-    t: &Target,
-    q: &Query,
-    mut obj: Value,
-    manager: Option<&str>,
-) -> ApiResult<Value> {
-    if obj.get("metadata").is_none() {
-        obj["metadata"] = json!({});
-    }
-    check_shape(t, &obj)?;
-    let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let mut name = str_at(&meta, "/name").to_string();
-    let generate = str_at(&meta, "/generateName");
+/// Where a new object goes: its name (generated from `generateName` when it has none) and
+/// its namespace (the URL's, which the body may repeat but not contradict, and which must
+/// exist; none for a cluster-scoped kind), both written into its metadata.
+fn placed(st: &State, t: &Target, obj: &mut Value) -> ApiResult<(String, String)> {
+    let meta = &obj["metadata"];
+    let mut name = str_at(meta, "/name").to_string();
+    let generate = str_at(meta, "/generateName");
     if name.is_empty() && !generate.is_empty() {
         name = format!("{generate}{}", random_suffix());
     }
     let ns = if t.res.namespaced {
         let url_ns = t.namespace.clone().unwrap_or_default();
-        let body_ns = str_at(&meta, "/namespace");
+        let body_ns = str_at(meta, "/namespace");
         if !body_ns.is_empty() && body_ns != url_ns {
             return Err(ApiError::bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request",
@@ -100,6 +91,23 @@ pub fn create_locked(
     } else {
         m["namespace"] = json!(ns);
     }
+    Ok((ns, name))
+}
+
+/// Create under the lock (also used by apply's upsert, which records its own managedFields
+/// entry and passes no `manager`).
+pub fn create_locked(
+    st: &mut State,
+    t: &Target,
+    q: &Query,
+    mut obj: Value,
+    manager: Option<&str>,
+) -> ApiResult<Value> {
+    if obj.get("metadata").is_none() {
+        obj["metadata"] = json!({});
+    }
+    check_shape(t, &obj)?;
+    let (ns, name) = placed(st, t, &mut obj)?;
     let meta_errors = meta_errors(t, &obj);
     let strategy = registry::of(&t.res);
     let now = now();
@@ -113,15 +121,15 @@ pub fn create_locked(
     }
     protobuf::canonical_quantities(&mut obj);
     strategy.default(st, &mut obj, None);
-    let m = &mut obj["metadata"];
-    if let Some(mm) = m.as_object_mut() {
+    // What only the server sets, and a status written only through its own subresource.
+    if let Some(m) = obj["metadata"].as_object_mut() {
         for k in [
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "resourceVersion",
             "selfLink",
         ] {
-            mm.remove(k);
+            m.remove(k);
         }
     }
     if t.res.status
@@ -187,7 +195,7 @@ pub(crate) fn update_locked(
     t: &Target,
     q: &Query,
     cur: &Value,
-    mut new: Value,
+    new: Value,
     via: Via,
     ua: &str,
 ) -> ApiResult<Value> {
@@ -196,78 +204,8 @@ pub(crate) fn update_locked(
     let sub_scope = subresource_scope(t, strategy);
     // Through a subresource, only its part of the object is written.
     let status = sub_scope.is_some();
-    // Optimistic concurrency: a resourceVersion in the request must match.
-    let want = str_at(&new, "/metadata/resourceVersion");
-    let have = str_at(cur, "/metadata/resourceVersion");
-    if !want.is_empty() && want != have {
-        return Err(ApiError::conflict(
-            &t.res.group,
-            &t.res.plural,
-            &name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        ));
-    }
-    let mut out = if let Some(Scope::Part(_, path)) = sub_scope {
-        let mut o = cur.clone();
-        let pointer: String = path.iter().map(|k| format!("/{k}")).collect();
-        let value = new.pointer(&pointer).cloned().unwrap_or(Value::Null);
-        let (parent, key) = pointer.rsplit_once('/').unwrap_or_default();
-        match o.pointer_mut(parent).and_then(Value::as_object_mut) {
-            Some(m) if value.is_null() => {
-                m.remove(key);
-            }
-            Some(m) => {
-                m.insert(key.to_string(), value);
-            }
-            None if value.is_null() => {}
-            None => o[path[0]][path[1]] = value,
-        }
-        o
-    } else if status {
-        let mut o = cur.clone();
-        let st_val = new.get("status").cloned().unwrap_or(Value::Null);
-        if !st_val.is_object() && !st_val.is_null() {
-            return Err(invalid(
-                t,
-                &name,
-                "status",
-                "Invalid value: must be an object".into(),
-            ));
-        }
-        o["status"] = st_val;
-        if via == Via::Apply {
-            o["metadata"]["managedFields"] = new
-                .pointer("/metadata/managedFields")
-                .cloned()
-                .unwrap_or(Value::Null);
-        }
-        o
-    } else {
-        carry_over(t, &name, cur, &mut new, via)?;
-        if new.pointer("/metadata/managedFields").is_none()
-            && let Some(mf) = cur.pointer("/metadata/managedFields")
-        {
-            new["metadata"]["managedFields"] = mf.clone();
-        }
-        if t.res.status {
-            match cur.get("status") {
-                Some(s) => new["status"] = s.clone(),
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-        }
-        new
-    };
-    if let Some(m) = out["metadata"].as_object_mut()
-        && m.get("managedFields").is_some_and(Value::is_null)
-    {
-        m.remove("managedFields");
-    }
-    out["apiVersion"] = cur["apiVersion"].clone();
-    out["kind"] = cur["kind"].clone();
+    resource_version_matches(t, &name, &new, cur)?;
+    let mut out = written(t, &name, cur, new, sub_scope, via)?;
     // Before the generation and no-op checks: a write that only adds unknown fields changes
     // nothing.
     convert_in(t, &mut out)?;
@@ -286,53 +224,29 @@ pub(crate) fn update_locked(
         Some(_) => {}
     }
     let deleting = cur.pointer("/metadata/deletionTimestamp").is_some();
-    let fins = |o: &Value| -> Vec<String> {
-        o.pointer("/metadata/finalizers")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     if deleting {
-        let old_f = fins(cur);
-        if let Some(f) = fins(&out).into_iter().find(|f| !old_f.contains(f)) {
-            return Err(invalid(
-                t,
-                &name,
-                "metadata.finalizers",
-                format!(
-                    "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"
-                ),
-            ));
-        }
-    }
-    if !status
-        && strategy.has_generation()
-        && strategy.generation_source(cur, t.res.status)
-            != strategy.generation_source(&out, t.res.status)
-    {
-        let g = cur
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        out["metadata"]["generation"] = json!(g + 1);
+        no_new_finalizers(t, &name, cur, &out)?;
     }
     if !status {
+        if strategy.has_generation()
+            && strategy.generation_source(cur, t.res.status)
+                != strategy.generation_source(&out, t.res.status)
+        {
+            let g = (cur.pointer("/metadata/generation").and_then(Value::as_i64)).unwrap_or(0);
+            out["metadata"]["generation"] = json!(g + 1);
+        }
         strategy.prepare_for_update(st, &mut out, cur, &now)?;
     }
     if via != Via::Apply {
-        let mgr = manager(q, ua);
         let scope = sub_scope.unwrap_or(Scope::Main {
             status_sub: t.res.status,
         });
+        let (api_version, mgr) = (t.api_version(), manager(q, ua));
         apply::record_update(
             Some(cur),
             &mut out,
             &mgr,
-            &t.api_version(),
+            &api_version,
             t.res.custom,
             scope,
             &now,
@@ -350,11 +264,128 @@ pub(crate) fn update_locked(
     let graceful = (out.pointer("/metadata/deletionGracePeriodSeconds"))
         .and_then(Value::as_i64)
         .is_some_and(|g| g > 0);
-    if deleting && !graceful && fins(&out).is_empty() && !has_spec_finalizers(&out) {
+    if deleting && !graceful && finalizers(&out).is_empty() && !has_spec_finalizers(&out) {
         return finalize_delete(st, t, &out);
     }
     strategy.storing(st, &out);
     Ok((*st.put(&t.key(), out)?).clone())
+}
+
+/// Optimistic concurrency: a resourceVersion in the request must be the stored one.
+fn resource_version_matches(t: &Target, name: &str, new: &Value, cur: &Value) -> ApiResult<()> {
+    let want = str_at(new, "/metadata/resourceVersion");
+    if want.is_empty() || want == str_at(cur, "/metadata/resourceVersion") {
+        return Ok(());
+    }
+    Err(ApiError::conflict(
+        &t.res.group,
+        &t.res.plural,
+        name,
+        "the object has been modified; please apply your changes to the latest version and try again",
+    ))
+}
+
+/// An object being deleted takes no new finalizer (`rest.BeforeUpdate`).
+fn no_new_finalizers(t: &Target, name: &str, cur: &Value, out: &Value) -> ApiResult<()> {
+    let before = finalizers(cur);
+    let Some(f) = finalizers(out).into_iter().find(|f| !before.contains(f)) else {
+        return Ok(());
+    };
+    Err(invalid(
+        t,
+        name,
+        "metadata.finalizers",
+        format!(
+            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"
+        ),
+    ))
+}
+
+/// An object's `metadata.finalizers`.
+fn finalizers(o: &Value) -> Vec<String> {
+    (o.pointer("/metadata/finalizers").and_then(Value::as_array))
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The object an update writes, before defaulting and admission: through a subresource that
+/// writes one part (`sub_scope`), the stored object with that part replaced; through `status`,
+/// the stored object with the new status (and, for an apply, its managedFields); through the
+/// main resource, `new` with what clients may not set carried over and the status kept where
+/// it has its own subresource.
+fn written(
+    t: &Target,
+    name: &str,
+    cur: &Value,
+    mut new: Value,
+    sub_scope: Option<Scope>,
+    via: Via,
+) -> ApiResult<Value> {
+    let mut out = match sub_scope {
+        Some(Scope::Part(_, path)) => {
+            let mut o = cur.clone();
+            let pointer: String = path.iter().map(|k| format!("/{k}")).collect();
+            let value = new.pointer(&pointer).cloned().unwrap_or(Value::Null);
+            let (parent, key) = pointer.rsplit_once('/').unwrap_or_default();
+            match o.pointer_mut(parent).and_then(Value::as_object_mut) {
+                Some(m) if value.is_null() => {
+                    m.remove(key);
+                }
+                Some(m) => {
+                    m.insert(key.to_string(), value);
+                }
+                None if value.is_null() => {}
+                None => o[path[0]][path[1]] = value,
+            }
+            o
+        }
+        Some(_) => {
+            let mut o = cur.clone();
+            let status = new.get("status").cloned().unwrap_or(Value::Null);
+            if !status.is_object() && !status.is_null() {
+                let message = "Invalid value: must be an object".into();
+                return Err(invalid(t, name, "status", message));
+            }
+            o["status"] = status;
+            if via == Via::Apply {
+                o["metadata"]["managedFields"] = (new.pointer("/metadata/managedFields"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+            }
+            o
+        }
+        None => {
+            carry_over(t, name, cur, &mut new, via)?;
+            if new.pointer("/metadata/managedFields").is_none()
+                && let Some(mf) = cur.pointer("/metadata/managedFields")
+            {
+                new["metadata"]["managedFields"] = mf.clone();
+            }
+            if t.res.status {
+                match cur.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            new
+        }
+    };
+    if let Some(m) = out["metadata"].as_object_mut()
+        && m.get("managedFields").is_some_and(Value::is_null)
+    {
+        m.remove("managedFields");
+    }
+    out["apiVersion"] = cur["apiVersion"].clone();
+    out["kind"] = cur["kind"].clone();
+    Ok(out)
 }
 
 /// What an update may not set, carried over from the stored object as kube's
@@ -490,108 +521,127 @@ pub fn patch(
     }
     let mut st = inner.store.lock();
     let cur = current(&st, t, name);
-    let result = match pt {
-        PatchType::Apply => {
-            let Some(mgr) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
-                return Err(ApiError::bad_request(
-                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-                ));
-            };
-            let mut config = decode_yaml(body)?;
-            check_type(t, &mut config)?;
-            if config.get("metadata").is_none() {
-                config["metadata"] = json!({});
-            }
-            check_shape(t, &config)?;
-            known_fields(t, q, &mut config)?;
-            if let Some(s) = t.res.schemas.get(&t.version) {
-                schema::prune_config(s, &mut config);
-            }
-            let cname = str_at(&config, "/metadata/name");
-            if !cname.is_empty() && cname != name {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({cname}) does not match the name on the URL ({name})"
-                )));
-            }
-            let req = ApplyRequest {
-                manager: mgr,
-                force: flag(q, "force"),
-                api_version: &t.api_version(),
-                custom: t.res.custom,
-                scope: subresource_scope(t, registry::of(&t.res)).unwrap_or(Scope::Main {
-                    status_sub: t.res.status,
-                }),
-                now: &now(),
-            };
-            match cur {
-                None => {
-                    if t.sub.is_some() {
-                        return Err(t.not_found(name));
-                    }
-                    let mut seed = json!({"apiVersion": t.api_version(), "kind": t.res.kind, "metadata": {"name": name}});
-                    if let Some(ns) = &t.namespace {
-                        seed["metadata"]["namespace"] = json!(ns);
-                    }
-                    let mut applied = apply::apply(&seed, &config, req)?;
-                    for k in ["name", "generateName", "namespace"] {
-                        if let Some(v) = config.pointer(&format!("/metadata/{k}")) {
-                            applied["metadata"][k] = v.clone();
-                        }
-                    }
-                    applied["metadata"]["name"] = json!(name);
-                    let out = create_locked(&mut st, t, q, applied, None)?;
-                    let rv = st.rv();
-                    drop(st);
-                    inner.store.notify(rv);
-                    return Ok((201, out));
-                }
-                Some(cur) => {
-                    let mut out = apply::apply(&cur, &config, req)?;
-                    if let Some(rv) = config.pointer("/metadata/resourceVersion") {
-                        out["metadata"]["resourceVersion"] = rv.clone();
-                    } else {
-                        out["metadata"]["resourceVersion"] =
-                            cur["metadata"]["resourceVersion"].clone();
-                    }
-                    update_locked(&mut st, t, q, &cur, out, Via::Apply, ua)?
-                }
-            }
-        }
+    let (code, result) = match pt {
+        PatchType::Apply => apply_patch(&mut st, t, q, name, cur, body, ua)?,
         _ => {
             let cur = cur.ok_or_else(|| t.not_found(name))?;
-            let patched = match pt {
-                PatchType::Json => patch::json_patch(&cur, body)?,
-                PatchType::Merge => patch::merge_patch(&cur, body)?,
-                _ => patch::strategic_patch(&cur, body)?,
-            };
-            if !patched.is_object() {
-                return Err(ApiError::bad_request(
-                    "the patch produced something that is not an object",
-                ));
-            }
-            check_shape(t, &patched)?;
-            let mut patched = patched;
-            known_fields(t, q, &mut patched)?;
-            let pname = str_at(&patched, "/metadata/name");
-            if pname != name {
-                return Err(invalid(
-                    t,
-                    name,
-                    "metadata.name",
-                    "Invalid value: field is immutable".into(),
-                ));
-            }
-            // A patch that does not mention resourceVersion carries the current one.
-            if str_at(&patched, "/metadata/resourceVersion").is_empty() {
-                patched["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
-            }
-            update_locked(&mut st, t, q, &cur, patched, Via::Patch, ua)?
+            let patched = patched(t, q, name, &cur, pt, body)?;
+            (
+                200,
+                update_locked(&mut st, t, q, &cur, patched, Via::Patch, ua)?,
+            )
         }
     };
     let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
-    Ok((200, result))
+    Ok((code, result))
+}
+
+/// A server-side apply: of the object stored (`cur`), or creating it (201) when there is none.
+fn apply_patch(
+    st: &mut State,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    cur: Option<Arc<Value>>,
+    body: &[u8],
+    ua: &str,
+) -> ApiResult<(u16, Value)> {
+    let Some(mgr) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
+        return Err(ApiError::bad_request(
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        ));
+    };
+    let config = apply_config(t, q, name, body)?;
+    let req = ApplyRequest {
+        manager: mgr,
+        force: flag(q, "force"),
+        api_version: &t.api_version(),
+        custom: t.res.custom,
+        scope: subresource_scope(t, registry::of(&t.res)).unwrap_or(Scope::Main {
+            status_sub: t.res.status,
+        }),
+        now: &now(),
+    };
+    let Some(cur) = cur else {
+        if t.sub.is_some() {
+            return Err(t.not_found(name));
+        }
+        let mut seed =
+            json!({"apiVersion": t.api_version(), "kind": t.res.kind, "metadata": {"name": name}});
+        if let Some(ns) = &t.namespace {
+            seed["metadata"]["namespace"] = json!(ns);
+        }
+        let mut applied = apply::apply(&seed, &config, req)?;
+        for k in ["name", "generateName", "namespace"] {
+            if let Some(v) = config.pointer(&format!("/metadata/{k}")) {
+                applied["metadata"][k] = v.clone();
+            }
+        }
+        applied["metadata"]["name"] = json!(name);
+        return Ok((201, create_locked(st, t, q, applied, None)?));
+    };
+    let mut out = apply::apply(&cur, &config, req)?;
+    out["metadata"]["resourceVersion"] = (config.pointer("/metadata/resourceVersion"))
+        .unwrap_or(&cur["metadata"]["resourceVersion"])
+        .clone();
+    Ok((200, update_locked(st, t, q, &cur, out, Via::Apply, ua)?))
+}
+
+/// An apply patch's body as the configuration to apply: typed, shaped, its unknown fields
+/// handled as `fieldValidation` says, pruned by the schema, and naming the URL's object.
+fn apply_config(t: &Target, q: &Query, name: &str, body: &[u8]) -> ApiResult<Value> {
+    let mut config = decode_yaml(body)?;
+    check_type(t, &mut config)?;
+    if config.get("metadata").is_none() {
+        config["metadata"] = json!({});
+    }
+    check_shape(t, &config)?;
+    known_fields(t, q, &mut config)?;
+    if let Some(s) = t.res.schemas.get(&t.version) {
+        schema::prune_config(s, &mut config);
+    }
+    let cname = str_at(&config, "/metadata/name");
+    if !cname.is_empty() && cname != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({cname}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(config)
+}
+
+/// The stored object `cur` with a JSON, merge or strategic patch applied, checked to still be
+/// an object of this name; a patch that does not mention resourceVersion carries the current
+/// one.
+fn patched(
+    t: &Target,
+    q: &Query,
+    name: &str,
+    cur: &Value,
+    pt: PatchType,
+    body: &[u8],
+) -> ApiResult<Value> {
+    let mut patched = match pt {
+        PatchType::Json => patch::json_patch(cur, body)?,
+        PatchType::Merge => patch::merge_patch(cur, body)?,
+        _ => patch::strategic_patch(cur, body)?,
+    };
+    if !patched.is_object() {
+        return Err(ApiError::bad_request(
+            "the patch produced something that is not an object",
+        ));
+    }
+    check_shape(t, &patched)?;
+    known_fields(t, q, &mut patched)?;
+    if str_at(&patched, "/metadata/name") != name {
+        let message = "Invalid value: field is immutable".into();
+        return Err(invalid(t, name, "metadata.name", message));
+    }
+    if str_at(&patched, "/metadata/resourceVersion").is_empty() {
+        patched["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
+    }
+    Ok(patched)
 }
 
 /// A Binding (`POST /api/v1/namespaces/{ns}/bindings`, what a scheduler sends): assigns the

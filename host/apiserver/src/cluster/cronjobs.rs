@@ -183,33 +183,7 @@ fn schedule(
     now: DateTime<Utc>,
     changed: &mut bool,
 ) -> Option<Duration> {
-    for job in jobs {
-        let uid = str_at(job, "/metadata/uid");
-        let listed = in_active(status, uid);
-        if listed && finished(job).is_some() {
-            drop_active(status, uid);
-        } else if !listed && finished(job).is_none() {
-            // A Job it did not start (kube only warns about it).
-        } else if succeeded(job) {
-            let last = time(status, "/lastSuccessfulTime");
-            if let Some(completed) = time(job, "/status/completionTime")
-                && last.is_none_or(|l| completed > l)
-            {
-                status["lastSuccessfulTime"] = job["status"]["completionTime"].clone();
-            }
-        }
-    }
-    // A listed Job that is gone no longer runs.
-    let children: HashSet<&str> = jobs.iter().map(|j| str_at(j, "/metadata/uid")).collect();
-    let jobs_key = ("batch".to_string(), "jobs".to_string());
-    if let Some(active) = status["active"].as_array_mut() {
-        active.retain(|r| {
-            children.contains(r["uid"].as_str().unwrap_or_default())
-                || st
-                    .get(&jobs_key, str_at(r, "/namespace"), str_at(r, "/name"))
-                    .is_some()
-        });
-    }
+    track_jobs(st, jobs, status);
     let spec = &cj["spec"];
     if deleting(cj) {
         return None;
@@ -239,6 +213,7 @@ fn schedule(
         return next_wait(cj, status, now, &sched);
     }
     let running = status["active"].as_array().is_some_and(|a| !a.is_empty());
+    let jobs_key = ("batch".to_string(), "jobs".to_string());
     match spec["concurrencyPolicy"].as_str() {
         Some("Forbid") if running => return next_wait(cj, status, now, &sched),
         Some("Replace") => {
@@ -256,28 +231,78 @@ fn schedule(
         }
         _ => {}
     }
-    let job = match st.get(&jobs_key, ns, &job_name) {
-        // Created before, its start not recorded: recorded now, if it is this CronJob's.
-        Some(existing) => {
-            if super::controller_uid(&existing) != Some(str_at(cj, "/metadata/uid"))
-                || in_active(status, str_at(&existing, "/metadata/uid"))
-            {
-                return None;
-            }
-            (*existing).clone()
-        }
-        None => {
-            let job = new_job(cj, &job_name, scheduled, zone);
-            let created = create(st, jobs_t, job, "a CronJob's Job").ok()?;
-            *changed = true;
-            created
-        }
-    };
+    let job = run_job(
+        st,
+        jobs_t,
+        cj,
+        status,
+        &job_name,
+        (scheduled, zone),
+        changed,
+    )?;
     let mut active = status["active"].as_array().cloned().unwrap_or_default();
     active.push(reference(&job));
     status["active"] = json!(active);
     status["lastScheduleTime"] = json!(rfc3339(scheduled));
     next_wait(cj, status, now, &sched)
+}
+
+/// The status as the CronJob's Jobs say it: finished Jobs leave `active` (and a successful one
+/// moves `lastSuccessfulTime` on), as do listed Jobs that are gone.
+fn track_jobs(st: &State, jobs: &[Arc<Value>], status: &mut Value) {
+    for job in jobs {
+        let uid = str_at(job, "/metadata/uid");
+        let listed = in_active(status, uid);
+        if listed && finished(job).is_some() {
+            drop_active(status, uid);
+        } else if !listed && finished(job).is_none() {
+            // A Job it did not start (kube only warns about it).
+        } else if succeeded(job) {
+            let last = time(status, "/lastSuccessfulTime");
+            if let Some(completed) = time(job, "/status/completionTime")
+                && last.is_none_or(|l| completed > l)
+            {
+                status["lastSuccessfulTime"] = job["status"]["completionTime"].clone();
+            }
+        }
+    }
+    let children: HashSet<&str> = jobs.iter().map(|j| str_at(j, "/metadata/uid")).collect();
+    let jobs_key = ("batch".to_string(), "jobs".to_string());
+    if let Some(active) = status["active"].as_array_mut() {
+        active.retain(|r| {
+            children.contains(r["uid"].as_str().unwrap_or_default())
+                || st
+                    .get(&jobs_key, str_at(r, "/namespace"), str_at(r, "/name"))
+                    .is_some()
+        });
+    }
+}
+
+/// The Job of the run scheduled at `scheduled` (in `zone`): created now, or one created before whose
+/// start was not recorded (if it is this CronJob's and not listed already).
+fn run_job(
+    st: &mut State,
+    jobs_t: &Target,
+    cj: &Value,
+    status: &Value,
+    job_name: &str,
+    (scheduled, zone): (DateTime<Utc>, chrono_tz::Tz),
+    changed: &mut bool,
+) -> Option<Value> {
+    let jobs_key = ("batch".to_string(), "jobs".to_string());
+    let ns = str_at(cj, "/metadata/namespace");
+    if let Some(existing) = st.get(&jobs_key, ns, job_name) {
+        if super::controller_uid(&existing) != Some(str_at(cj, "/metadata/uid"))
+            || in_active(status, str_at(&existing, "/metadata/uid"))
+        {
+            return None;
+        }
+        return Some((*existing).clone());
+    }
+    let job = new_job(cj, job_name, scheduled, zone);
+    let created = create(st, jobs_t, job, "a CronJob's Job").ok()?;
+    *changed = true;
+    Some(created)
 }
 
 /// The schedule as kube parses it (`formatSchedule`): in the `timeZone`, unless the schedule

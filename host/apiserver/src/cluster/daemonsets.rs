@@ -21,6 +21,7 @@ use super::{
     template_hash, update, write_status,
 };
 use crate::delete;
+use crate::handlers::Target;
 use crate::json::str_at;
 use crate::registry::{
     apps::{CONTROLLER_REVISION, DAEMON_SET},
@@ -437,7 +438,6 @@ fn rolling_update(
     mut by_node: BTreeMap<String, Vec<Arc<Value>>>,
 ) -> (Vec<String>, Vec<Arc<Value>>) {
     let ds = ctx.ds;
-    let min_ready = ctx.min_ready();
     let mut desired = 0;
     let mut runs: HashMap<&str, bool> = HashMap::new();
     for node in nodes {
@@ -455,56 +455,83 @@ fn rolling_update(
     if desired > 0 && surge == 0 && unavailable_max == 0 {
         unavailable_max = 1;
     }
-    // At most one Pod of each kind on the Node, else the manage step sorts it out first.
-    let split = |pods: &[Arc<Value>]| -> Option<NewAndOld> {
-        let (mut new, mut old) = (None, None);
-        for pod in pods.iter().filter(|p| !deleting(p)) {
-            let slot = if ctx.updated(pod) { &mut new } else { &mut old };
-            if slot.replace(pod.clone()).is_some() {
-                return None;
-            }
-        }
-        Some((new, old))
-    };
     if surge == 0 {
-        let mut unavailable = 0;
-        let mut replace = Vec::new();
-        let mut candidates = Vec::new();
-        for pods in by_node.values() {
-            let Some(split) = split(pods) else {
-                unavailable += 1;
-                continue;
-            };
-            match split {
-                (None, None) | (Some(_), Some(_)) => unavailable += 1,
-                (Some(new), None) => {
-                    if !available(&new, min_ready) {
-                        unavailable += 1;
-                    }
+        return (Vec::new(), replace_in_place(ctx, &by_node, unavailable_max));
+    }
+    surge_and_replace(ctx, &by_node, &runs, surge, desired)
+}
+
+/// At most one Pod of each kind (of the current template, or an older one) on a Node, else
+/// the manage step sorts it out first.
+fn split(ctx: &Ctx<'_>, pods: &[Arc<Value>]) -> Option<NewAndOld> {
+    let (mut new, mut old) = (None, None);
+    for pod in pods.iter().filter(|p| !deleting(p)) {
+        let slot = if ctx.updated(pod) { &mut new } else { &mut old };
+        if slot.replace(pod.clone()).is_some() {
+            return None;
+        }
+    }
+    Some((new, old))
+}
+
+/// A rolling update without surge: old Pods to delete (and replace), unavailable ones first,
+/// while at most `unavailable_max` Nodes lack an available Pod.
+fn replace_in_place(
+    ctx: &Ctx<'_>,
+    by_node: &BTreeMap<String, Vec<Arc<Value>>>,
+    unavailable_max: usize,
+) -> Vec<Arc<Value>> {
+    let min_ready = ctx.min_ready();
+    let mut unavailable = 0;
+    let mut replace = Vec::new();
+    let mut candidates = Vec::new();
+    for pods in by_node.values() {
+        let Some(split) = split(ctx, pods) else {
+            unavailable += 1;
+            continue;
+        };
+        match split {
+            (None, None) | (Some(_), Some(_)) => unavailable += 1,
+            (Some(new), None) => {
+                if !available(&new, min_ready) {
+                    unavailable += 1;
                 }
-                (None, Some(old)) => {
-                    if !available(&old, min_ready) {
-                        replace.push(old);
-                        unavailable += 1;
-                    } else if unavailable < unavailable_max {
-                        candidates.push(old);
-                    }
+            }
+            (None, Some(old)) => {
+                if !available(&old, min_ready) {
+                    replace.push(old);
+                    unavailable += 1;
+                } else if unavailable < unavailable_max {
+                    candidates.push(old);
                 }
             }
         }
-        let room = unavailable_max
-            .saturating_sub(unavailable)
-            .min(candidates.len());
-        replace.extend(candidates.into_iter().take(room));
-        return (Vec::new(), replace);
     }
+    let room = unavailable_max
+        .saturating_sub(unavailable)
+        .min(candidates.len());
+    replace.extend(candidates.into_iter().take(room));
+    replace
+}
+
+/// A rolling update with surge: the Nodes that get a new Pod beside the old one (at most
+/// `surge` at once), and the old Pods to delete once their replacement is available (those on
+/// Nodes the DaemonSet leaves only as Pods become available elsewhere).
+fn surge_and_replace(
+    ctx: &Ctx<'_>,
+    by_node: &BTreeMap<String, Vec<Arc<Value>>>,
+    runs: &HashMap<&str, bool>,
+    surge: usize,
+    desired: usize,
+) -> (Vec<String>, Vec<Arc<Value>>) {
+    let min_ready = ctx.min_ready();
     let mut delete = Vec::new();
     let mut leaving = Vec::new();
     let mut allowed = Vec::new();
     let mut candidates = Vec::new();
     let (mut surging, mut available_count) = (0, 0);
-    for (node, pods) in &by_node {
-        let Some((new, old)) = split(pods) else {
+    for (node, pods) in by_node {
+        let Some((new, old)) = split(ctx, pods) else {
             surging += 1;
             continue;
         };
@@ -538,7 +565,6 @@ fn rolling_update(
             }
         }
     }
-    // Pods on Nodes the DaemonSet leaves go only as others become available elsewhere.
     let spare = (available_count as i64 - desired as i64).max(0) as usize;
     delete.extend(leaving.into_iter().take(spare));
     let room = surge.saturating_sub(surging).min(candidates.len());
@@ -655,11 +681,42 @@ fn items(v: &Value) -> Vec<Value> {
 /// made, and renumbered above the others. `None` while a name collision is being resolved.
 fn history(st: &mut State, ds: &Arc<Value>, changed: &mut bool) -> Option<History> {
     let ns = str_at(ds, "/metadata/namespace").to_string();
-    let name = str_at(ds, "/metadata/name").to_string();
-    let uid = str_at(ds, "/metadata/uid").to_string();
     let t = target(st, "apps", "controllerrevisions", &ns, None)?;
-    let selector = &ds["spec"]["selector"];
     let patch = super::revision_patch(ds, DAEMON_SET);
+    let (current, old) = claim_revisions(st, ds, &t, &patch, changed)?;
+    let next = old
+        .iter()
+        .filter_map(|r| r["revision"].as_i64())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    if current.is_empty() {
+        return new_revision(st, ds, &t, patch, next, old, changed);
+    }
+    let (hash, revision) = keep_newest(st, ds, &t, current, next, changed)?;
+    Some(History {
+        hash,
+        revision,
+        old,
+    })
+}
+
+/// Some of a DaemonSet's ControllerRevisions.
+type Revisions = Vec<Arc<Value>>;
+
+/// The DaemonSet's ControllerRevisions, those its selector matches adopted and those it no
+/// longer matches released, each labelled with its hash: those of the current template
+/// (`patch`) and the older ones.
+fn claim_revisions(
+    st: &mut State,
+    ds: &Arc<Value>,
+    t: &Target,
+    patch: &Value,
+    changed: &mut bool,
+) -> Option<(Revisions, Revisions)> {
+    let ns = str_at(ds, "/metadata/namespace").to_string();
+    let uid = str_at(ds, "/metadata/uid").to_string();
+    let selector = &ds["spec"]["selector"];
     let (mut current, mut old) = (Vec::new(), Vec::new());
     for rev in objects(st, "apps", "controllerrevisions", Some(&ns)) {
         let matches = selects(selector, &rev["metadata"]["labels"]) == Some(true);
@@ -670,14 +727,14 @@ fn history(st: &mut State, ds: &Arc<Value>, changed: &mut bool) -> Option<Histor
                 refs.retain(|r| r["uid"] != uid.as_str());
                 let mut released = (*rev).clone();
                 released["metadata"]["ownerReferences"] = json!(refs);
-                *changed |= update(st, &t, &rev, released, "a ControllerRevision");
+                *changed |= update(st, t, &rev, released, "a ControllerRevision");
                 continue;
             }
             None if matches && !deleting(&rev) => {
                 refs.push(owner_ref(ds));
                 let mut adopted = (*rev).clone();
                 adopted["metadata"]["ownerReferences"] = json!(refs);
-                *changed |= update(st, &t, &rev, adopted, "a ControllerRevision");
+                *changed |= update(st, t, &rev, adopted, "a ControllerRevision");
                 reread(st, &rev)?
             }
             _ => continue,
@@ -685,69 +742,90 @@ fn history(st: &mut State, ds: &Arc<Value>, changed: &mut bool) -> Option<Histor
         if rev["metadata"]["labels"].get(HASH).is_none() {
             let mut labelled = (*rev).clone();
             labelled["metadata"]["labels"][HASH] = rev["metadata"]["name"].clone();
-            *changed |= update(st, &t, &rev, labelled, "a ControllerRevision");
+            *changed |= update(st, t, &rev, labelled, "a ControllerRevision");
             rev = reread(st, &rev)?;
         }
-        if rev["data"] == patch {
+        if rev["data"] == *patch {
             current.push(rev);
         } else {
             old.push(rev);
         }
     }
-    let next = old
-        .iter()
-        .filter_map(|r| r["revision"].as_i64())
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let revision_of = |r: &Value| r["revision"].as_i64().unwrap_or(0);
-    if current.is_empty() {
-        let collisions = ds["status"]["collisionCount"].as_i64();
-        let hash = template_hash(&ds["spec"]["template"], collisions);
-        let rev_name = format!("{name}-{hash}");
-        let key = ("apps".to_string(), "controllerrevisions".to_string());
-        if let Some(taken) = st.get(&key, &ns, &rev_name) {
-            if taken["data"] == patch {
-                return Some(History {
-                    hash,
-                    revision: revision_of(&taken),
-                    old,
-                });
-            }
-            // Another template has the name: kube counts the collision, which changes the hash.
-            let mut status = ds["status"].clone();
-            if !status.is_object() {
-                status = json!({});
-            }
-            status["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
-            *changed |= write_status(st, "apps", "daemonsets", ds, status);
-            return None;
+    Some((current, old))
+}
+
+/// The current template has no revision yet: one is created, numbered `next` and named by the
+/// template's hash. A revision of that name holding another template is a collision, which
+/// kube counts in the status (changing the hash) before trying again.
+fn new_revision(
+    st: &mut State,
+    ds: &Arc<Value>,
+    t: &Target,
+    patch: Value,
+    next: i64,
+    old: Revisions,
+    changed: &mut bool,
+) -> Option<History> {
+    let ns = str_at(ds, "/metadata/namespace").to_string();
+    let collisions = ds["status"]["collisionCount"].as_i64();
+    let hash = template_hash(&ds["spec"]["template"], collisions);
+    let rev_name = format!("{}-{hash}", str_at(ds, "/metadata/name"));
+    let key = ("apps".to_string(), "controllerrevisions".to_string());
+    if let Some(taken) = st.get(&key, &ns, &rev_name) {
+        if taken["data"] == patch {
+            let revision = taken["revision"].as_i64().unwrap_or(0);
+            return Some(History {
+                hash,
+                revision,
+                old,
+            });
         }
-        let mut labels = ds["spec"]["template"]["metadata"]["labels"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        labels.insert(HASH.into(), json!(hash));
-        let mut meta = json!({"name": rev_name, "namespace": ns, "labels": labels,
-            "ownerReferences": [owner_ref(ds)]});
-        if let Some(a) = ds["metadata"].get("annotations").filter(|a| !a.is_null()) {
-            meta["annotations"] = a.clone();
+        let mut status = ds["status"].clone();
+        if !status.is_object() {
+            status = json!({});
         }
-        let rev = json!({"apiVersion": CONTROLLER_REVISION.api_version, "kind": CONTROLLER_REVISION.kind,
-            "metadata": meta, "data": patch, "revision": next});
-        create(st, &t, rev, "a ControllerRevision").ok()?;
-        *changed = true;
-        return Some(History {
-            hash,
-            revision: next,
-            old,
-        });
+        status["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
+        *changed |= write_status(st, "apps", "daemonsets", ds, status);
+        return None;
     }
-    // Duplicates of the current template: the newest stays, its Pods relabelled to it.
+    let mut labels = ds["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    labels.insert(HASH.into(), json!(hash));
+    let mut meta = json!({"name": rev_name, "namespace": ns, "labels": labels,
+        "ownerReferences": [owner_ref(ds)]});
+    if let Some(a) = ds["metadata"].get("annotations").filter(|a| !a.is_null()) {
+        meta["annotations"] = a.clone();
+    }
+    let rev = json!({"apiVersion": CONTROLLER_REVISION.api_version, "kind": CONTROLLER_REVISION.kind,
+        "metadata": meta, "data": patch, "revision": next});
+    create(st, t, rev, "a ControllerRevision").ok()?;
+    *changed = true;
+    Some(History {
+        hash,
+        revision: next,
+        old,
+    })
+}
+
+/// Of several revisions of the current template, the newest stays (renumbered `next` if it is
+/// older than a revision of another template) and the Pods are relabelled to it; the others
+/// go. Its hash and revision.
+fn keep_newest(
+    st: &mut State,
+    ds: &Arc<Value>,
+    t: &Target,
+    mut current: Revisions,
+    next: i64,
+    changed: &mut bool,
+) -> Option<(String, i64)> {
+    let revision_of = |r: &Value| r["revision"].as_i64().unwrap_or(0);
     current.sort_by_key(|r| revision_of(r));
     let keep = current.pop()?;
     let hash = str_at(&keep, &format!("/metadata/labels/{HASH}")).to_string();
     if !current.is_empty() {
+        let ns = str_at(ds, "/metadata/namespace").to_string();
         let pods_t = target(st, "", "pods", &ns, None)?;
         for pod in claim_pods(st, ds, changed) {
             if pod["metadata"]["labels"][HASH] != hash.as_str() {
@@ -757,21 +835,17 @@ fn history(st: &mut State, ds: &Arc<Value>, changed: &mut bool) -> Option<Histor
             }
         }
         for dup in current {
-            *changed |= delete::delete_locked(st, &t, &dup, false).is_ok();
+            *changed |= delete::delete_locked(st, t, &dup, false).is_ok();
         }
     }
     let mut revision = revision_of(&keep);
     if revision < next {
         let mut renumbered = (*keep).clone();
         renumbered["revision"] = json!(next);
-        *changed |= update(st, &t, &keep, renumbered, "a ControllerRevision");
+        *changed |= update(st, t, &keep, renumbered, "a ControllerRevision");
         revision = next;
     }
-    Some(History {
-        hash,
-        revision,
-        old,
-    })
+    Some((hash, revision))
 }
 
 fn reread(st: &State, o: &Value) -> Option<Arc<Value>> {

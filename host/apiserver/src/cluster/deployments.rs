@@ -21,6 +21,7 @@ use super::{
     seconds_since, set_condition, target, template_hash, update,
 };
 use crate::admission::now;
+use crate::handlers::Target;
 use crate::json::str_at;
 use crate::registry::apps::{DEPLOYMENT, REPLICA_SET};
 use crate::store::State;
@@ -276,34 +277,7 @@ fn sync_new_set(
         return sets;
     };
     if let Some(rs) = sets.new.clone() {
-        let mut fixed = (*rs).clone();
-        set_annotations(d, &mut fixed, next, true);
-        fixed["spec"]["minReadySeconds"] = d["spec"]["minReadySeconds"].clone();
-        if fixed["spec"]["minReadySeconds"].is_null() {
-            fixed["spec"]
-                .as_object_mut()
-                .map(|s| s.remove("minReadySeconds"));
-        }
-        if update(st, &rs_t, &rs, fixed, "a Deployment's new ReplicaSet") {
-            *changed = true;
-            sets = refresh(st, &sets);
-        }
-        let rs = sets.new.clone().unwrap_or(rs);
-        *changed |= set_revision(st, d, annotation(&rs, REVISION).unwrap_or_default());
-        let d = current(st, d);
-        if progress_deadline(&d).is_some() && condition(&d, "Progressing").is_none() {
-            let name = str_at(&rs, "/metadata/name");
-            *changed |= with_condition(
-                st,
-                &d,
-                progressing(
-                    "True",
-                    "FoundNewReplicaSet",
-                    format!("Found new replica set \"{name}\""),
-                ),
-            );
-        }
-        return sets;
+        return keep_new_set(st, d, &rs_t, rs, sets, next, changed);
     }
     if !create_new {
         return sets;
@@ -311,6 +285,87 @@ fn sync_new_set(
     let collisions = d["status"]["collisionCount"].as_i64();
     let hash = template_hash(&d["spec"]["template"], collisions);
     let name = format!("{}-{hash}", str_at(d, "/metadata/name"));
+    let key = ("apps".to_string(), "replicasets".to_string());
+    if let Some(existing) = st.get(&key, &ns, &name) {
+        // A set of that name with another template: a hash collision; the next attempt hashes
+        // with a higher count.
+        if controller_uid(&existing) != Some(str_at(d, "/metadata/uid"))
+            || !same_template(&d["spec"]["template"], &existing["spec"]["template"])
+        {
+            let mut status = d["status"].clone();
+            status["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
+            *changed |= put_status(st, d, status);
+        }
+        return sets;
+    }
+    let rs = new_set(d, &sets, &hash, next);
+    let replicas = rs["spec"]["replicas"].as_i64().unwrap_or(0);
+    match create(st, &rs_t, rs, "a Deployment's ReplicaSet") {
+        Ok(_) => {
+            *changed = true;
+            if replicas > 0 {
+                let message = format!("Scaled up replica set {name} from 0 to {replicas}");
+                record(st, d, "Normal", "ScalingReplicaSet", &message, &SOURCE);
+            }
+            sets.new = st.get(&key, &ns, &name);
+            set_revision(st, d, &next.to_string());
+            let d = current(st, d);
+            if progress_deadline(&d).is_some() {
+                let message = format!("Created new replica set \"{name}\"");
+                let condition = progressing("True", "NewReplicaSetCreated", message);
+                with_condition(st, &d, condition);
+            }
+        }
+        Err(e) => {
+            if progress_deadline(d).is_some() {
+                let message = format!("Failed to create new replica set \"{name}\": {}", e.message);
+                let condition = progressing("False", "ReplicaSetCreateError", message);
+                *changed |= with_condition(st, d, condition);
+            }
+        }
+    }
+    sets
+}
+
+/// The Deployment's new ReplicaSet as it should be: its annotations (revision `next`) and
+/// `minReadySeconds` the Deployment's, the Deployment's revision its, and `Progressing` found.
+fn keep_new_set(
+    st: &mut State,
+    d: &Arc<Value>,
+    rs_t: &Target,
+    rs: Arc<Value>,
+    mut sets: Sets,
+    next: i64,
+    changed: &mut bool,
+) -> Sets {
+    let mut fixed = (*rs).clone();
+    set_annotations(d, &mut fixed, next, true);
+    fixed["spec"]["minReadySeconds"] = d["spec"]["minReadySeconds"].clone();
+    if fixed["spec"]["minReadySeconds"].is_null() {
+        fixed["spec"]
+            .as_object_mut()
+            .map(|s| s.remove("minReadySeconds"));
+    }
+    if update(st, rs_t, &rs, fixed, "a Deployment's new ReplicaSet") {
+        *changed = true;
+        sets = refresh(st, &sets);
+    }
+    let rs = sets.new.clone().unwrap_or(rs);
+    *changed |= set_revision(st, d, annotation(&rs, REVISION).unwrap_or_default());
+    let d = current(st, d);
+    if progress_deadline(&d).is_some() && condition(&d, "Progressing").is_none() {
+        let name = str_at(&rs, "/metadata/name");
+        let message = format!("Found new replica set \"{name}\"");
+        *changed |= with_condition(st, &d, progressing("True", "FoundNewReplicaSet", message));
+    }
+    sets
+}
+
+/// A new ReplicaSet for the Deployment's template, named and labelled by its `hash`, scaled as
+/// the rollout allows, with revision `next`.
+fn new_set(d: &Value, sets: &Sets, hash: &str, next: i64) -> Value {
+    let name = format!("{}-{hash}", str_at(d, "/metadata/name"));
+    let ns = str_at(d, "/metadata/namespace");
     let mut template = d["spec"]["template"].clone();
     template["metadata"]["labels"][HASH_LABEL] = json!(hash);
     let mut selector = d["spec"]["selector"].clone();
@@ -325,54 +380,7 @@ fn sync_new_set(
     let replicas = new_set_replicas(d, &sets.all(), &rs);
     rs["spec"]["replicas"] = json!(replicas);
     set_annotations(d, &mut rs, next, false);
-    let key = ("apps".to_string(), "replicasets".to_string());
-    if let Some(existing) = st.get(&key, &ns, &name) {
-        // A set of that name with another template: a hash collision; the next attempt hashes
-        // with a higher count.
-        if controller_uid(&existing) != Some(str_at(d, "/metadata/uid"))
-            || !same_template(&d["spec"]["template"], &existing["spec"]["template"])
-        {
-            let mut status = d["status"].clone();
-            status["collisionCount"] = json!(collisions.unwrap_or(0) + 1);
-            *changed |= put_status(st, d, status);
-        }
-        return sets;
-    }
-    match create(st, &rs_t, rs, "a Deployment's ReplicaSet") {
-        Ok(_) => {
-            *changed = true;
-            if replicas > 0 {
-                let message = format!("Scaled up replica set {name} from 0 to {replicas}");
-                record(st, d, "Normal", "ScalingReplicaSet", &message, &SOURCE);
-            }
-            let created = st.get(&key, &ns, &name);
-            sets.new = created;
-            set_revision(st, d, &next.to_string());
-            let d = current(st, d);
-            if progress_deadline(&d).is_some() {
-                with_condition(
-                    st,
-                    &d,
-                    progressing(
-                        "True",
-                        "NewReplicaSetCreated",
-                        format!("Created new replica set \"{name}\""),
-                    ),
-                );
-            }
-        }
-        Err(e) => {
-            if progress_deadline(d).is_some() {
-                let message = format!("Failed to create new replica set \"{name}\": {}", e.message);
-                *changed |= with_condition(
-                    st,
-                    d,
-                    progressing("False", "ReplicaSetCreateError", message),
-                );
-            }
-        }
-    }
-    sets
+    rs
 }
 
 /// Copies the Deployment's annotations to set `rs` and sets its revision (raised to `next` when

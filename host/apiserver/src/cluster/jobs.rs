@@ -237,31 +237,10 @@ fn sync_job(st: &mut State, job: &Arc<Value>) -> bool {
         ctx.status["startTime"] = json!(now());
     }
 
-    ctx.finished = condition(job, "SuccessCriteriaMet")
-        .filter(|c| c["status"] == "True")
-        .cloned();
-    if ctx.finished.is_none()
-        && let Some(target) = condition(job, "FailureTarget").filter(|c| c["status"] == "True")
-    {
-        let (reason, message) = (str_at(target, "/reason"), str_at(target, "/message"));
-        ctx.finished = Some(new_condition("Failed", "True", reason, message));
-    }
-    if ctx.finished.is_none() {
-        ctx.finished = failure(st, &ctx, failed);
-    }
-
+    ctx.finished = finished(st, &ctx, job, failed);
     if ctx.indexed {
-        let completions = ctx.completions.unwrap_or(0);
-        ctx.prev_indexes = Intervals::parse(str_at(job, "/status/completedIndexes"), completions);
-        let done = (ctx.pods.iter()).filter(|p| {
-            phase(p) == "Succeeded"
-                && has_finalizer(p)
-                && indexes::of(p).is_some_and(|i| i < completions)
-        });
-        ctx.indexes = ctx.prev_indexes.with(&indexes::indexes(done));
-        ctx.succeeded = ctx.indexes.total();
+        count_indexes(&mut ctx, job);
     }
-
     let mut conditions = conditions_of(&ctx.status);
     if ctx.finished.is_some() {
         // The Job is done: its running Pods go, keeping their finalizers so they are counted.
@@ -277,38 +256,7 @@ fn sync_job(st: &mut State, job: &Arc<Value>) -> bool {
         if managed {
             active_count = manage(st, &mut ctx, &active_pods, backoff);
         }
-        let complete = active_count == 0
-            && match ctx.completions {
-                None => ctx.succeeded > 0,
-                Some(c) => ctx.succeeded >= c,
-            };
-        if complete {
-            ctx.finished = Some(new_condition(
-                "SuccessCriteriaMet",
-                "True",
-                "CompletionsReached",
-                "Reached expected number of succeeded pods",
-            ));
-        } else if managed && suspended {
-            ensure_condition(
-                &mut conditions,
-                "Suspended",
-                "True",
-                "JobSuspended",
-                "Job suspended",
-            );
-        } else if managed
-            && ensure_condition(
-                &mut conditions,
-                "Suspended",
-                "False",
-                "JobResumed",
-                "Job resumed",
-            )
-        {
-            // A resumed Job's deadline counts from its resumption.
-            ctx.status["startTime"] = json!(now());
-        }
+        carry_on(&mut ctx, &mut conditions, active_count, managed, suspended);
     }
     set_count(&mut ctx.status, "active", active_count);
     ctx.status["ready"] = json!(ctx.ready);
@@ -316,6 +264,76 @@ fn sync_job(st: &mut State, job: &Arc<Value>) -> bool {
     set_conditions(&mut ctx.status, conditions);
     status::track(st, &mut ctx);
     ctx.changed
+}
+
+/// How the Job has finished, if it has: its criteria met, a failure target set, or (with
+/// `failed` Pods) a failure now.
+fn finished(st: &mut State, ctx: &Ctx, job: &Value, failed: usize) -> Option<Value> {
+    if let Some(met) = condition(job, "SuccessCriteriaMet").filter(|c| c["status"] == "True") {
+        return Some(met.clone());
+    }
+    if let Some(target) = condition(job, "FailureTarget").filter(|c| c["status"] == "True") {
+        let (reason, message) = (str_at(target, "/reason"), str_at(target, "/message"));
+        return Some(new_condition("Failed", "True", reason, message));
+    }
+    failure(st, ctx, failed)
+}
+
+/// An Indexed Job's completed indexes (those recorded, and those of Pods succeeded since),
+/// which are its successes.
+fn count_indexes(ctx: &mut Ctx, job: &Value) {
+    let completions = ctx.completions.unwrap_or(0);
+    ctx.prev_indexes = Intervals::parse(str_at(job, "/status/completedIndexes"), completions);
+    let done = (ctx.pods.iter()).filter(|p| {
+        phase(p) == "Succeeded"
+            && has_finalizer(p)
+            && indexes::of(p).is_some_and(|i| i < completions)
+    });
+    ctx.indexes = ctx.prev_indexes.with(&indexes::indexes(done));
+    ctx.succeeded = ctx.indexes.total();
+}
+
+/// A Job not finished: complete once no Pod is active and enough have succeeded; otherwise
+/// (when this controller manages it) its `Suspended` condition follows `spec.suspend`, a
+/// resumed Job's deadline counting from its resumption.
+fn carry_on(
+    ctx: &mut Ctx,
+    conditions: &mut Vec<Value>,
+    active_count: usize,
+    managed: bool,
+    suspended: bool,
+) {
+    let complete = active_count == 0
+        && match ctx.completions {
+            None => ctx.succeeded > 0,
+            Some(c) => ctx.succeeded >= c,
+        };
+    if complete {
+        ctx.finished = Some(new_condition(
+            "SuccessCriteriaMet",
+            "True",
+            "CompletionsReached",
+            "Reached expected number of succeeded pods",
+        ));
+    } else if managed && suspended {
+        ensure_condition(
+            conditions,
+            "Suspended",
+            "True",
+            "JobSuspended",
+            "Job suspended",
+        );
+    } else if managed
+        && ensure_condition(
+            conditions,
+            "Suspended",
+            "False",
+            "JobResumed",
+            "Job resumed",
+        )
+    {
+        ctx.status["startTime"] = json!(now());
+    }
 }
 
 /// The `FailureTarget` condition of a Job that has just failed: more failed Pods than its

@@ -407,64 +407,95 @@ fn advance(
     if matches!(phase, "Succeeded" | "Failed") {
         return (None, None);
     }
-    let mut status = pod["status"].clone();
     let Some(started) = pod.pointer("/status/startTime").and_then(Value::as_str) else {
         if !matches!(phase, "" | "Pending") {
             // A client reported this Pod's course itself (playing kubelet, as on a cluster
             // without nodes): it is left to it.
             return (None, None);
         }
-        // Just bound: the kubelet admits it and starts creating its containers.
-        let host = host_ip(node, i);
-        status["phase"] = json!("Pending");
-        status["hostIP"] = json!(host);
-        status["hostIPs"] = json!([{"ip": host}]);
-        status["startTime"] = json!(now());
-        status["containerStatuses"] = json!(containers(pod, "containers", |c| waiting(
-            c,
-            "ContainerCreating",
-            None
-        )));
-        if pod.pointer("/spec/initContainers").is_some() {
-            status["initContainerStatuses"] = json!(containers(
-                pod,
-                "initContainers",
-                |c| waiting(c, "PodInitializing", None)
-            ));
-        }
-        set_pod_conditions(&mut status, pod, false, false);
-        return (Some(status), Some(course.start));
+        return (Some(admitted(pod, node, i)), Some(course.start));
     };
     let age = seconds_since(started).unwrap_or(0.0);
     if age < course.start {
         return (None, Some(course.start - age));
     }
+    let mut status = pod["status"].clone();
     if str_at(pod, "/status/podIP").is_empty() {
-        // The sandbox is up: an address, then the containers start.
         let ip = if pod["spec"]["hostNetwork"] == true {
             host_ip(node, i)
         } else {
             pod_ip(node, i, st)
         };
-        status["podIP"] = json!(ip);
-        status["podIPs"] = json!([{"ip": ip}]);
-        status["phase"] = json!("Running");
-        let at = now();
-        status["containerStatuses"] =
-            json!(containers(pod, "containers", |c| running(c, &at, 0, None)));
-        if pod.pointer("/spec/initContainers").is_some() {
-            status["initContainerStatuses"] = json!(containers(pod, "initContainers", |c| {
-                if c["restartPolicy"] == "Always" {
-                    running(c, &at, 0, None)
-                } else {
-                    terminated(c, 0, &at, &at, 0, None)
-                }
-            }));
-        }
+        started_up(pod, &ip, &mut status);
         let wake = readiness(pod, course, &mut status);
         return (Some(status), wake);
     }
     // Running: an exit when the course has one, and readiness.
+    let (statuses, all_exited, mut wake) = containers_run(pod, course, &status);
+    status["containerStatuses"] = json!(statuses);
+    if all_exited && !statuses.is_empty() {
+        let failed = statuses.iter().any(|c| {
+            c.pointer("/state/terminated/exitCode")
+                .and_then(Value::as_i64)
+                != Some(0)
+        });
+        status["phase"] = json!(if failed { "Failed" } else { "Succeeded" });
+        set_pod_conditions(&mut status, pod, true, false);
+        return (Some(status), None);
+    }
+    wake = min_some(wake, readiness(pod, course, &mut status));
+    (Some(status), wake)
+}
+
+/// A Pod just bound to `node` (its `i`th): the kubelet admits it and starts creating its
+/// containers.
+fn admitted(pod: &Value, node: &Value, i: usize) -> Value {
+    let mut status = pod["status"].clone();
+    let host = host_ip(node, i);
+    status["phase"] = json!("Pending");
+    status["hostIP"] = json!(host);
+    status["hostIPs"] = json!([{"ip": host}]);
+    status["startTime"] = json!(now());
+    status["containerStatuses"] = json!(containers(pod, "containers", |c| waiting(
+        c,
+        "ContainerCreating",
+        None
+    )));
+    if pod.pointer("/spec/initContainers").is_some() {
+        status["initContainerStatuses"] = json!(containers(pod, "initContainers", |c| waiting(
+            c,
+            "PodInitializing",
+            None
+        )));
+    }
+    set_pod_conditions(&mut status, pod, false, false);
+    status
+}
+
+/// The sandbox is up: the Pod's address `ip`, then its containers start (init containers have
+/// run to completion, sidecars keep running).
+fn started_up(pod: &Value, ip: &str, status: &mut Value) {
+    status["podIP"] = json!(ip);
+    status["podIPs"] = json!([{"ip": ip}]);
+    status["phase"] = json!("Running");
+    let at = now();
+    status["containerStatuses"] =
+        json!(containers(pod, "containers", |c| running(c, &at, 0, None)));
+    if pod.pointer("/spec/initContainers").is_some() {
+        status["initContainerStatuses"] = json!(containers(pod, "initContainers", |c| {
+            if c["restartPolicy"] == "Always" {
+                running(c, &at, 0, None)
+            } else {
+                terminated(c, 0, &at, &at, 0, None)
+            }
+        }));
+    }
+}
+
+/// The running Pod's containers moved along its course: each that has run its time exits, and
+/// restarts after kube's back-off where the restart policy says so. The new statuses, whether
+/// every container has exited for good, and when to look again.
+fn containers_run(pod: &Value, course: &Course, status: &Value) -> (Vec<Value>, bool, Option<f64>) {
     let mut wake = None;
     let mut statuses = status["containerStatuses"]
         .as_array()
@@ -482,28 +513,14 @@ fn advance(
         if let Some(since) = c
             .pointer("/state/running/startedAt")
             .and_then(Value::as_str)
+            .map(str::to_owned)
         {
-            let ran = seconds_since(since).unwrap_or(0.0);
+            let ran = seconds_since(&since).unwrap_or(0.0);
             match course.run {
                 Some(run) if ran >= run => {
-                    let ended = now();
-                    let exit = terminated(c, course.exit_code, since, &ended, count, None);
+                    let exit = terminated(c, course.exit_code, &since, &now(), count, None);
                     if restarts {
-                        // A restarting container waits out kube's back-off: 10 s, doubling.
-                        let backoff = (10.0 * 2f64.powi(count.min(10) as i32)).min(MAX_BACKOFF);
-                        let message = format!(
-                            "back-off {}s restarting failed container={} pod={}_{}({})",
-                            backoff as i64,
-                            str_at(c, "/name"),
-                            str_at(pod, "/metadata/name"),
-                            str_at(pod, "/metadata/namespace"),
-                            str_at(pod, "/metadata/uid")
-                        );
-                        let mut next = waiting(c, "CrashLoopBackOff", Some(&message));
-                        next["lastState"] =
-                            json!({"terminated": exit["state"]["terminated"].clone()});
-                        next["restartCount"] = json!(count + 1);
-                        *c = next;
+                        let backoff = crash_loop(c, pod, exit, count);
                         all_exited = false;
                         wake = min_some(wake, Some(backoff));
                     } else {
@@ -533,19 +550,26 @@ fn advance(
             }
         }
     }
-    status["containerStatuses"] = json!(statuses);
-    if all_exited && !statuses.is_empty() {
-        let failed = statuses.iter().any(|c| {
-            c.pointer("/state/terminated/exitCode")
-                .and_then(Value::as_i64)
-                != Some(0)
-        });
-        status["phase"] = json!(if failed { "Failed" } else { "Succeeded" });
-        set_pod_conditions(&mut status, pod, true, false);
-        return (Some(status), None);
-    }
-    wake = min_some(wake, readiness(pod, course, &mut status));
-    (Some(status), wake)
+    (statuses, all_exited, wake)
+}
+
+/// Container `c` of `pod` exited (`exit`, its `count`th restart to come) and waits out kube's
+/// back-off (10 s, doubling) in `CrashLoopBackOff`; the back-off, in seconds.
+fn crash_loop(c: &mut Value, pod: &Value, exit: Value, count: i64) -> f64 {
+    let backoff = (10.0 * 2f64.powi(count.min(10) as i32)).min(MAX_BACKOFF);
+    let message = format!(
+        "back-off {}s restarting failed container={} pod={}_{}({})",
+        backoff as i64,
+        str_at(c, "/name"),
+        str_at(pod, "/metadata/name"),
+        str_at(pod, "/metadata/namespace"),
+        str_at(pod, "/metadata/uid")
+    );
+    let mut next = waiting(c, "CrashLoopBackOff", Some(&message));
+    next["lastState"] = json!({"terminated": exit["state"]["terminated"].clone()});
+    next["restartCount"] = json!(count + 1);
+    *c = next;
+    backoff
 }
 
 fn min_some(a: Option<f64>, b: Option<f64>) -> Option<f64> {

@@ -15,7 +15,7 @@ use super::{
     target,
 };
 use crate::admission::now;
-use crate::handlers::Query;
+use crate::handlers::{Query, Target};
 use crate::json::str_at;
 use crate::registry::{apps::REPLICA_SET, core::POD};
 use crate::status::ApiError;
@@ -46,9 +46,6 @@ pub(crate) fn sync(st: &mut State) -> bool {
 
 fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
     let ns = str_at(rs, "/metadata/namespace").to_string();
-    let name = str_at(rs, "/metadata/name").to_string();
-    let uid = str_at(rs, "/metadata/uid").to_string();
-    let selector = &rs["spec"]["selector"];
     let wanted = rs["spec"]["replicas"].as_i64().unwrap_or(1).max(0) as usize;
     let (Some(pods_t), Some(status_t)) = (
         target(st, "", "pods", &ns, None),
@@ -56,6 +53,39 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
     ) else {
         return false;
     };
+    let (owned, mut changed) = claim_pods(st, rs, &pods_t);
+    let mut live: Vec<Arc<Value>> = owned.iter().filter(|p| active(p)).cloned().collect();
+    let mut new_status = status_of(rs, &live);
+    if live.len() < wanted {
+        let (created, failure) = create_pods(st, rs, &pods_t, wanted - live.len());
+        changed |= created;
+        if let Some(e) = &failure {
+            tracing::warn!(replicaset = %str_at(rs, "/metadata/name"), namespace = %ns, error = %e.message, "creating a Pod");
+            new_status["conditions"] = json!([failed_condition(rs, e)]);
+        }
+    } else if live.len() > wanted {
+        changed |= delete_surplus(st, rs, &pods_t, &mut live, wanted);
+    }
+    if rs["status"] != new_status {
+        let mut updated = (**rs).clone();
+        updated["status"] = new_status;
+        let query = Query::new();
+        match write::update_locked(st, &status_t, &query, rs, updated, write::Via::Put, MANAGER) {
+            Ok(_) => changed = true,
+            Err(e) => {
+                tracing::warn!(replicaset = %str_at(rs, "/metadata/name"), error = %e.message, "writing a ReplicaSet's status")
+            }
+        }
+    }
+    changed
+}
+
+/// The Pods `rs` controls in its namespace, orphans its selector matches adopted first, as
+/// kube's controller adopts them; whether an adoption was written.
+fn claim_pods(st: &mut State, rs: &Value, pods_t: &Target) -> (Vec<Arc<Value>>, bool) {
+    let ns = str_at(rs, "/metadata/namespace");
+    let (name, uid) = (str_at(rs, "/metadata/name"), str_at(rs, "/metadata/uid"));
+    let selector = &rs["spec"]["selector"];
     let in_namespace: Vec<Arc<Value>> = (st.table_of(&(String::new(), "pods".into())))
         .into_iter()
         .flat_map(|t| t.objects.values())
@@ -68,7 +98,6 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
         match controller_uid(&pod) {
             Some(u) if u == uid => owned.push(pod),
             Some(_) => {}
-            // An orphan the selector matches is adopted, as kube's controller adopts it.
             None if !deleting(&pod)
                 && selects(selector, &pod["metadata"]["labels"]) == Some(true) =>
             {
@@ -77,12 +106,13 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
                     .as_array()
                     .cloned()
                     .unwrap_or_default();
-                refs.push(owner_ref(&name, &uid));
+                refs.push(owner_ref(name, uid));
                 adopted["metadata"]["ownerReferences"] = json!(refs);
+                let query = Query::new();
                 match write::update_locked(
                     st,
-                    &pods_t,
-                    &Query::new(),
+                    pods_t,
+                    &query,
                     &pod,
                     adopted,
                     write::Via::Put,
@@ -100,74 +130,69 @@ fn sync_one(st: &mut State, rs: &Arc<Value>) -> bool {
             None => {}
         }
     }
-    let mut live: Vec<Arc<Value>> = owned.iter().filter(|p| active(p)).cloned().collect();
-    let status = status_of(rs, &live);
-    let mut failure = None;
-    if live.len() < wanted {
-        for _ in 0..(wanted - live.len()).min(BURST) {
-            let pod = new_pod(rs, &ns, &name, &uid);
-            match write::create_locked(st, &pods_t, &Query::new(), pod, Some(MANAGER)) {
-                Ok(pod) => {
-                    changed = true;
-                    let message = format!("Created pod: {}", str_at(&pod, "/metadata/name"));
-                    record(st, rs, "Normal", "SuccessfulCreate", &message, &SOURCE);
-                }
-                Err(e) => {
-                    // Once per failure, not per retry: a retry writes nothing else.
-                    let known = super::condition(rs, "ReplicaFailure")
-                        .is_some_and(|c| c["message"] == e.message.as_str());
-                    if !known {
-                        let message = format!("Error creating: {}", e.message);
-                        record(st, rs, "Warning", "FailedCreate", &message, &SOURCE);
-                    }
-                    failure = Some(e);
-                    break;
-                }
+    (owned, changed)
+}
+
+/// Creates up to `missing` Pods for `rs` (at most a burst), recording each; stops at the first
+/// refusal, recorded once per failure (not per retry). Whether one was created, and the refusal.
+fn create_pods(
+    st: &mut State,
+    rs: &Value,
+    pods_t: &Target,
+    missing: usize,
+) -> (bool, Option<ApiError>) {
+    let ns = str_at(rs, "/metadata/namespace");
+    let (name, uid) = (str_at(rs, "/metadata/name"), str_at(rs, "/metadata/uid"));
+    let mut created = false;
+    for _ in 0..missing.min(BURST) {
+        let pod = new_pod(rs, ns, name, uid);
+        match write::create_locked(st, pods_t, &Query::new(), pod, Some(MANAGER)) {
+            Ok(pod) => {
+                created = true;
+                let message = format!("Created pod: {}", str_at(&pod, "/metadata/name"));
+                record(st, rs, "Normal", "SuccessfulCreate", &message, &SOURCE);
             }
-        }
-    } else if live.len() > wanted {
-        // kube deletes the Pods least along first: unscheduled, pending, unready, newest.
-        live.sort_by_key(|p| {
-            (
-                !str_at(p, "/spec/nodeName").is_empty(),
-                str_at(p, "/status/phase") != "Pending",
-                ready(p),
-                std::cmp::Reverse(str_at(p, "/metadata/creationTimestamp").to_string()),
-            )
-        });
-        for pod in &live[..live.len() - wanted] {
-            match delete::delete_locked(st, &pods_t, pod, false) {
-                Ok(_) => {
-                    changed = true;
-                    let message = format!("Deleted pod: {}", str_at(pod, "/metadata/name"));
-                    record(st, rs, "Normal", "SuccessfulDelete", &message, &SOURCE);
-                }
-                Err(e) => {
-                    tracing::warn!(pod = %str_at(pod, "/metadata/name"), error = %e.message, "deleting a surplus Pod")
-                }
-            }
-        }
-    }
-    let mut new_status = status;
-    if let Some(e) = &failure {
-        tracing::warn!(replicaset = %name, namespace = %ns, error = %e.message, "creating a Pod");
-        new_status["conditions"] = json!([failed_condition(rs, e)]);
-    }
-    if rs["status"] != new_status {
-        let mut updated = (**rs).clone();
-        updated["status"] = new_status;
-        match write::update_locked(
-            st,
-            &status_t,
-            &Query::new(),
-            rs,
-            updated,
-            write::Via::Put,
-            MANAGER,
-        ) {
-            Ok(_) => changed = true,
             Err(e) => {
-                tracing::warn!(replicaset = %name, error = %e.message, "writing a ReplicaSet's status")
+                let known = super::condition(rs, "ReplicaFailure")
+                    .is_some_and(|c| c["message"] == e.message.as_str());
+                if !known {
+                    let message = format!("Error creating: {}", e.message);
+                    record(st, rs, "Warning", "FailedCreate", &message, &SOURCE);
+                }
+                return (created, Some(e));
+            }
+        }
+    }
+    (created, None)
+}
+
+/// Deletes `rs`'s Pods beyond `wanted`, those least along first as kube picks them
+/// (unscheduled, pending, unready, newest); whether one was deleted.
+fn delete_surplus(
+    st: &mut State,
+    rs: &Value,
+    pods_t: &Target,
+    live: &mut [Arc<Value>],
+    wanted: usize,
+) -> bool {
+    live.sort_by_key(|p| {
+        (
+            !str_at(p, "/spec/nodeName").is_empty(),
+            str_at(p, "/status/phase") != "Pending",
+            ready(p),
+            std::cmp::Reverse(str_at(p, "/metadata/creationTimestamp").to_string()),
+        )
+    });
+    let mut changed = false;
+    for pod in &live[..live.len() - wanted] {
+        match delete::delete_locked(st, pods_t, pod, false) {
+            Ok(_) => {
+                changed = true;
+                let message = format!("Deleted pod: {}", str_at(pod, "/metadata/name"));
+                record(st, rs, "Normal", "SuccessfulDelete", &message, &SOURCE);
+            }
+            Err(e) => {
+                tracing::warn!(pod = %str_at(pod, "/metadata/name"), error = %e.message, "deleting a surplus Pod")
             }
         }
     }

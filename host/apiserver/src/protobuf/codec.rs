@@ -184,34 +184,7 @@ fn value_of(ty: &Ty, w: &Wire<'_>) -> ApiResult<Value> {
             number(f)
         }
         Ty::Msg(id) => Value::Object(decode(bytes(w)?, *id)?),
-        Ty::Time | Ty::MicroTime => {
-            let (mut seconds, mut nanos) = (None, 0);
-            for (n, f) in fields(bytes(w)?)? {
-                match n {
-                    1 => seconds = Some(varint(&f)? as i64),
-                    2 => nanos = varint(&f)? as i32,
-                    _ => {}
-                }
-            }
-            // An empty message is Go's zero time, `null` in JSON. Go reads a Time to the
-            // second (its JSON holds no more), a MicroTime to the microsecond.
-            let Some(seconds) = seconds else {
-                return Ok(Value::Null);
-            };
-            let micros = if *ty == Ty::MicroTime {
-                nanos / 1000
-            } else {
-                0
-            };
-            let t = chrono::DateTime::from_timestamp(seconds, (micros * 1000) as u32)
-                .ok_or_else(|| bad("time out of range"))?;
-            let format = if *ty == Ty::MicroTime {
-                "%Y-%m-%dT%H:%M:%S%.6fZ"
-            } else {
-                "%Y-%m-%dT%H:%M:%SZ"
-            };
-            json!(t.format(format).to_string())
-        }
+        Ty::Time | Ty::MicroTime => time(ty, w)?,
         Ty::Duration => {
             let mut nanos = 0i64;
             for (n, f) in fields(bytes(w)?)? {
@@ -245,42 +218,8 @@ fn value_of(ty: &Ty, w: &Wire<'_>) -> ApiResult<Value> {
             }
             if kind == 1 { json!(text) } else { json!(int) }
         }
-        Ty::Raw => {
-            let mut raw: &[u8] = &[];
-            for (n, f) in fields(bytes(w)?)? {
-                if n == 1 {
-                    raw = bytes(&f)?;
-                }
-            }
-            if raw.is_empty() {
-                Value::Null
-            } else if raw.starts_with(super::MAGIC) {
-                // An object embedded in its own protobuf envelope (a watch event's).
-                super::decode(raw)?
-            } else {
-                serde_json::from_slice(raw).map_err(|e| bad(&format!("embedded JSON: {e}")))?
-            }
-        }
-        Ty::PropsOrArray | Ty::PropsOrBool | Ty::PropsOrStrings => {
-            let props = MESSAGES.schema_props;
-            let (mut schema, mut list, mut allows) = (None, Vec::new(), false);
-            for (n, f) in fields(bytes(w)?)? {
-                match (ty, n) {
-                    (Ty::PropsOrArray | Ty::PropsOrStrings, 1) | (Ty::PropsOrBool, 2) => {
-                        schema = Some(Value::Object(decode(bytes(&f)?, props)?));
-                    }
-                    (Ty::PropsOrArray, 2) => list.push(Value::Object(decode(bytes(&f)?, props)?)),
-                    (Ty::PropsOrStrings, 2) => list.push(json!(string(bytes(&f)?)?)),
-                    (Ty::PropsOrBool, 1) => allows = varint(&f)? != 0,
-                    _ => {}
-                }
-            }
-            match ty {
-                Ty::PropsOrBool => schema.unwrap_or(json!(allows)),
-                _ if !list.is_empty() => Value::Array(list),
-                _ => schema.unwrap_or(Value::Null),
-            }
-        }
+        Ty::Raw => raw(w)?,
+        Ty::PropsOrArray | Ty::PropsOrBool | Ty::PropsOrStrings => props_or(ty, w)?,
         Ty::Items(item) => {
             let mut wires = Vec::new();
             for (n, f) in fields(bytes(w)?)? {
@@ -291,6 +230,77 @@ fn value_of(ty: &Ty, w: &Wire<'_>) -> ApiResult<Value> {
             Value::Array(repeated(item, &wires)?)
         }
         Ty::Map(..) => return Err(bad("a map as a map's value")),
+    })
+}
+
+/// A `Time` (to the second) or `MicroTime` (to the microsecond) as Go writes it in JSON;
+/// an empty message is Go's zero time, `null`.
+fn time(ty: &Ty, w: &Wire<'_>) -> ApiResult<Value> {
+    let (mut seconds, mut nanos) = (None, 0);
+    for (n, f) in fields(bytes(w)?)? {
+        match n {
+            1 => seconds = Some(varint(&f)? as i64),
+            2 => nanos = varint(&f)? as i32,
+            _ => {}
+        }
+    }
+    // An empty message is Go's zero time, `null` in JSON. Go reads a Time to the
+    // second (its JSON holds no more), a MicroTime to the microsecond.
+    let Some(seconds) = seconds else {
+        return Ok(Value::Null);
+    };
+    let micros = if *ty == Ty::MicroTime {
+        nanos / 1000
+    } else {
+        0
+    };
+    let t = chrono::DateTime::from_timestamp(seconds, (micros * 1000) as u32)
+        .ok_or_else(|| bad("time out of range"))?;
+    let format = if *ty == Ty::MicroTime {
+        "%Y-%m-%dT%H:%M:%S%.6fZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%SZ"
+    };
+    Ok(json!(t.format(format).to_string()))
+}
+
+/// A `RawExtension`: embedded JSON, or an object in its own protobuf envelope.
+fn raw(w: &Wire<'_>) -> ApiResult<Value> {
+    let mut raw: &[u8] = &[];
+    for (n, f) in fields(bytes(w)?)? {
+        if n == 1 {
+            raw = bytes(&f)?;
+        }
+    }
+    if raw.is_empty() {
+        Ok(Value::Null)
+    } else if raw.starts_with(super::MAGIC) {
+        // An object embedded in its own protobuf envelope (a watch event's).
+        super::decode(raw)
+    } else {
+        serde_json::from_slice(raw).map_err(|e| bad(&format!("embedded JSON: {e}")))
+    }
+}
+
+/// A schema's `JSONSchemaPropsOrArray`, `...OrBool` or `...OrStringArray`.
+fn props_or(ty: &Ty, w: &Wire<'_>) -> ApiResult<Value> {
+    let props = MESSAGES.schema_props;
+    let (mut schema, mut list, mut allows) = (None, Vec::new(), false);
+    for (n, f) in fields(bytes(w)?)? {
+        match (ty, n) {
+            (Ty::PropsOrArray | Ty::PropsOrStrings, 1) | (Ty::PropsOrBool, 2) => {
+                schema = Some(Value::Object(decode(bytes(&f)?, props)?));
+            }
+            (Ty::PropsOrArray, 2) => list.push(Value::Object(decode(bytes(&f)?, props)?)),
+            (Ty::PropsOrStrings, 2) => list.push(json!(string(bytes(&f)?)?)),
+            (Ty::PropsOrBool, 1) => allows = varint(&f)? != 0,
+            _ => {}
+        }
+    }
+    Ok(match ty {
+        Ty::PropsOrBool => schema.unwrap_or(json!(allows)),
+        _ if !list.is_empty() => Value::Array(list),
+        _ => schema.unwrap_or(Value::Null),
     })
 }
 
@@ -350,30 +360,10 @@ fn put_value(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) {
         build(&mut inner);
         wire::put_bytes(out, number, &inner);
     };
+    if put_scalar(out, number, ty, v) {
+        return;
+    }
     match (ty, v) {
-        (Ty::Str, Value::String(s)) => wire::put_bytes(out, number, s.as_bytes()),
-        (Ty::Bytes, Value::String(s)) => {
-            if let Ok(b) = base64::engine::general_purpose::STANDARD.decode(s) {
-                wire::put_bytes(out, number, &b);
-            }
-        }
-        (Ty::Bool, Value::Bool(b)) => wire::put_int(out, number, u64::from(*b)),
-        (Ty::Int32 | Ty::Int64, Value::Number(n)) => {
-            if let Some(i) = n.as_i64() {
-                wire::put_int(out, number, i as u64);
-            }
-        }
-        (Ty::Uint32 | Ty::Uint64, Value::Number(n)) => {
-            if let Some(u) = n.as_u64() {
-                wire::put_int(out, number, u);
-            }
-        }
-        (Ty::Double, Value::Number(n)) => {
-            wire::put_fixed64(out, number, n.as_f64().unwrap_or(0.0).to_bits());
-        }
-        (Ty::Float, Value::Number(n)) => {
-            wire::put_fixed32(out, number, (n.as_f64().unwrap_or(0.0) as f32).to_bits());
-        }
         (Ty::Msg(id), Value::Object(m)) => message(out, &|inner| encode(m, *id, inner)),
         (Ty::Time | Ty::MicroTime, Value::String(s)) => {
             if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
@@ -421,6 +411,60 @@ fn put_value(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) {
             let raw = serde_json::to_vec(v).unwrap_or_default();
             message(out, &|inner| wire::put_bytes(inner, 1, &raw));
         }
+        (Ty::PropsOrArray | Ty::PropsOrStrings | Ty::PropsOrBool, _) => {
+            put_props(out, number, ty, v)
+        }
+        (Ty::Items(item), Value::Array(items)) => message(out, &|inner| {
+            for v in items {
+                put_value(inner, 1, item, v);
+            }
+        }),
+        _ => {}
+    }
+}
+
+/// A scalar field (string, bytes, bool, integer, float) of `ty` holding `v`; whether `ty` is
+/// one (a value of the wrong JSON type is left out, as for messages).
+fn put_scalar(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) -> bool {
+    match (ty, v) {
+        (Ty::Str, Value::String(s)) => wire::put_bytes(out, number, s.as_bytes()),
+        (Ty::Bytes, Value::String(s)) => {
+            if let Ok(b) = base64::engine::general_purpose::STANDARD.decode(s) {
+                wire::put_bytes(out, number, &b);
+            }
+        }
+        (Ty::Bool, Value::Bool(b)) => wire::put_int(out, number, u64::from(*b)),
+        (Ty::Int32 | Ty::Int64, Value::Number(n)) => {
+            if let Some(i) = n.as_i64() {
+                wire::put_int(out, number, i as u64);
+            }
+        }
+        (Ty::Uint32 | Ty::Uint64, Value::Number(n)) => {
+            if let Some(u) = n.as_u64() {
+                wire::put_int(out, number, u);
+            }
+        }
+        (Ty::Double, Value::Number(n)) => {
+            wire::put_fixed64(out, number, n.as_f64().unwrap_or(0.0).to_bits());
+        }
+        (Ty::Float, Value::Number(n)) => {
+            wire::put_fixed32(out, number, (n.as_f64().unwrap_or(0.0) as f32).to_bits());
+        }
+        (Ty::Str | Ty::Bytes | Ty::Bool | Ty::Int32 | Ty::Int64, _) => {}
+        (Ty::Uint32 | Ty::Uint64 | Ty::Double | Ty::Float, _) => {}
+        _ => return false,
+    }
+    true
+}
+
+/// A schema's `JSONSchemaPropsOrArray`, `...OrStringArray` or `...OrBool` holding `v`.
+fn put_props(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) {
+    let message = |out: &mut Vec<u8>, build: &dyn Fn(&mut Vec<u8>)| {
+        let mut inner = Vec::new();
+        build(&mut inner);
+        wire::put_bytes(out, number, &inner);
+    };
+    match (ty, v) {
         (Ty::PropsOrArray, Value::Array(items)) => message(out, &|inner| {
             for item in items {
                 put_value(inner, 2, &Ty::Msg(MESSAGES.schema_props), item);
@@ -443,11 +487,6 @@ fn put_value(out: &mut Vec<u8>, number: u64, ty: &Ty, v: &Value) {
         (Ty::PropsOrBool, Value::Object(_)) => message(out, &|inner| {
             wire::put_int(inner, 1, 1);
             put_value(inner, 2, &Ty::Msg(MESSAGES.schema_props), v);
-        }),
-        (Ty::Items(item), Value::Array(items)) => message(out, &|inner| {
-            for v in items {
-                put_value(inner, 1, item, v);
-            }
         }),
         _ => {}
     }

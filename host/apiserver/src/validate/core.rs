@@ -20,7 +20,7 @@ fn is_ip(ip: &str) -> bool {
     ip.parse::<std::net::IpAddr>().is_ok()
 }
 
-/// A Service (`ValidateService`).
+/// A Service (`ValidateService`), its causes in kube's order.
 pub(crate) fn service(obj: &Value, errs: &mut Errors) {
     let spec = &obj["spec"];
     let kind = text(spec, "type");
@@ -36,28 +36,71 @@ pub(crate) fn service(obj: &Value, errs: &mut Errors) {
             "None",
             format!("may not be set to 'None' for {kind} services"),
         )),
-        "ExternalName" => {
-            for key in ["clusterIPs", "ipFamilies"] {
-                if !items(spec, key).is_empty() {
-                    errs.push(FieldError::forbidden(
-                        format!("spec.{key}"),
-                        "may not be set for ExternalName services",
-                    ));
-                }
-            }
-            if set(spec, "ipFamilyPolicy") {
-                errs.push(FieldError::forbidden(
-                    "spec.ipFamilyPolicy",
-                    "may not be set for ExternalName services",
-                ));
-            }
-            match text(spec, "externalName").trim_end_matches('.') {
-                "" => errs.push(FieldError::required("spec.externalName", "")),
-                cname => dns_subdomain(errs, "spec.externalName", cname),
-            }
-        }
+        "ExternalName" => external_name(spec, errs),
         _ => {}
     }
+    service_ports(ports, kind, errs);
+    labels(errs, "spec.selector", &spec["selector"]);
+    one_of(
+        errs,
+        "spec.sessionAffinity",
+        text(spec, "sessionAffinity"),
+        &["ClientIP", "None"],
+    );
+    if text(spec, "sessionAffinity") == "None" && set(spec, "sessionAffinityConfig") {
+        errs.push(FieldError::forbidden(
+            "spec.sessionAffinityConfig",
+            "must not be set when session affinity is None",
+        ));
+    }
+    service_ips(spec, cluster_ips, errs);
+    one_of(
+        errs,
+        "spec.type",
+        kind,
+        &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+    );
+    // Two ports of one number and protocol.
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let key = (text(port, "protocol"), int(port, "port").unwrap_or(0));
+        if !seen.insert(key) {
+            errs.push(FieldError::duplicate(
+                format!("spec.ports[{i}]"),
+                format!(
+                    "core.ServicePort{{Name:\"\", Protocol:\"{}\", AppProtocol:(*string)(nil), Port:{}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}",
+                    key.0, key.1
+                ),
+            ));
+        }
+    }
+}
+
+/// An `ExternalName` Service: no cluster IPs or IP families, and a DNS name to point at.
+fn external_name(spec: &Value, errs: &mut Errors) {
+    for key in ["clusterIPs", "ipFamilies"] {
+        if !items(spec, key).is_empty() {
+            errs.push(FieldError::forbidden(
+                format!("spec.{key}"),
+                "may not be set for ExternalName services",
+            ));
+        }
+    }
+    if set(spec, "ipFamilyPolicy") {
+        errs.push(FieldError::forbidden(
+            "spec.ipFamilyPolicy",
+            "may not be set for ExternalName services",
+        ));
+    }
+    match text(spec, "externalName").trim_end_matches('.') {
+        "" => errs.push(FieldError::required("spec.externalName", "")),
+        cname => dns_subdomain(errs, "spec.externalName", cname),
+    }
+}
+
+/// A Service's ports (of a Service of type `kind`): names when there are several, numbers,
+/// protocols, target ports, and no node port on a `ClusterIP` Service.
+fn service_ports(ports: &[Value], kind: &str, errs: &mut Errors) {
     let mut names = std::collections::BTreeSet::new();
     for (i, port) in ports.iter().enumerate() {
         let p = format!("spec.ports[{i}]");
@@ -96,26 +139,19 @@ pub(crate) fn service(obj: &Value, errs: &mut Errors) {
             ));
         }
     }
-    labels(errs, "spec.selector", &spec["selector"]);
-    one_of(
-        errs,
-        "spec.sessionAffinity",
-        text(spec, "sessionAffinity"),
-        &["ClientIP", "None"],
-    );
-    if text(spec, "sessionAffinity") == "None" && set(spec, "sessionAffinityConfig") {
-        errs.push(FieldError::forbidden(
-            "spec.sessionAffinityConfig",
-            "must not be set when session affinity is None",
-        ));
-    }
+}
+
+/// A Service's addresses: cluster IPs (the first may be `None`, headless), IP families and
+/// their policy, external IPs.
+fn service_ips(spec: &Value, cluster_ips: &[Value], errs: &mut Errors) {
+    const INVALID_IP: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
     for (i, ip) in cluster_ips.iter().enumerate() {
         let ip = ip.as_str().unwrap_or_default();
         if !(is_ip(ip) || (i == 0 && ip == "None")) {
             errs.push(FieldError::invalid(
                 format!("spec.clusterIPs[{i}]"),
                 ip,
-                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                INVALID_IP,
             ));
         }
     }
@@ -146,27 +182,7 @@ pub(crate) fn service(obj: &Value, errs: &mut Errors) {
             errs.push(FieldError::invalid(
                 format!("spec.externalIPs[{i}]"),
                 ip,
-                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-            ));
-        }
-    }
-    one_of(
-        errs,
-        "spec.type",
-        kind,
-        &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
-    );
-    // Two ports of one number and protocol.
-    let mut seen = std::collections::BTreeSet::new();
-    for (i, port) in ports.iter().enumerate() {
-        let key = (text(port, "protocol"), int(port, "port").unwrap_or(0));
-        if !seen.insert(key) {
-            errs.push(FieldError::duplicate(
-                format!("spec.ports[{i}]"),
-                format!(
-                    "core.ServicePort{{Name:\"\", Protocol:\"{}\", AppProtocol:(*string)(nil), Port:{}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}",
-                    key.0, key.1
-                ),
+                INVALID_IP,
             ));
         }
     }

@@ -3,6 +3,7 @@
 //! removed, then counted; the interim and final conditions; Go's `omitempty` for counts.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -60,51 +61,12 @@ pub(super) fn ensure_condition(
 /// marks the Job `Complete` or `Failed` once nothing is uncounted or terminating.
 pub(super) fn track(st: &mut State, ctx: &mut Ctx) {
     let job = ctx.job.clone();
-    let completions = ctx.completions.unwrap_or(0);
     let mut with_finalizer: HashSet<String> = (ctx.pods.iter())
         .filter(|p| has_finalizer(p))
         .map(|p| uid(p).to_string())
         .collect();
     count_uncounted(&mut ctx.status, &with_finalizer);
-    let mut pods = ctx.pods.clone();
-    if ctx.indexed {
-        indexes::sort(&mut pods);
-    }
-    let failing = (ctx.finished.as_ref()).is_some_and(|c| c["type"] != "SuccessCriteriaMet");
-    let mut to_free = Vec::new();
-    let mut new_indexes = Vec::new();
-    let mut full = false;
-    for pod in &pods {
-        if !has_finalizer(pod) {
-            continue;
-        }
-        let failed = pod_failed(pod, &job);
-        let succeeded = phase(pod) == "Succeeded";
-        if !(deleting(&job) || ctx.finished.is_some() || succeeded || failed) {
-            continue;
-        }
-        to_free.push(pod.clone());
-        let pod_uid = uid(pod).to_string();
-        let index = indexes::of(pod).filter(|i| *i < completions);
-        if succeeded && !ctx.uncounted_failed.contains(&pod_uid) {
-            if ctx.indexed {
-                if let Some(i) = index.filter(|i| !ctx.prev_indexes.has(*i)) {
-                    new_indexes.push(i);
-                }
-            } else if !ctx.uncounted_succeeded.contains(&pod_uid) {
-                record_uncounted(&mut ctx.status, "succeeded", pod_uid);
-            }
-        } else if (failed || failing)
-            && !ctx.uncounted_failed.contains(&pod_uid)
-            && (!ctx.indexed || index.is_some())
-        {
-            record_uncounted(&mut ctx.status, "failed", pod_uid);
-        }
-        if new_indexes.len() + uncounted_len(&ctx.status) >= MAX_UNCOUNTED {
-            full = true;
-            break;
-        }
-    }
+    let (to_free, new_indexes, full) = finished_pods(ctx, &job);
     if ctx.indexed {
         ctx.indexes = ctx.indexes.with(&new_indexes);
         set_count(&mut ctx.status, "succeeded", ctx.indexes.total());
@@ -116,20 +78,7 @@ pub(super) fn track(st: &mut State, ctx: &mut Ctx) {
         }
     }
     let mut conditions = conditions_of(&ctx.status);
-    let mut finished = ctx.finished.take();
-    if let Some(c) = finished.clone() {
-        let (reason, message) = (str_at(&c, "/reason"), str_at(&c, "/message"));
-        if c["type"] == "FailureTarget" {
-            conditions.push(c.clone());
-            finished = Some(new_condition("Failed", "True", reason, message));
-        } else if c["type"] == "SuccessCriteriaMet" {
-            let met = |x: &Value| x["type"] == "SuccessCriteriaMet" && x["status"] == "True";
-            if !conditions.iter().any(met) {
-                conditions.push(c.clone());
-            }
-            finished = Some(new_condition("Complete", "True", reason, message));
-        }
-    }
+    let finished = interim_condition(ctx.finished.take(), &mut conditions);
     set_conditions(&mut ctx.status, conditions.clone());
     flush(st, ctx);
     for pod in &to_free {
@@ -157,6 +106,71 @@ pub(super) fn track(st: &mut State, ctx: &mut Ctx) {
         set_conditions(&mut ctx.status, conditions);
     }
     flush(st, ctx);
+}
+
+/// The Pods whose end is to be recorded (finished, or all of a finished or deleted Job's),
+/// each counted as succeeded (its index, for an Indexed Job) or failed among the uncounted;
+/// the new indexes; whether the uncounted lists filled up (the rest waits for the next pass).
+fn finished_pods(ctx: &mut Ctx, job: &Value) -> (Vec<Arc<Value>>, Vec<usize>, bool) {
+    let completions = ctx.completions.unwrap_or(0);
+    let mut pods = ctx.pods.clone();
+    if ctx.indexed {
+        indexes::sort(&mut pods);
+    }
+    let failing = (ctx.finished.as_ref()).is_some_and(|c| c["type"] != "SuccessCriteriaMet");
+    let mut to_free = Vec::new();
+    let mut new_indexes = Vec::new();
+    for pod in &pods {
+        if !has_finalizer(pod) {
+            continue;
+        }
+        let failed = pod_failed(pod, job);
+        let succeeded = phase(pod) == "Succeeded";
+        if !(deleting(job) || ctx.finished.is_some() || succeeded || failed) {
+            continue;
+        }
+        to_free.push(pod.clone());
+        let pod_uid = uid(pod).to_string();
+        let index = indexes::of(pod).filter(|i| *i < completions);
+        if succeeded && !ctx.uncounted_failed.contains(&pod_uid) {
+            if ctx.indexed {
+                if let Some(i) = index.filter(|i| !ctx.prev_indexes.has(*i)) {
+                    new_indexes.push(i);
+                }
+            } else if !ctx.uncounted_succeeded.contains(&pod_uid) {
+                record_uncounted(&mut ctx.status, "succeeded", pod_uid);
+            }
+        } else if (failed || failing)
+            && !ctx.uncounted_failed.contains(&pod_uid)
+            && (!ctx.indexed || index.is_some())
+        {
+            record_uncounted(&mut ctx.status, "failed", pod_uid);
+        }
+        if new_indexes.len() + uncounted_len(&ctx.status) >= MAX_UNCOUNTED {
+            return (to_free, new_indexes, true);
+        }
+    }
+    (to_free, new_indexes, false)
+}
+
+/// How a finishing Job says so before its Pods are all recorded: a `FailureTarget` or
+/// `SuccessCriteriaMet` condition now (kept in `conditions`), the final `Failed` or
+/// `Complete` condition once every Pod is (returned).
+fn interim_condition(finished: Option<Value>, conditions: &mut Vec<Value>) -> Option<Value> {
+    let c = finished?;
+    let (reason, message) = (str_at(&c, "/reason"), str_at(&c, "/message"));
+    if c["type"] == "FailureTarget" {
+        conditions.push(c.clone());
+        return Some(new_condition("Failed", "True", reason, message));
+    }
+    if c["type"] == "SuccessCriteriaMet" {
+        let met = |x: &Value| x["type"] == "SuccessCriteriaMet" && x["status"] == "True";
+        if !conditions.iter().any(met) {
+            conditions.push(c.clone());
+        }
+        return Some(new_condition("Complete", "True", reason, message));
+    }
+    Some(c)
 }
 
 /// Writes the status computed so far, if it differs from the stored one.
