@@ -374,15 +374,7 @@ async fn serve(
             Ok(render(200, &out))
         }
         (Method::PATCH, Some(n)) => {
-            let pt = PatchType::from_content_type(&ct)
-                .ok_or_else(|| ApiError::unsupported_media_type(&ct, PATCH_TYPES))?;
-            // As kube-apiserver: an apply that creates the object is also a create.
-            if pt == PatchType::Apply && t.sub.is_none() {
-                let ns = t.namespace.clone().unwrap_or_default();
-                if inner.store.lock().get(&t.key(), &ns, &n).is_none() {
-                    authorize(inner, user, "create", &t)?;
-                }
-            }
+            let pt = patch_type(inner, &t, user, &n, &ct)?;
             let body = body_bytes(req).await?;
             let (code, out) = write::patch(inner, &t, &q, &n, pt, &body, &ua)?;
             Ok(render(code, &out))
@@ -395,6 +387,26 @@ async fn serve(
         (Method::DELETE, None) if t.sub.is_none() => delete_collection(inner, &t, &q),
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
+}
+
+/// The patch type the Content-Type `ct` names; an apply that would create object `name` must
+/// also be allowed to create, as kube-apiserver checks.
+fn patch_type(
+    inner: &Inner,
+    t: &Target,
+    user: &User,
+    name: &str,
+    ct: &str,
+) -> ApiResult<PatchType> {
+    let pt = PatchType::from_content_type(ct)
+        .ok_or_else(|| ApiError::unsupported_media_type(ct, PATCH_TYPES))?;
+    if pt == PatchType::Apply && t.sub.is_none() {
+        let ns = t.namespace.clone().unwrap_or_default();
+        if inner.store.lock().get(&t.key(), &ns, name).is_none() {
+            authorize(inner, user, "create", t)?;
+        }
+    }
+    Ok(pt)
 }
 
 /// Whether the target takes only a POST of a request object, answered with a 201 and nothing
