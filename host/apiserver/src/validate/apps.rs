@@ -200,7 +200,47 @@ pub(crate) fn stateful_set(obj: &Value, errs: &mut Errors) {
             "must be 'OrderedReady' or 'Parallel'",
         )),
     }
-    let strategy = &spec["updateStrategy"];
+    stateful_set_strategy(&spec["updateStrategy"], errs);
+    let retention = &spec["persistentVolumeClaimRetentionPolicy"];
+    if !retention.is_null() {
+        for key in ["whenDeleted", "whenScaled"] {
+            let value = text(retention, key);
+            if !matches!(value, "Retain" | "Delete") {
+                errs.push(FieldError::not_supported(
+                    format!("spec.persistentVolumeClaimRetentionPolicy.{key}"),
+                    value,
+                    &["Retain", "Delete"],
+                ));
+            }
+        }
+    }
+    nonnegative(errs, "spec.replicas", int(spec, "replicas"));
+    nonnegative(errs, "spec.minReadySeconds", int(spec, "minReadySeconds"));
+    nonnegative(
+        errs,
+        "spec.ordinals.start",
+        spec.pointer("/ordinals/start").and_then(Value::as_i64),
+    );
+    required_selector(spec, "statefulset", errs);
+    let selector = &spec["selector"];
+    match selects(selector, &spec["template"]["metadata"]["labels"]) {
+        None => errs.push(FieldError::invalid_printed(
+            "spec.selector",
+            go::label_selector(selector),
+            "",
+        )),
+        Some(false) if !selector_empty(selector) => template_labels_match(spec, errs),
+        Some(_) => {}
+    }
+    let meta = &spec["template"]["metadata"];
+    labels(errs, "spec.template.labels", &meta["labels"]);
+    super::annotations(errs, "spec.template", meta);
+    always_restarts(&spec["template"], "StatefulSet", errs);
+}
+
+/// A StatefulSet's `updateStrategy`: `RollingUpdate` (its partition and maxUnavailable) or
+/// `OnDelete` (with no rolling-update parameters).
+fn stateful_set_strategy(strategy: &Value, errs: &mut Errors) {
     let rolling = &strategy["rollingUpdate"];
     match text(strategy, "type") {
         "" => errs.push(FieldError::required("spec.updateStrategy", "")),
@@ -241,41 +281,6 @@ pub(crate) fn stateful_set(obj: &Value, errs: &mut Errors) {
             "must be 'RollingUpdate' or 'OnDelete'",
         )),
     }
-    let retention = &spec["persistentVolumeClaimRetentionPolicy"];
-    if !retention.is_null() {
-        for key in ["whenDeleted", "whenScaled"] {
-            let value = text(retention, key);
-            if !matches!(value, "Retain" | "Delete") {
-                errs.push(FieldError::not_supported(
-                    format!("spec.persistentVolumeClaimRetentionPolicy.{key}"),
-                    value,
-                    &["Retain", "Delete"],
-                ));
-            }
-        }
-    }
-    nonnegative(errs, "spec.replicas", int(spec, "replicas"));
-    nonnegative(errs, "spec.minReadySeconds", int(spec, "minReadySeconds"));
-    nonnegative(
-        errs,
-        "spec.ordinals.start",
-        spec.pointer("/ordinals/start").and_then(Value::as_i64),
-    );
-    required_selector(spec, "statefulset", errs);
-    let selector = &spec["selector"];
-    match selects(selector, &spec["template"]["metadata"]["labels"]) {
-        None => errs.push(FieldError::invalid_printed(
-            "spec.selector",
-            go::label_selector(selector),
-            "",
-        )),
-        Some(false) if !selector_empty(selector) => template_labels_match(spec, errs),
-        Some(_) => {}
-    }
-    let meta = &spec["template"]["metadata"];
-    labels(errs, "spec.template.labels", &meta["labels"]);
-    super::annotations(errs, "spec.template", meta);
-    always_restarts(&spec["template"], "StatefulSet", errs);
 }
 
 /// A StatefulSet update: only replicas, ordinals, template, updateStrategy, the claims'

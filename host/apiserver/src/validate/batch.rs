@@ -32,34 +32,7 @@ fn job_spec(spec: &Value, path: &str, errs: &mut Errors) {
             "when maxFailedIndexes is specified",
         ));
     }
-    let indexed = text(spec, "completionMode") == "Indexed";
-    if set(spec, "completionMode") {
-        let mode = text(spec, "completionMode");
-        if !matches!(mode, "NonIndexed" | "Indexed") {
-            errs.push(FieldError::not_supported(
-                format!("{path}.completionMode"),
-                mode,
-                &["NonIndexed", "Indexed"],
-            ));
-        }
-        if indexed && !set(spec, "completions") {
-            errs.push(FieldError::required(
-                format!("{path}.completions"),
-                "when completion mode is Indexed",
-            ));
-        }
-    }
-    if !indexed {
-        for key in ["backoffLimitPerIndex", "maxFailedIndexes"] {
-            if let Some(n) = int(spec, key) {
-                errs.push(FieldError::invalid_printed(
-                    format!("{path}.{key}"),
-                    n.to_string(),
-                    "requires indexed completion mode",
-                ));
-            }
-        }
-    }
+    completion_mode(spec, path, errs);
     if set(spec, "podReplacementPolicy") {
         let policy = text(spec, "podReplacementPolicy");
         if set(spec, "podFailurePolicy") && policy != "Failed" {
@@ -98,6 +71,39 @@ fn job_spec(spec: &Value, path: &str, errs: &mut Errors) {
             other,
             &["OnFailure", "Never"],
         )),
+    }
+}
+
+/// A Job spec's completion mode: `NonIndexed` or `Indexed`, the latter with completions, and
+/// only it with per-index backoff limits.
+fn completion_mode(spec: &Value, path: &str, errs: &mut Errors) {
+    let indexed = text(spec, "completionMode") == "Indexed";
+    if set(spec, "completionMode") {
+        let mode = text(spec, "completionMode");
+        if !matches!(mode, "NonIndexed" | "Indexed") {
+            errs.push(FieldError::not_supported(
+                format!("{path}.completionMode"),
+                mode,
+                &["NonIndexed", "Indexed"],
+            ));
+        }
+        if indexed && !set(spec, "completions") {
+            errs.push(FieldError::required(
+                format!("{path}.completions"),
+                "when completion mode is Indexed",
+            ));
+        }
+    }
+    if !indexed {
+        for key in ["backoffLimitPerIndex", "maxFailedIndexes"] {
+            if let Some(n) = int(spec, key) {
+                errs.push(FieldError::invalid_printed(
+                    format!("{path}.{key}"),
+                    n.to_string(),
+                    "requires indexed completion mode",
+                ));
+            }
+        }
     }
 }
 

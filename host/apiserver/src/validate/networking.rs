@@ -251,54 +251,7 @@ fn rule(r: &Value, p: &str, peers: &str, errs: &mut Errors) {
                 ));
             }
         }
-        let end = int(port, "endPort");
-        match &port["port"] {
-            Value::Null => {
-                if let Some(e) = end {
-                    errs.push(FieldError::invalid_printed(
-                        format!("{pp}.endPort"),
-                        e.to_string(),
-                        "may not be specified when `port` is not specified",
-                    ));
-                }
-            }
-            Value::String(name) => {
-                if let Some(e) = end {
-                    errs.push(FieldError::invalid_printed(
-                        format!("{pp}.endPort"),
-                        e.to_string(),
-                        "may not be specified when `port` is non-numeric",
-                    ));
-                }
-                grammar(errs, &format!("{pp}.port"), name, rules::port_name(name));
-            }
-            number => {
-                let n = number.as_i64().unwrap_or(0);
-                for m in rules::port_number(n) {
-                    errs.push(FieldError::invalid_printed(
-                        format!("{pp}.port"),
-                        n.to_string(),
-                        m,
-                    ));
-                }
-                if let Some(e) = end {
-                    if e < n {
-                        errs.push(FieldError::invalid_printed(
-                            format!("{pp}.endPort"),
-                            n.to_string(),
-                            "must be greater than or equal to `port`",
-                        ));
-                    }
-                    for m in rules::port_number(e) {
-                        errs.push(FieldError::invalid_printed(
-                            format!("{pp}.endPort"),
-                            e.to_string(),
-                            m,
-                        ));
-                    }
-                }
-            }
-        }
+        port_range(port, &pp, errs);
     }
     for (i, peer) in items(r, peers).iter().enumerate() {
         let pp = format!("{p}.{peers}[{i}]");
@@ -320,6 +273,59 @@ fn rule(r: &Value, p: &str, peers: &str, errs: &mut Errors) {
                 pp,
                 "may not specify both ipBlock and another peer",
             ));
+        }
+    }
+}
+
+/// A rule port's `port` and `endPort` (at `pp`): a range only from a numeric port, each a
+/// valid port number, the end not below the start.
+fn port_range(port: &Value, pp: &str, errs: &mut Errors) {
+    let end = int(port, "endPort");
+    match &port["port"] {
+        Value::Null => {
+            if let Some(e) = end {
+                errs.push(FieldError::invalid_printed(
+                    format!("{pp}.endPort"),
+                    e.to_string(),
+                    "may not be specified when `port` is not specified",
+                ));
+            }
+        }
+        Value::String(name) => {
+            if let Some(e) = end {
+                errs.push(FieldError::invalid_printed(
+                    format!("{pp}.endPort"),
+                    e.to_string(),
+                    "may not be specified when `port` is non-numeric",
+                ));
+            }
+            grammar(errs, &format!("{pp}.port"), name, rules::port_name(name));
+        }
+        number => {
+            let n = number.as_i64().unwrap_or(0);
+            for m in rules::port_number(n) {
+                errs.push(FieldError::invalid_printed(
+                    format!("{pp}.port"),
+                    n.to_string(),
+                    m,
+                ));
+            }
+            if let Some(e) = end {
+                if e < n {
+                    errs.push(FieldError::invalid_printed(
+                        format!("{pp}.endPort"),
+                        n.to_string(),
+                        "must be greater than or equal to `port`",
+                    ));
+                }
+                for m in rules::port_number(e) {
+                    errs.push(FieldError::invalid_printed(
+                        format!("{pp}.endPort"),
+                        e.to_string(),
+                        m,
+                    ));
+                }
+            }
         }
     }
 }

@@ -74,42 +74,7 @@ pub(crate) fn spec(spec: &Value, path: &str, errs: &mut Errors) {
         ));
     }
     let volumes = volumes(items(spec, "volumes"), &format!("{path}.volumes"), errs);
-    let containers = items(spec, "containers");
-    let p = format!("{path}.containers");
-    if containers.is_empty() {
-        errs.push(FieldError::required(&p, ""));
-    }
-    let mut names = BTreeSet::new();
-    for (i, c) in containers.iter().enumerate() {
-        let cp = format!("{p}[{i}]");
-        container(c, &volumes, &cp, errs);
-        let name = text(c, "name");
-        if !names.insert(name) {
-            errs.push(FieldError::duplicate(
-                format!("{cp}.name"),
-                rules::quote(name),
-            ));
-        }
-        if set(c, "restartPolicy") {
-            errs.push(FieldError::forbidden(
-                format!("{cp}.restartPolicy"),
-                "may not be set for non-init containers",
-            ));
-        }
-    }
-    let p = format!("{path}.initContainers");
-    let mut init_names = BTreeSet::new();
-    for (i, c) in items(spec, "initContainers").iter().enumerate() {
-        let cp = format!("{p}[{i}]");
-        container(c, &volumes, &cp, errs);
-        let name = text(c, "name");
-        if names.contains(name) || !init_names.insert(name) {
-            errs.push(FieldError::duplicate(
-                format!("{cp}.name"),
-                rules::quote(name),
-            ));
-        }
-    }
+    containers(spec, path, &volumes, errs);
     one_of(
         errs,
         &format!("{path}.restartPolicy"),
@@ -152,6 +117,47 @@ pub(crate) fn spec(spec: &Value, path: &str, errs: &mut Errors) {
         &format!("{path}.tolerations"),
         errs,
     );
+}
+
+/// A Pod spec's containers (at least one, none with a restart policy) and init containers,
+/// every name unique across both.
+fn containers(spec: &Value, path: &str, volumes: &BTreeSet<String>, errs: &mut Errors) {
+    let containers = items(spec, "containers");
+    let p = format!("{path}.containers");
+    if containers.is_empty() {
+        errs.push(FieldError::required(&p, ""));
+    }
+    let mut names = BTreeSet::new();
+    for (i, c) in containers.iter().enumerate() {
+        let cp = format!("{p}[{i}]");
+        container(c, volumes, &cp, errs);
+        let name = text(c, "name");
+        if !names.insert(name) {
+            errs.push(FieldError::duplicate(
+                format!("{cp}.name"),
+                rules::quote(name),
+            ));
+        }
+        if set(c, "restartPolicy") {
+            errs.push(FieldError::forbidden(
+                format!("{cp}.restartPolicy"),
+                "may not be set for non-init containers",
+            ));
+        }
+    }
+    let p = format!("{path}.initContainers");
+    let mut init_names = BTreeSet::new();
+    for (i, c) in items(spec, "initContainers").iter().enumerate() {
+        let cp = format!("{p}[{i}]");
+        container(c, volumes, &cp, errs);
+        let name = text(c, "name");
+        if names.contains(name) || !init_names.insert(name) {
+            errs.push(FieldError::duplicate(
+                format!("{cp}.name"),
+                rules::quote(name),
+            ));
+        }
+    }
 }
 
 /// The volumes at `path` (`ValidateVolumes`): the names of those without errors, which
