@@ -6,7 +6,7 @@
 //! value would change; `force` takes the field over; fields the applier owned alone and stopped
 //! sending are removed. Non-apply writes record an `Update` entry for the fields they changed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -110,65 +110,105 @@ pub fn apply(live: &Value, config: &Value, req: ApplyRequest<'_>) -> ApiResult<V
     let applied = field_set(config, req.custom, req.scope);
     let sub = req.scope.subresource().map(String::from);
     let mut list = entries(live);
-    let mut conflicts = Vec::new();
-    for (i, e) in list.iter().enumerate() {
-        if (e.manager == req.manager && e.operation == "Apply") || e.subresource != sub {
-            continue;
-        }
-        for (p, v) in &applied {
-            if p.last().is_some_and(|l| l == ".") || !e.set.contains(p) {
-                continue;
-            }
-            if get_at(live, p) != Some(v) {
-                conflicts.push((i, p.clone()));
-            }
-        }
-    }
+    let conflicts = conflicts(live, &list, &applied, req, sub.as_deref());
     if !conflicts.is_empty() && !req.force {
-        let causes: Vec<Value> = conflicts
-            .iter()
-            .map(|(i, p)| {
-                let e = &list[*i];
-                json!({
-                    "reason": "FieldManagerConflict",
-                    "message": format!("conflict with \"{}\" using {}", e.manager, e.api_version),
-                    "field": render_path(p),
-                })
-            })
-            .collect();
-        let text: Vec<String> = conflicts
-            .iter()
-            .map(|(i, p)| {
-                format!(
-                    "conflict with \"{}\" using {}: {}",
-                    list[*i].manager,
-                    list[*i].api_version,
-                    render_path(p)
-                )
-            })
-            .collect();
-        let n = conflicts.len();
-        let msg = format!(
-            "Apply failed with {n} conflict{}: {}",
-            if n == 1 { "" } else { "s" },
-            text.join("\n")
-        );
-        return Err(ApiError::new(409, "Conflict", msg).with_causes(causes));
+        return Err(conflict_error(&list, &conflicts));
     }
     for (i, p) in &conflicts {
         list[*i].set.remove(p);
     }
+    let mine =
+        |e: &Entry| e.manager == req.manager && e.operation == "Apply" && e.subresource == sub;
     let prev: BTreeSet<Path> = list
         .iter()
-        .find(|e| e.manager == req.manager && e.operation == "Apply" && e.subresource == sub)
+        .find(|e| mine(e))
         .map(|e| e.set.clone())
         .unwrap_or_default();
     let others: BTreeSet<Path> = list
         .iter()
-        .filter(|e| !(e.manager == req.manager && e.operation == "Apply" && e.subresource == sub))
+        .filter(|e| !mine(e))
         .flat_map(|e| e.set.iter().cloned())
         .collect();
     let mut out = live.clone();
+    remove_dropped(&mut out, &prev, &others, &applied);
+    merge_config(&mut out, config, req);
+    list.retain(|e| !mine(e));
+    list.push(Entry {
+        manager: req.manager.into(),
+        operation: "Apply".into(),
+        api_version: req.api_version.into(),
+        time: req.now.into(),
+        subresource: sub,
+        set: applied.into_keys().collect(),
+    });
+    write_entries(&mut out, list);
+    Ok(out)
+}
+
+/// The fields applied that another manager owns (of the same subresource) and whose value
+/// would change: (index of that manager's entry, path).
+fn conflicts(
+    live: &Value,
+    list: &[Entry],
+    applied: &BTreeMap<Path, Value>,
+    req: ApplyRequest<'_>,
+    sub: Option<&str>,
+) -> Vec<(usize, Path)> {
+    let mut out = Vec::new();
+    for (i, e) in list.iter().enumerate() {
+        if (e.manager == req.manager && e.operation == "Apply") || e.subresource.as_deref() != sub {
+            continue;
+        }
+        for (p, v) in applied {
+            if p.last().is_some_and(|l| l == ".") || !e.set.contains(p) {
+                continue;
+            }
+            if get_at(live, p) != Some(v) {
+                out.push((i, p.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The 409 an unforced apply with conflicts gets: one cause per field, and kube's message.
+fn conflict_error(list: &[Entry], conflicts: &[(usize, Path)]) -> ApiError {
+    let with = |i: usize| {
+        format!(
+            "conflict with \"{}\" using {}",
+            list[i].manager, list[i].api_version
+        )
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(i, p)| {
+            json!({
+                "reason": "FieldManagerConflict",
+                "message": with(*i),
+                "field": render_path(p),
+            })
+        })
+        .collect();
+    let text: Vec<String> = conflicts
+        .iter()
+        .map(|(i, p)| format!("{}: {}", with(*i), render_path(p)))
+        .collect();
+    let n = conflicts.len();
+    let msg = format!(
+        "Apply failed with {n} conflict{}: {}",
+        if n == 1 { "" } else { "s" },
+        text.join("\n")
+    );
+    ApiError::new(409, "Conflict", msg).with_causes(causes)
+}
+
+/// Removes the fields this manager applied before, stopped sending and no one else owns.
+fn remove_dropped(
+    out: &mut Value,
+    prev: &BTreeSet<Path>,
+    others: &BTreeSet<Path>,
+    applied: &BTreeMap<Path, Value>,
+) {
     // Deepest paths first, so list items go after the fields inside them.
     let mut drop: Vec<&Path> = prev.iter().filter(|p| !applied.contains_key(*p)).collect();
     drop.sort_by_key(|p| std::cmp::Reverse(p.len()));
@@ -181,21 +221,9 @@ pub fn apply(live: &Value, config: &Value, req: ApplyRequest<'_>) -> ApiResult<V
             others.contains(p)
         };
         if !owned_elsewhere {
-            remove_at(&mut out, p);
+            remove_at(out, p);
         }
     }
-    merge_config(&mut out, config, req);
-    list.retain(|e| !(e.manager == req.manager && e.operation == "Apply" && e.subresource == sub));
-    list.push(Entry {
-        manager: req.manager.into(),
-        operation: "Apply".into(),
-        api_version: req.api_version.into(),
-        time: req.now.into(),
-        subresource: sub,
-        set: applied.into_keys().collect(),
-    });
-    write_entries(&mut out, list);
-    Ok(out)
 }
 
 fn merge_config(out: &mut Value, config: &Value, req: ApplyRequest<'_>) {

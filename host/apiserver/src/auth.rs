@@ -566,97 +566,84 @@ pub fn rules(state: &State, user: &User, namespace: &str) -> (Vec<Value>, Vec<Va
 }
 
 /// The bootstrap policy kube-apiserver creates, reduced to what this server serves: the
-/// objects to seed when absent.
+/// objects to seed when absent, each ClusterRole followed by its bindings.
 pub fn bootstrap_policy() -> Vec<(&'static str, Value)> {
-    let role = |name: &str, rules: Value| {
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-            "rules": rules})
+    let meta = |name: &str| {
+        json!({"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}})
     };
-    let binding = |name: &str, group: &str| {
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
-                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
-            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": name},
-            "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": group}]})
-    };
-    let health = json!(["/healthz", "/livez", "/readyz", "/version", "/version/"]);
-    vec![
-        (
+    let mut out = Vec::new();
+    for (role, rules, bindings) in bootstrap_roles() {
+        out.push((
             "clusterroles",
-            role(
-                "cluster-admin",
-                json!([
-                    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                    {"nonResourceURLs": ["*"], "verbs": ["*"]},
-                ]),
-            ),
-        ),
-        ("clusterrolebindings", binding("cluster-admin", MASTERS)),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": meta(role), "rules": rules}),
+        ));
+        for (name, group) in bindings {
+            out.push((
+                "clusterrolebindings",
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": meta(name),
+                    "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+                    "subjects": [{"apiGroup": RBAC, "kind": "Group", "name": group}]}),
+            ));
+        }
+    }
+    out
+}
+
+/// A bootstrap ClusterRole: its name, its rules, and the bindings (name, group) that grant it.
+type BootstrapRole = (&'static str, Value, Vec<(&'static str, &'static str)>);
+
+/// The bootstrap ClusterRoles.
+fn bootstrap_roles() -> [BootstrapRole; 5] {
+    [
         (
-            "clusterroles",
-            role(
-                "system:monitoring",
-                json!([
-                    {"nonResourceURLs": ["/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz",
-                        "/livez/*", "/readyz/*", "/healthz/*"], "verbs": ["get"]},
-                ]),
-            ),
-        ),
-        (
-            "clusterrolebindings",
-            binding("system:monitoring", "system:monitoring"),
-        ),
-        (
-            "clusterroles",
-            role(
-                "system:discovery",
-                json!([
-                    {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
-                        "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], "verbs": ["get"]},
-                ]),
-            ),
+            "cluster-admin",
+            json!([
+                {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ]),
+            vec![("cluster-admin", MASTERS)],
         ),
         (
-            "clusterrolebindings",
-            binding("system:discovery", AUTHENTICATED),
+            "system:monitoring",
+            json!([
+                {"nonResourceURLs": ["/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz",
+                    "/livez/*", "/readyz/*", "/healthz/*"], "verbs": ["get"]},
+            ]),
+            vec![("system:monitoring", "system:monitoring")],
         ),
         (
-            "clusterroles",
-            role(
-                "system:basic-user",
-                json!([
-                    {"apiGroups": ["authorization.k8s.io"],
-                        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
-                    // `kubectl auth whoami` with no grant at all, as kube's basicUserRules.
-                    {"apiGroups": ["authentication.k8s.io"],
-                        "resources": ["selfsubjectreviews"], "verbs": ["create"]},
-                ]),
-            ),
+            "system:discovery",
+            json!([
+                {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez",
+                    "/openapi", "/openapi/*", "/readyz", "/version", "/version/"], "verbs": ["get"]},
+            ]),
+            vec![("system:discovery", AUTHENTICATED)],
         ),
         (
-            "clusterrolebindings",
-            binding("system:basic-user", AUTHENTICATED),
+            "system:basic-user",
+            json!([
+                {"apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+                // `kubectl auth whoami` with no grant at all, as kube's basicUserRules.
+                {"apiGroups": ["authentication.k8s.io"],
+                    "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+            ]),
+            vec![("system:basic-user", AUTHENTICATED)],
         ),
         (
-            "clusterroles",
-            role(
-                "system:public-info-viewer",
-                json!([
-                    {"nonResourceURLs": health, "verbs": ["get"]},
-                ]),
-            ),
+            "system:public-info-viewer",
+            json!([
+                {"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version", "/version/"],
+                    "verbs": ["get"]},
+            ]),
+            vec![
+                ("system:public-info-viewer", "system:unauthenticated"),
+                ("system:public-info-viewer-authenticated", AUTHENTICATED),
+            ],
         ),
-        (
-            "clusterrolebindings",
-            binding("system:public-info-viewer", "system:unauthenticated"),
-        ),
-        ("clusterrolebindings", {
-            let mut b = binding("system:public-info-viewer-authenticated", AUTHENTICATED);
-            b["roleRef"]["name"] = json!("system:public-info-viewer");
-            b
-        }),
     ]
 }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::catalog::Resource;
 use super::status::ApiError;
-use wasmctrl_core::selector::Selector;
+use wasmctrl_core::selector::LabelSelector;
 use wasmctrl_core::shard;
 
 /// Everything a list, watch or collection delete selects by: labels, fields, and KEP-5866's
@@ -19,7 +19,7 @@ pub struct Selectors {
     /// `fieldSelector`.
     pub fields: FieldSelector,
     /// `shardSelector`, as given (echoed in a list's `metadata.shardInfo`) and parsed.
-    pub shards: Option<(String, shard::Selector)>,
+    pub shards: Option<(String, shard::ShardSelector)>,
 }
 
 impl Selectors {
@@ -35,14 +35,14 @@ impl Selectors {
     ) -> Result<Self, ApiError> {
         let shards = match shards.filter(|s| !s.is_empty()) {
             Some(text) => {
-                let parsed = shard::Selector::parse(text)
+                let parsed = shard::ShardSelector::parse(text)
                     .map_err(|e| ApiError::bad_request(e.to_string()))?;
                 Some((text.to_string(), parsed))
             }
             None => None,
         };
         Ok(Self {
-            labels: LabelSelector::parse(labels.unwrap_or(""))?,
+            labels: parse_labels(labels.unwrap_or(""))?,
             fields: FieldSelector::parse(fields.unwrap_or(""), res, kind_fields)?,
             shards,
         })
@@ -58,7 +58,7 @@ impl Selectors {
             };
             s.selects(field.as_str().unwrap_or(""))
         });
-        in_shard && self.labels.matches(obj) && self.fields.matches(obj)
+        in_shard && self.labels.matches_json(&obj["metadata"]["labels"]) && self.fields.matches(obj)
     }
 
     /// The list metadata's `shardInfo`, when a shard selector filtered the list.
@@ -68,23 +68,10 @@ impl Selectors {
     }
 }
 
-/// A parsed label selector (the shared grammar, `wasmctrl_core::selector`); the empty selector
-/// matches everything.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LabelSelector(Selector);
-
-impl LabelSelector {
-    /// Parses the `labelSelector` query parameter.
-    pub fn parse(s: &str) -> Result<Self, ApiError> {
-        Selector::parse(s)
-            .map(Self)
-            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))
-    }
-
-    /// Whether the object's `metadata.labels` satisfy every requirement.
-    pub fn matches(&self, obj: &Value) -> bool {
-        self.0.is_empty() || self.0.matches(&obj["metadata"]["labels"])
-    }
+/// Parses the `labelSelector` query parameter (the shared grammar, `wasmctrl_core::selector`).
+fn parse_labels(s: &str) -> Result<LabelSelector, ApiError> {
+    LabelSelector::parse(s)
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))
 }
 
 /// A parsed field selector: `metadata.name` and `metadata.namespace` everywhere, the fields
@@ -260,12 +247,15 @@ mod tests {
             ("", true),
         ] {
             assert_eq!(
-                LabelSelector::parse(sel).unwrap().matches(&o),
+                parse_labels(sel)
+                    .unwrap()
+                    .matches_json(&o["metadata"]["labels"]),
                 want,
                 "{sel}"
             );
         }
-        assert!(LabelSelector::parse("a b c").is_err());
+        let e = parse_labels("a b c").unwrap_err();
+        assert_eq!(e.code, 400, "{e:?}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use wasmctrl_core::{Gvk, Labels, Reads};
 
-use crate::selector::Selector;
+use crate::selector::LabelSelector;
 
 /// The answer to a read of one object.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +46,7 @@ pub trait View: Send + Sync {
         &self,
         kind: &Gvk,
         namespace: &str,
-        selector: &Selector,
+        selector: &LabelSelector,
         reads: &Reads<'_>,
     ) -> Vec<Arc<str>>;
     /// Objects of `kind` in `namespace` (empty: all) that the object with `owner_uid` controls,
@@ -59,7 +59,7 @@ pub trait View: Send + Sync {
         owner_uid: &str,
         reads: &Reads<'_>,
     ) -> Vec<Arc<str>> {
-        let all = self.list(kind, namespace, &Selector::default(), reads);
+        let all = self.list(kind, namespace, &LabelSelector::default(), reads);
         all.into_iter()
             .filter(|json| {
                 serde_json::from_str(json)
@@ -78,7 +78,7 @@ impl View for EmptyView {
         Lookup::Absent
     }
 
-    fn list(&self, _: &Gvk, _: &str, _: &Selector, _: &Reads<'_>) -> Vec<Arc<str>> {
+    fn list(&self, _: &Gvk, _: &str, _: &LabelSelector, _: &Reads<'_>) -> Vec<Arc<str>> {
         Vec::new()
     }
 }
@@ -153,7 +153,7 @@ impl View for StaticView {
         &self,
         kind: &Gvk,
         namespace: &str,
-        selector: &Selector,
+        selector: &LabelSelector,
         reads: &Reads<'_>,
     ) -> Vec<Arc<str>> {
         self.kind(kind)
@@ -185,24 +185,34 @@ mod tests {
         }
         let pod = Gvk::new("", "v1", "Pod");
         let kind = Gvk::new("", "v1", "Pod");
-        let all = Scope::new(kind.clone(), Namespaces::All, Selector::default());
+        let all = Scope::new(kind.clone(), Namespaces::All, LabelSelector::default());
         let reads = all.check_read(Verb::List, &kind, "", "").unwrap();
         let Lookup::Found(got) = view.get(&pod, "a", "p1", &reads) else {
             panic!("p1 not found")
         };
         assert!(!got.contains("managedFields"));
         assert_eq!(view.get(&pod, "b", "p1", &reads), Lookup::Absent);
-        let nginx = Selector::parse("app=nginx").unwrap();
+        let nginx = LabelSelector::parse("app=nginx").unwrap();
         assert_eq!(view.list(&pod, "", &nginx, &reads).len(), 2);
         assert_eq!(view.list(&pod, "a", &nginx, &reads).len(), 1);
-        assert_eq!(view.list(&pod, "a", &Selector::default(), &reads).len(), 2);
+        assert_eq!(
+            view.list(&pod, "a", &LabelSelector::default(), &reads)
+                .len(),
+            2
+        );
         let cm = Gvk::new("", "v1", "ConfigMap");
-        assert!(view.list(&cm, "", &Selector::default(), &reads).is_empty());
+        assert!(
+            view.list(&cm, "", &LabelSelector::default(), &reads)
+                .is_empty()
+        );
         assert!(view.insert(json!({"kind": "Pod"})).is_err());
         // A narrower scope sees less: one namespace, one label set.
         let narrow = Scope::new(kind.clone(), Namespaces::declared(&["a"]), nginx.clone());
         let reads = narrow.check_read(Verb::List, &kind, "", "").unwrap();
-        assert_eq!(view.list(&pod, "", &Selector::default(), &reads).len(), 1);
+        assert_eq!(
+            view.list(&pod, "", &LabelSelector::default(), &reads).len(),
+            1
+        );
         assert_eq!(view.get(&pod, "a", "p2", &reads), Lookup::OutOfScope);
     }
 }

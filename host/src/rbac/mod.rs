@@ -574,7 +574,7 @@ pub fn to_yaml(objects: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmctrl_core::Selector;
+    use wasmctrl_core::LabelSelector;
 
     fn role<'a>(objects: &'a [Value], kind: &str, ns: Option<&str>, name: &str) -> &'a Value {
         objects
@@ -592,13 +592,13 @@ mod tests {
         let scope = Scope::new(
             Gvk::new("example.com", "v1", "Thing"),
             Namespaces::declared(&["team-a", "team-b"]),
-            Selector::default(),
+            LabelSelector::default(),
         )
         .owns(Gvk::new("", "v1", "ConfigMap"))
         .reads(
             Gvk::new("", "v1", "Secret"),
             &["vault"],
-            Selector::default(),
+            LabelSelector::default(),
         );
         let mut resolver = Resolver::default();
         resolver
@@ -692,18 +692,22 @@ mod tests {
     #[test]
     fn plurals_come_from_kubes_types_and_the_crds_given() {
         let goose = Gvk::new("birds.example.com", "v1", "Goose");
-        let scope = Scope::new(goose, Namespaces::declared(&["farm"]), Selector::default())
-            .owns(Gvk::new("batch", "v1", "CronJob"))
-            .reads(
-                Gvk::new("storage.k8s.io", "v1", "CSIStorageCapacity"),
-                &["farm"],
-                Selector::default(),
-            )
-            .reads(
-                Gvk::new("networking.k8s.io", "v1", "IngressClass"),
-                &[] as &[&str],
-                Selector::default(),
-            );
+        let scope = Scope::new(
+            goose,
+            Namespaces::declared(&["farm"]),
+            LabelSelector::default(),
+        )
+        .owns(Gvk::new("batch", "v1", "CronJob"))
+        .reads(
+            Gvk::new("storage.k8s.io", "v1", "CSIStorageCapacity"),
+            &["farm"],
+            LabelSelector::default(),
+        )
+        .reads(
+            Gvk::new("networking.k8s.io", "v1", "IngressClass"),
+            &[] as &[&str],
+            LabelSelector::default(),
+        );
         let mut resolver = Resolver::default();
         resolver
             .add_crd(
@@ -735,10 +739,10 @@ mod tests {
 
     fn widgets() -> Scope {
         let widget = Gvk::new("example.com", "v1", "Widget");
-        Scope::new(widget, Namespaces::All, Selector::default()).reads(
+        Scope::new(widget, Namespaces::All, LabelSelector::default()).reads(
             Gvk::new("", "v1", "Namespace"),
             &["x"],
-            Selector::default(),
+            LabelSelector::default(),
         )
     }
 
@@ -765,7 +769,7 @@ mod tests {
         let scope = Scope::new(
             thing,
             Namespaces::declared(&["team-a"]),
-            Selector::default(),
+            LabelSelector::default(),
         );
         let account = Account::new("team-a", "deployer").unwrap();
         let plugins = [Grantee {

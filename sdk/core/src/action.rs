@@ -268,13 +268,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{Namespaces, Selector};
+    use crate::{LabelSelector, Namespaces};
 
     fn scope() -> Scope {
         Scope::new(
             Gvk::new("example.com", "v1", "Thing"),
             Namespaces::declared(&["ns"]),
-            Selector::default(),
+            LabelSelector::default(),
         )
         .owns(Gvk::new("", "v1", "ConfigMap"))
         .writes(Gvk::new("apps", "v1", "Deployment"))

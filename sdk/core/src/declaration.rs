@@ -3,7 +3,7 @@
 //! loaded plugin's manifest with it, and the SDK's test harness reads the plugin's own, so the
 //! two cannot disagree about what a manifest grants or refuses.
 
-use crate::{Gvk, Namespaces, ParseError, Scope, Selector};
+use crate::{Gvk, LabelSelector, Namespaces, ParseError, Scope};
 
 /// What a manifest declares about the objects a plugin touches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub enum DeclarationError {
     },
     /// A label selector does not parse.
     #[error("{field}: {source}")]
-    Selector {
+    LabelSelector {
         /// Where in the manifest.
         field: &'static str,
         /// The parse failure.
@@ -99,8 +99,8 @@ fn checked_kind(field: &'static str, kind: &Gvk) -> Result<Gvk, DeclarationError
     Ok(kind.clone())
 }
 
-fn selector(field: &'static str, labels: &str) -> Result<Selector, DeclarationError> {
-    Selector::parse(labels).map_err(|source| DeclarationError::Selector { field, source })
+fn selector(field: &'static str, labels: &str) -> Result<LabelSelector, DeclarationError> {
+    LabelSelector::parse(labels).map_err(|source| DeclarationError::LabelSelector { field, source })
 }
 
 /// The capabilities a host offers: `sql:<database>` (names as `--sql` accepts them).

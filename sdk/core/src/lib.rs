@@ -40,7 +40,7 @@ use std::fmt;
 
 pub use action::{Act, ActionError, BestEffortError, Reconciled, Target, best_effort};
 pub use declaration::{Declaration, DeclarationError, DeclaredRead};
-pub use selector::{Labels, ParseError, Selector};
+pub use selector::{LabelSelector, Labels, ParseError};
 
 /// A Kubernetes group/version/kind; `group` is empty for the core group. The one kind type of
 /// wasmctrl, from a plugin's manifest to the host's caches and applier: it becomes kube's
@@ -289,7 +289,7 @@ fn object_label(namespace: &str, name: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Grant {
     namespaces: Namespaces,
-    selector: Selector,
+    selector: LabelSelector,
 }
 
 /// How a kind may be written.
@@ -315,7 +315,7 @@ pub struct Scope {
 impl Scope {
     /// A plugin reconciling `watched` objects in `namespaces` (the manifest's, already narrowed
     /// by the operator) that match `selector`.
-    pub fn new(watched: Gvk, namespaces: Namespaces, selector: Selector) -> Self {
+    pub fn new(watched: Gvk, namespaces: Namespaces, selector: LabelSelector) -> Self {
         let mut scope = Self {
             watched: watched.clone(),
             namespaces: namespaces.clone(),
@@ -330,14 +330,23 @@ impl Scope {
 
     /// Children of `kind` are created beside the reconciled object.
     pub fn owns(mut self, kind: Gvk) -> Self {
-        self.grant_read(kind.clone(), self.namespaces.clone(), Selector::default());
+        self.grant_read(
+            kind.clone(),
+            self.namespaces.clone(),
+            LabelSelector::default(),
+        );
         self.writes.entry(kind).or_insert(Write::Owned);
         self
     }
 
     /// `kind` is read from the cache in `namespaces` (empty: the plugin's own) where labels
     /// match `selector`.
-    pub fn reads<S: AsRef<str>>(mut self, kind: Gvk, namespaces: &[S], selector: Selector) -> Self {
+    pub fn reads<S: AsRef<str>>(
+        mut self,
+        kind: Gvk,
+        namespaces: &[S],
+        selector: LabelSelector,
+    ) -> Self {
         let namespaces = if namespaces.is_empty() {
             self.namespaces.clone()
         } else {
@@ -392,7 +401,7 @@ impl Scope {
         self.capabilities.contains(name)
     }
 
-    fn grant_read(&mut self, kind: Gvk, namespaces: Namespaces, selector: Selector) {
+    fn grant_read(&mut self, kind: Gvk, namespaces: Namespaces, selector: LabelSelector) {
         let grant = Grant {
             namespaces,
             selector,
@@ -618,7 +627,7 @@ impl Reads<'_> {
     /// Refuses a list whose label selector no object the plugin may see could match: it asks
     /// for labels outside what was declared. (Any other selector is simply combined with the
     /// declared one.)
-    pub fn check_selector(&self, requested: &Selector) -> Result<(), String> {
+    pub fn check_selector(&self, requested: &LabelSelector) -> Result<(), String> {
         if self.grants.iter().all(|g| g.selector.disjoint(requested)) {
             return Err(format!(
                 "the selector {requested} asks for labels outside the declared selector ({})",
@@ -639,8 +648,8 @@ impl Reads<'_> {
 mod tests {
     use super::*;
 
-    fn sel(s: &str) -> Selector {
-        Selector::parse(s).unwrap()
+    fn sel(s: &str) -> LabelSelector {
+        LabelSelector::parse(s).unwrap()
     }
 
     fn thing() -> Gvk {
@@ -658,12 +667,12 @@ mod tests {
             .reads(
                 Gvk::new("", "v1", "Secret"),
                 &["shared"],
-                Selector::default(),
+                LabelSelector::default(),
             )
             .reads(
                 Gvk::new("", "v1", "Node"),
                 &[] as &[&str],
-                Selector::default(),
+                LabelSelector::default(),
             )
             .writes(Gvk::new("apps", "v1", "Deployment"))
     }
@@ -705,7 +714,7 @@ mod tests {
 
     #[test]
     fn a_confined_scope_reaches_only_its_namespace_whatever_was_declared() {
-        let all = Scope::new(thing(), Namespaces::All, Selector::default())
+        let all = Scope::new(thing(), Namespaces::All, LabelSelector::default())
             .owns(Gvk::new("", "v1", "ConfigMap"))
             .reads(Gvk::new("", "v1", "Secret"), &["shared"], sel("app=x"))
             .writes(Gvk::new("apps", "v1", "Deployment"));
@@ -789,7 +798,11 @@ mod tests {
 
     #[test]
     fn permissions_list_what_the_scope_allows() {
-        let narrow = Scope::new(thing(), Namespaces::declared(&["a"]), Selector::default());
+        let narrow = Scope::new(
+            thing(),
+            Namespaces::declared(&["a"]),
+            LabelSelector::default(),
+        );
         let wide = narrow.clone().writes(Gvk::new("apps", "v1", "Deployment"));
         let (n, w) = (narrow.permissions(), wide.permissions());
         assert!(n.is_subset(&w));

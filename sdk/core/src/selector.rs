@@ -9,7 +9,7 @@ use std::fmt;
 
 /// A parsed label selector; the empty selector matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Selector {
+pub struct LabelSelector {
     requirements: Vec<Requirement>,
 }
 
@@ -29,7 +29,7 @@ pub struct ParseError {
     reason: String,
 }
 
-impl Selector {
+impl LabelSelector {
     /// Parses the string form; `""` selects everything.
     pub fn parse(selector: &str) -> Result<Self, ParseError> {
         let err = |reason: &str| ParseError {
@@ -65,7 +65,7 @@ impl Selector {
     /// Whether no labels at all can satisfy both selectors (`app=a` and `app=b`, `x` and `!x`,
     /// `tier in (a)` and `tier notin (a)`): requirements on different keys never conflict, so
     /// it is decided key by key.
-    pub fn disjoint(&self, other: &Selector) -> bool {
+    pub fn disjoint(&self, other: &LabelSelector) -> bool {
         let all: Vec<&Requirement> = self
             .requirements
             .iter()
@@ -146,7 +146,7 @@ impl Labels for serde_json::Value {
     }
 }
 
-impl fmt::Display for Selector {
+impl fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, r) in self.requirements.iter().enumerate() {
             if i > 0 {
@@ -273,7 +273,7 @@ mod tests {
     use serde_json::json;
 
     fn m(sel: &str, labels: serde_json::Value) -> bool {
-        Selector::parse(sel).unwrap().matches_json(&labels)
+        LabelSelector::parse(sel).unwrap().matches_json(&labels)
     }
 
     #[test]
@@ -306,10 +306,10 @@ mod tests {
             "a=b,",
         ] {
             if bad == "app=" {
-                assert!(Selector::parse(bad).is_ok(), "empty values are legal");
+                assert!(LabelSelector::parse(bad).is_ok(), "empty values are legal");
                 continue;
             }
-            let e = Selector::parse(bad).unwrap_err();
+            let e = LabelSelector::parse(bad).unwrap_err();
             assert!(e.to_string().contains(bad), "{e}");
         }
     }
@@ -317,9 +317,9 @@ mod tests {
     #[test]
     fn disjoint_selectors_are_those_no_labels_satisfy() {
         let d = |a: &str, b: &str| {
-            Selector::parse(a)
+            LabelSelector::parse(a)
                 .unwrap()
-                .disjoint(&Selector::parse(b).unwrap())
+                .disjoint(&LabelSelector::parse(b).unwrap())
         };
         assert!(d("app=a", "app=b") && d("x", "!x") && d("t in (a)", "t notin (a)"));
         assert!(d("t in (a,b)", "t in (c)") && d("app=a", "!app"));
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        let s = Selector::parse("app=nginx,tier in (web,api),!canary,x!=y,k").unwrap();
-        assert_eq!(Selector::parse(&s.to_string()).unwrap(), s);
+        let s = LabelSelector::parse("app=nginx,tier in (web,api),!canary,x!=y,k").unwrap();
+        assert_eq!(LabelSelector::parse(&s.to_string()).unwrap(), s);
     }
 }

@@ -70,7 +70,7 @@ impl Range {
 
 /// A parsed `shardSelector`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Selector {
+pub struct ShardSelector {
     field: Field,
     ranges: Vec<Range>,
 }
@@ -80,7 +80,7 @@ pub struct Selector {
 #[error("invalid shardSelector: {0}")]
 pub struct ShardError(String);
 
-impl Selector {
+impl ShardSelector {
     /// A selector of `ranges` of `field`'s hash; `None` when there are no ranges (a selector
     /// must name at least one).
     pub fn new(field: Field, ranges: Vec<Range>) -> Option<Self> {
@@ -173,7 +173,7 @@ fn bound(text: &str) -> Result<u128, ShardError> {
         .map_err(|_| ShardError(format!("bound {unquoted:?} is not hexadecimal")))
 }
 
-impl fmt::Display for Selector {
+impl fmt::Display for ShardSelector {
     /// The selector as the query parameter carries it (16-digit bounds, as kube's examples).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, r) in self.ranges.iter().enumerate() {
@@ -207,17 +207,17 @@ mod tests {
     #[test]
     fn selectors_parse_print_back_and_select_by_range() {
         let text = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
-        let s = Selector::parse(text).unwrap();
+        let s = ShardSelector::parse(text).unwrap();
         assert_eq!(s.to_string(), text);
         assert_eq!(s.field(), Field::Uid);
         // hash("a") = 0xaf63…: in the upper half.
         assert!(!s.selects("a"));
-        let upper = Selector::parse(
+        let upper = ShardSelector::parse(
             "shardRange(object.metadata.uid, \"0x8000000000000000\", '0x10000000000000000')",
         )
         .unwrap();
         assert!(upper.selects("a") && upper.selects(""));
-        let two = Selector::parse(
+        let two = ShardSelector::parse(
             "shardRange(object.metadata.namespace,'0x0','0x1') || shardRange(object.metadata.namespace, '0xcbf29ce484222325', '0xcbf29ce484222326')",
         )
         .unwrap();
@@ -256,7 +256,7 @@ mod tests {
                 "same field",
             ),
         ] {
-            let e = Selector::parse(text).unwrap_err().to_string();
+            let e = ShardSelector::parse(text).unwrap_err().to_string();
             assert!(e.contains(why), "{text}: {e}");
         }
     }

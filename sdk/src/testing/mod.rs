@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use wasmctrl_core::{
-    Act, ActionError, Declaration, DeclaredRead, Reconciled, Refusal, Scope, Selector, Target, Verb,
+    Act, ActionError, Declaration, DeclaredRead, LabelSelector, Reconciled, Refusal, Scope, Target,
+    Verb,
 };
 
 use crate::context::{Host, Level};
@@ -283,7 +284,7 @@ impl Host for Harness {
     }
 
     fn list(&self, kind: &Gvk, namespace: &str, labels: &str) -> Result<Vec<String>, String> {
-        let selector = Selector::parse(labels).map_err(|e| e.to_string())?;
+        let selector = LabelSelector::parse(labels).map_err(|e| e.to_string())?;
         self.check_read(Verb::List, kind, namespace, "", |reads| {
             reads
                 .check_selector(&selector)

@@ -910,74 +910,7 @@ fn write_status(st: &mut State, d: &Arc<Value>, sets: &Sets, rollout: bool) -> b
     let mut status = status_of(d, sets);
     if rollout {
         let mut conditions = status["conditions"].as_array().cloned().unwrap_or_default();
-        let deadline = progress_deadline(d);
-        if deadline.is_none() {
-            conditions.retain(|c| c["type"] != "Progressing");
-        }
-        let current = condition(d, "Progressing");
-        let done = status["replicas"] == status["updatedReplicas"]
-            && current.is_some_and(|c| c["reason"] == "NewReplicaSetAvailable");
-        let set_name = sets
-            .new
-            .as_ref()
-            .map(|n| str_at(n, "/metadata/name").to_string());
-        let named = |what: &str| match &set_name {
-            Some(n) => format!("ReplicaSet \"{n}\" {what}"),
-            None => format!("Deployment \"{}\" {what}", str_at(d, "/metadata/name")),
-        };
-        if let Some(deadline) = deadline.filter(|_| !done) {
-            let old = |s: &Value| {
-                s["replicas"].as_i64().unwrap_or(0) - s["updatedReplicas"].as_i64().unwrap_or(0)
-            };
-            let more =
-                |f: &str| status[f].as_i64().unwrap_or(0) > d["status"][f].as_i64().unwrap_or(0);
-            if complete(d, &status) {
-                set_deployment_condition(
-                    &mut conditions,
-                    progressing(
-                        "True",
-                        "NewReplicaSetAvailable",
-                        named("has successfully progressed."),
-                    ),
-                );
-            } else if more("updatedReplicas")
-                || old(&status) < old(&d["status"])
-                || more("readyReplicas")
-                || more("availableReplicas")
-            {
-                // Progress: the condition is written again, its update time now.
-                let mut c = progressing("True", "ReplicaSetUpdated", named("is progressing."));
-                let since = current
-                    .filter(|c| c["status"] == "True")
-                    .map(|c| c["lastTransitionTime"].clone());
-                conditions.retain(|c| c["type"] != "Progressing");
-                c["lastUpdateTime"] = json!(now());
-                c["lastTransitionTime"] = since.unwrap_or_else(|| json!(now()));
-                conditions.push(c);
-            } else if let Some(c) = conditions.iter().find(|c| c["type"] == "Progressing") {
-                let reason = str_at(c, "/reason");
-                let since = c["lastUpdateTime"]
-                    .as_str()
-                    .and_then(seconds_since)
-                    .unwrap_or(0.0);
-                if reason == "ProgressDeadlineExceeded"
-                    || (reason != "NewReplicaSetAvailable" && since > deadline as f64)
-                {
-                    set_deployment_condition(
-                        &mut conditions,
-                        progressing(
-                            "False",
-                            "ProgressDeadlineExceeded",
-                            named("has timed out progressing."),
-                        ),
-                    );
-                } else if reason != "NewReplicaSetAvailable" {
-                    st.wake_within(Duration::from_secs_f64(
-                        (deadline as f64 - since).max(0.0) + 1.0,
-                    ));
-                }
-            }
-        }
+        sync_progressing(st, d, sets, &status, &mut conditions);
         let failure = sets
             .all()
             .iter()
@@ -993,6 +926,88 @@ fn write_status(st: &mut State, d: &Arc<Value>, sets: &Sets, rollout: bool) -> b
         status["conditions"] = json!(conditions);
     }
     put_status(st, d, status)
+}
+
+/// The `Progressing` condition of kube's `syncRolloutStatus`: none without a progress deadline;
+/// `NewReplicaSetAvailable` once complete; `ReplicaSetUpdated` (its update time now) while the
+/// new `status` shows progress over the stored one; `ProgressDeadlineExceeded` once the last
+/// progress is older than the deadline, and until then a wake-up at the deadline.
+fn sync_progressing(
+    st: &mut State,
+    d: &Value,
+    sets: &Sets,
+    status: &Value,
+    conditions: &mut Vec<Value>,
+) {
+    let deadline = progress_deadline(d);
+    if deadline.is_none() {
+        conditions.retain(|c| c["type"] != "Progressing");
+    }
+    let current = condition(d, "Progressing");
+    let done = status["replicas"] == status["updatedReplicas"]
+        && current.is_some_and(|c| c["reason"] == "NewReplicaSetAvailable");
+    let Some(deadline) = deadline.filter(|_| !done) else {
+        return;
+    };
+    let set_name = sets
+        .new
+        .as_ref()
+        .map(|n| str_at(n, "/metadata/name").to_string());
+    let named = |what: &str| match &set_name {
+        Some(n) => format!("ReplicaSet \"{n}\" {what}"),
+        None => format!("Deployment \"{}\" {what}", str_at(d, "/metadata/name")),
+    };
+    if complete(d, status) {
+        let c = progressing(
+            "True",
+            "NewReplicaSetAvailable",
+            named("has successfully progressed."),
+        );
+        set_deployment_condition(conditions, c);
+    } else if progressed(&d["status"], status) {
+        // Progress: the condition is written again, its update time now.
+        let mut c = progressing("True", "ReplicaSetUpdated", named("is progressing."));
+        let since = current
+            .filter(|c| c["status"] == "True")
+            .map(|c| c["lastTransitionTime"].clone());
+        conditions.retain(|c| c["type"] != "Progressing");
+        c["lastUpdateTime"] = json!(now());
+        c["lastTransitionTime"] = since.unwrap_or_else(|| json!(now()));
+        conditions.push(c);
+    } else if let Some(c) = conditions.iter().find(|c| c["type"] == "Progressing") {
+        let reason = str_at(c, "/reason");
+        let since = c["lastUpdateTime"]
+            .as_str()
+            .and_then(seconds_since)
+            .unwrap_or(0.0);
+        if reason == "ProgressDeadlineExceeded"
+            || (reason != "NewReplicaSetAvailable" && since > deadline as f64)
+        {
+            let c = progressing(
+                "False",
+                "ProgressDeadlineExceeded",
+                named("has timed out progressing."),
+            );
+            set_deployment_condition(conditions, c);
+        } else if reason != "NewReplicaSetAvailable" {
+            st.wake_within(Duration::from_secs_f64(
+                (deadline as f64 - since).max(0.0) + 1.0,
+            ));
+        }
+    }
+}
+
+/// Whether the `new` status shows progress over the `old` one, as kube's `DeploymentProgressing`
+/// judges it: more updated, ready or available replicas, or fewer old ones.
+fn progressed(old: &Value, new: &Value) -> bool {
+    let old_replicas = |s: &Value| {
+        s["replicas"].as_i64().unwrap_or(0) - s["updatedReplicas"].as_i64().unwrap_or(0)
+    };
+    let more = |f: &str| new[f].as_i64().unwrap_or(0) > old[f].as_i64().unwrap_or(0);
+    more("updatedReplicas")
+        || old_replicas(new) < old_replicas(old)
+        || more("readyReplicas")
+        || more("availableReplicas")
 }
 
 /// Writes the Deployment's status (to the Deployment as stored now) if it changed; whether

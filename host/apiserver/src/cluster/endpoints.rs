@@ -589,9 +589,34 @@ fn reconcile_ports(
     family: &str,
 ) -> Plan {
     let mut plan = Plan::default();
-    let mut working: BTreeMap<String, (Arc<Value>, Value)> = BTreeMap::new();
-    let mut unchanged: BTreeSet<String> = BTreeSet::new();
-    let mut to_update: BTreeSet<String> = BTreeSet::new();
+    let mut work = keep_in_place(svc, existing, wanted, &mut plan);
+    place_the_rest(svc, family, wanted, &mut work, &mut plan);
+    for name in work.to_update {
+        if let Some(entry) = work.slices.remove(&name) {
+            plan.update.push(entry);
+        }
+    }
+    plan
+}
+
+/// The existing slices of one port mapping while they are reconciled: each as read and as it
+/// will be written, by name, and which are unchanged so far and which will be updated.
+#[derive(Default)]
+struct Working {
+    slices: BTreeMap<String, (Arc<Value>, Value)>,
+    unchanged: BTreeSet<String>,
+    to_update: BTreeSet<String>,
+}
+
+/// The first pass: each wanted endpoint stays in the slice that holds it (updated in place),
+/// unwanted ones go, and a slice left empty is deleted.
+fn keep_in_place(
+    svc: &Value,
+    existing: &[Arc<Value>],
+    wanted: &mut Wanted,
+    plan: &mut Plan,
+) -> Working {
+    let mut work = Working::default();
     for slice in existing {
         let name = str_at(slice, "/metadata/name").to_string();
         let current = items(&slice["endpoints"]);
@@ -604,43 +629,52 @@ fn reconcile_ports(
             }
         }
         let (labels, labels_changed) = slice_labels(slice, svc);
+        let mut new = (**slice).clone();
         if updated || kept.len() != current.len() {
             if kept.is_empty() {
                 plan.delete.push(slice.clone());
                 continue;
             }
-            let mut new = (**slice).clone();
             new["endpoints"] = Value::Array(kept);
             new["metadata"]["labels"] = Value::Object(labels);
-            working.insert(name.clone(), (slice.clone(), new));
-            to_update.insert(name);
+            work.to_update.insert(name.clone());
         } else if labels_changed {
-            let mut new = (**slice).clone();
             new["metadata"]["labels"] = Value::Object(labels);
-            working.insert(name.clone(), (slice.clone(), new));
-            to_update.insert(name);
+            work.to_update.insert(name.clone());
         } else {
-            working.insert(name.clone(), (slice.clone(), (**slice).clone()));
-            unchanged.insert(name);
+            work.unchanged.insert(name.clone());
         }
+        work.slices.insert(name, (slice.clone(), new));
     }
+    work
+}
+
+/// The second pass: the endpoints not yet placed fill the slices being written anyway
+/// (fullest first), then the unchanged slice closest to full that takes the rest, then new
+/// slices.
+fn place_the_rest(
+    svc: &Value,
+    family: &str,
+    wanted: &mut Wanted,
+    work: &mut Working,
+    plan: &mut Plan,
+) {
     let len = |v: &Value| v["endpoints"].as_array().map_or(0, Vec::len);
-    if !wanted.endpoints.is_empty() && !to_update.is_empty() {
-        let mut fullest: Vec<&String> = to_update.iter().collect();
-        fullest.sort_by_key(|n| std::cmp::Reverse(len(&working[*n].1)));
+    if !wanted.endpoints.is_empty() && !work.to_update.is_empty() {
+        let mut fullest: Vec<&String> = work.to_update.iter().collect();
+        fullest.sort_by_key(|n| std::cmp::Reverse(len(&work.slices[*n].1)));
         for name in fullest {
-            let Some((_, slice)) = working.get_mut(name) else {
-                continue;
-            };
-            fill(slice, &mut wanted.endpoints);
+            if let Some((_, slice)) = work.slices.get_mut(name) {
+                fill(slice, &mut wanted.endpoints);
+            }
         }
     }
     while !wanted.endpoints.is_empty() {
         let left = wanted.endpoints.len();
         let mut closest: Option<(usize, &String)> = None;
         if left < PER_SLICE {
-            for name in &unchanged {
-                let room = PER_SLICE as i64 - (left + len(&working[name].1)) as i64;
+            for name in &work.unchanged {
+                let room = PER_SLICE as i64 - (left + len(&work.slices[name].1)) as i64;
                 if room >= 0 && closest.is_none_or(|(best, _)| (room as usize) < best) {
                     closest = Some((room as usize, name));
                 }
@@ -648,11 +682,11 @@ fn reconcile_ports(
         }
         match closest.map(|(_, n)| n.clone()) {
             Some(name) => {
-                if let Some((_, slice)) = working.get_mut(&name) {
+                if let Some((_, slice)) = work.slices.get_mut(&name) {
                     fill(slice, &mut wanted.endpoints);
                 }
-                unchanged.remove(&name);
-                to_update.insert(name);
+                work.unchanged.remove(&name);
+                work.to_update.insert(name);
             }
             None => {
                 let mut slice = new_slice(svc, family, &list(items(&wanted.ports)));
@@ -661,12 +695,6 @@ fn reconcile_ports(
             }
         }
     }
-    for name in to_update {
-        if let Some(entry) = working.remove(&name) {
-            plan.update.push(entry);
-        }
-    }
-    plan
 }
 
 /// Moves wanted endpoints into `slice` up to its capacity.
@@ -883,6 +911,8 @@ fn comparable(subsets: &Value) -> Value {
     if s.is_null() { json!([]) } else { s }
 }
 
+/// kube's endpoints controller for one Service: writes its Endpoints when the addresses the
+/// Pods give, or the labels, differ from what is stored (or the stored one is over capacity).
 fn sync_endpoints(
     st: &mut State,
     svc: &Value,
@@ -891,60 +921,15 @@ fn sync_endpoints(
 ) -> bool {
     let ns = str_at(svc, "/metadata/namespace").to_string();
     let name = str_at(svc, "/metadata/name").to_string();
-    let publish = publishes_unready(svc);
-    let ports = items(&svc["spec"]["ports"]);
-    let mut entries = Vec::new();
-    for pod in pods {
-        if !should_be_in(pod, publish) {
-            continue;
-        }
-        let Some(address) = endpoint_address(svc, pod) else {
-            continue;
-        };
-        let is_ready = publish || ready(pod);
-        if ports.is_empty() {
-            // A headless Service may have no ports: its addresses stand alone.
-            if cluster_ip(svc) == "None" {
-                entries.push((address, is_ready, None));
-            }
-            continue;
-        }
-        for port in &ports {
-            let Some(number) = find_port(pod, port) else {
-                continue;
-            };
-            let mut p = json!({"port": number});
-            for key in ["name", "protocol", "appProtocol"] {
-                if let Some(v) = port[key].as_str().filter(|v| !v.is_empty()) {
-                    p[key] = json!(v);
-                }
-            }
-            entries.push((address.clone(), is_ready, Some(p)));
-        }
-    }
-    let mut subsets = repack(entries);
+    let mut subsets = repack(endpoint_entries(svc, pods));
     let key = (String::new(), "endpoints".to_string());
     let current = st.get(&key, &ns, &name);
     let svc_labels = labels_of(svc);
-    if let Some(cur) = &current {
-        let mut cur_labels = labels_of(cur);
-        cur_labels.remove(HEADLESS);
-        let addresses: usize = (items(&cur["subsets"]).iter())
-            .map(|s| items(&s["addresses"]).len() + items(&s["notReadyAddresses"]).len())
-            .sum();
-        let capacity_ok = addresses <= CAPACITY
-            && cur
-                .pointer(&format!(
-                    "/metadata/annotations/{}",
-                    OVER_CAPACITY.replace('/', "~1")
-                ))
-                .is_none();
-        if comparable(&cur["subsets"]) == Value::Array(subsets.clone())
-            && cur_labels == svc_labels
-            && capacity_ok
-        {
-            return false;
-        }
+    if current
+        .as_deref()
+        .is_some_and(|cur| up_to_date(cur, &subsets, &svc_labels))
+    {
+        return false;
     }
     let mut new = current.as_deref().cloned().unwrap_or_else(
         || json!({"apiVersion": ENDPOINTS.api_version, "kind": ENDPOINTS.kind, "metadata": {"name": name}}),
@@ -972,6 +957,62 @@ fn sync_endpoints(
         Some(cur) => update(st, &t, cur, new, "an Endpoints"),
         None => create(st, &t, new, "an Endpoints").is_ok(),
     }
+}
+
+/// One (address, ready, port) per Pod that belongs in the Service's Endpoints and per Service
+/// port the Pod serves; a headless Service without ports lists its addresses alone.
+fn endpoint_entries(svc: &Value, pods: &[&Arc<Value>]) -> Vec<(Value, bool, Option<Value>)> {
+    let publish = publishes_unready(svc);
+    let ports = items(&svc["spec"]["ports"]);
+    let mut entries = Vec::new();
+    for pod in pods {
+        if !should_be_in(pod, publish) {
+            continue;
+        }
+        let Some(address) = endpoint_address(svc, pod) else {
+            continue;
+        };
+        let is_ready = publish || ready(pod);
+        if ports.is_empty() {
+            if cluster_ip(svc) == "None" {
+                entries.push((address, is_ready, None));
+            }
+            continue;
+        }
+        for port in &ports {
+            let Some(number) = find_port(pod, port) else {
+                continue;
+            };
+            let mut p = json!({"port": number});
+            for key in ["name", "protocol", "appProtocol"] {
+                if let Some(v) = port[key].as_str().filter(|v| !v.is_empty()) {
+                    p[key] = json!(v);
+                }
+            }
+            entries.push((address.clone(), is_ready, Some(p)));
+        }
+    }
+    entries
+}
+
+/// Whether the stored Endpoints already say what `subsets` and the Service's labels say, and
+/// are within capacity (kube rewrites an over-capacity one to truncate it).
+fn up_to_date(cur: &Value, subsets: &[Value], svc_labels: &Map<String, Value>) -> bool {
+    let mut cur_labels = labels_of(cur);
+    cur_labels.remove(HEADLESS);
+    let addresses: usize = (items(&cur["subsets"]).iter())
+        .map(|s| items(&s["addresses"]).len() + items(&s["notReadyAddresses"]).len())
+        .sum();
+    let capacity_ok = addresses <= CAPACITY
+        && cur
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                OVER_CAPACITY.replace('/', "~1")
+            ))
+            .is_none();
+    comparable(&cur["subsets"]) == Value::Array(subsets.to_vec())
+        && cur_labels == *svc_labels
+        && capacity_ok
 }
 
 /// Deletes the Endpoints this controller wrote for Services that are gone (kube deletes them

@@ -434,8 +434,7 @@ pub(crate) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
     spec(&new["spec"], "spec", errs);
     let (ns, os) = (&new["spec"], &old["spec"]);
     for key in ["containers", "initContainers"] {
-        let (nc, oc) = (items(ns, key), items(os, key));
-        if nc.len() != oc.len() {
+        if items(ns, key).len() != items(os, key).len() {
             errs.push(FieldError::forbidden(
                 format!("spec.{key}"),
                 "pod updates may not add or remove containers",
@@ -443,6 +442,21 @@ pub(crate) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
             return;
         }
     }
+    if !active_deadline_update(ns, os, errs) {
+        return;
+    }
+    tolerations_update(ns, os, errs);
+    if only_updatable_changed(ns, os) != *os {
+        errs.push(FieldError::forbidden(
+            "spec",
+            format!("pod updates may not change fields other than {UPDATABLE}"),
+        ));
+    }
+}
+
+/// `activeDeadlineSeconds` may be set or shortened, never lengthened or unset; false when the
+/// rest of the update is not worth checking (kube returns at once there).
+fn active_deadline_update(ns: &Value, os: &Value, errs: &mut Errors) -> bool {
     match (
         int(ns, "activeDeadlineSeconds"),
         int(os, "activeDeadlineSeconds"),
@@ -453,7 +467,7 @@ pub(crate) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
                 n.to_string(),
                 rules::inclusive_range_error(0, i64::from(i32::MAX)),
             ));
-            return;
+            false
         }
         (Some(n), Some(o)) if o < n => {
             errs.push(FieldError::invalid_printed(
@@ -461,16 +475,23 @@ pub(crate) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
                 n.to_string(),
                 "must be less than or equal to previous value",
             ));
-            return;
+            false
         }
-        (None, Some(_)) => errs.push(FieldError::invalid_printed(
-            "spec.activeDeadlineSeconds",
-            "null",
-            "must not update from a positive integer to nil value",
-        )),
-        _ => {}
+        (None, Some(_)) => {
+            errs.push(FieldError::invalid_printed(
+                "spec.activeDeadlineSeconds",
+                "null",
+                "must not update from a positive integer to nil value",
+            ));
+            true
+        }
+        _ => true,
     }
-    // Tolerations may be added, and their `tolerationSeconds` changed.
+}
+
+/// Tolerations may be added, and their `tolerationSeconds` changed; no existing one removed
+/// or otherwise modified.
+fn tolerations_update(ns: &Value, os: &Value, errs: &mut Errors) {
     let without_seconds = |t: &Value| {
         let mut t = t.clone();
         if let Some(m) = t.as_object_mut() {
@@ -491,7 +512,11 @@ pub(crate) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
             "existing toleration can not be modified except its tolerationSeconds",
         ));
     }
-    // What may change, taken from the old spec; anything else that differs is refused.
+}
+
+/// The new spec with what an update may change taken from the old one: anything else that
+/// differs from the old spec is refused.
+fn only_updatable_changed(ns: &Value, os: &Value) -> Value {
     let mut munged = ns.clone();
     for key in ["containers", "initContainers"] {
         if let Some(cs) = munged.get_mut(key).and_then(Value::as_array_mut) {
@@ -515,12 +540,7 @@ pub(crate) fn pod_update(new: &Value, old: &Value, errs: &mut Errors) {
     {
         munged["terminationGracePeriodSeconds"] = os["terminationGracePeriodSeconds"].clone();
     }
-    if munged != *os {
-        errs.push(FieldError::forbidden(
-            "spec",
-            format!("pod updates may not change fields other than {UPDATABLE}"),
-        ));
-    }
+    munged
 }
 
 /// What an ephemeral container may not set, in the order of kube's Container type (kube's

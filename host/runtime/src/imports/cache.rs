@@ -5,7 +5,7 @@ use wasmctrl_core::{Gvk, Refusal, Verb};
 
 use crate::plugin::bindings::current::wasmctrl::plugin::cache::Host;
 use crate::plugin::wit;
-use crate::selector::Selector;
+use crate::selector::LabelSelector;
 use crate::view::Lookup;
 
 use super::State;
@@ -57,7 +57,7 @@ impl Host for State {
         let Some(scope) = self.scope.clone() else {
             return Err("the cache cannot be read from manifest()".into());
         };
-        let selector = Selector::parse(&labels).map_err(|e| e.to_string())?;
+        let selector = LabelSelector::parse(&labels).map_err(|e| e.to_string())?;
         let wanted = Gvk::from(&kind);
         let reads = match scope.check_read(Verb::List, &wanted, &namespace, "") {
             Ok(reads) => reads,

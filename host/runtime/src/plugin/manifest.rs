@@ -3,7 +3,7 @@
 use wasmctrl_core::{Declaration, DeclarationError, DeclaredRead, Gvk, Namespaces, Scope};
 
 use super::wit;
-use crate::selector::Selector;
+use crate::selector::LabelSelector;
 
 /// A manifest that was checked when the plugin loaded: its kinds and namespaces as its
 /// [`Declaration`] holds them, selectors parsed, so nothing downstream re-validates them.
@@ -14,7 +14,7 @@ pub struct Manifest {
     /// Plugin version string.
     pub version: String,
     /// Label selector on the reconciled kind.
-    pub selector: Selector,
+    pub selector: LabelSelector,
     /// Event filters.
     pub predicates: Vec<wit::Predicate>,
     /// Related kinds read from the cache, with their selectors and triggers.
@@ -33,7 +33,7 @@ pub struct Read {
     /// Namespaces it is read in; empty for the plugin's own.
     pub namespaces: Vec<String>,
     /// Which objects.
-    pub selector: Selector,
+    pub selector: LabelSelector,
     /// How its events map to keys of the watched kind; `None`: read only.
     pub trigger: Option<wit::Mapping>,
 }
@@ -99,7 +99,7 @@ impl Manifest {
         let declaration = declaration(m);
         let scope = declaration.scope(None)?;
         // Checked by `scope` above: the selectors parse.
-        let parsed = |labels: &str| Selector::parse(labels).unwrap_or_default();
+        let parsed = |labels: &str| LabelSelector::parse(labels).unwrap_or_default();
         Ok(Self {
             name: m.name.clone(),
             version: m.version.clone(),
@@ -122,11 +122,11 @@ impl Manifest {
     /// nothing and grants nothing.
     pub fn placeholder() -> Self {
         let declaration = Declaration::default();
-        let scope = Scope::new(Gvk::default(), Namespaces::All, Selector::default());
+        let scope = Scope::new(Gvk::default(), Namespaces::All, LabelSelector::default());
         Self {
             name: String::new(),
             version: String::new(),
-            selector: Selector::default(),
+            selector: LabelSelector::default(),
             predicates: Vec::new(),
             reads: Vec::new(),
             declaration,

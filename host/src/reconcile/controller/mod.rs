@@ -33,7 +33,7 @@ use crate::reconcile::queue::{self, Queue};
 use crate::replicas::leader::Leadership;
 use crate::replicas::sharding::{Shards, SlotSet};
 use crate::runtime::Plugin;
-use crate::selector::Selector;
+use crate::selector::LabelSelector;
 use wasmctrl_core::sync::{lock, read, write};
 
 /// Keys being reconciled, with their shard slot (`None` outside a shard group).
@@ -700,7 +700,7 @@ impl Manager {
         &self,
         kind: &Gvk,
         namespaces: Option<Vec<String>>,
-        labels: &Selector,
+        labels: &LabelSelector,
         sharded: bool,
         account: Option<&Account>,
     ) -> Vec<Arc<Informer>> {
@@ -792,7 +792,7 @@ impl KeySources<'_> {
             let caches = self.manager.caches(
                 kind,
                 own_namespaces.clone(),
-                &Selector::default(),
+                &LabelSelector::default(),
                 self.children_sharded,
                 self.account.as_ref(),
             );

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use wasmctrl_core::{Gvk, Reads};
 
 use super::{Entry, Informer, ObjectKey};
-use crate::selector::Selector;
+use crate::selector::LabelSelector;
 use crate::view::{Lookup, View};
 
 /// A plugin's caches, by kind.
@@ -68,7 +68,7 @@ impl View for Caches {
         &self,
         kind: &Gvk,
         namespace: &str,
-        selector: &Selector,
+        selector: &LabelSelector,
         reads: &Reads<'_>,
     ) -> Vec<Arc<str>> {
         self.entries(kind, namespace)
@@ -115,7 +115,7 @@ impl View for Caches {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use wasmctrl_core::{Gvk, Namespaces, Scope, Selector, Verb};
+    use wasmctrl_core::{Gvk, LabelSelector, Namespaces, Scope, Verb};
 
     use super::*;
 
@@ -138,7 +138,7 @@ mod tests {
         let scope = Scope::new(
             Gvk::new("", "v1", "ConfigMap"),
             Namespaces::All,
-            Selector::default(),
+            LabelSelector::default(),
         );
         let kind = Gvk::new("", "v1", "ConfigMap");
         let reads = scope.check_read(Verb::List, &kind, "ns", "").unwrap();
@@ -163,7 +163,7 @@ mod tests {
             fn get(&self, k: &Gvk, ns: &str, n: &str, r: &Reads<'_>) -> Lookup {
                 View::get(self.0, k, ns, n, r)
             }
-            fn list(&self, k: &Gvk, ns: &str, s: &Selector, r: &Reads<'_>) -> Vec<Arc<str>> {
+            fn list(&self, k: &Gvk, ns: &str, s: &LabelSelector, r: &Reads<'_>) -> Vec<Arc<str>> {
                 View::list(self.0, k, ns, s, r)
             }
         }

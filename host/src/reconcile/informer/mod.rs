@@ -40,7 +40,7 @@ pub use registry::Informers;
 
 use crate::identity::Account;
 use crate::replicas::sharding::{CacheSlots, Shards};
-use crate::selector::{Labels, Selector};
+use crate::selector::{LabelSelector, Labels};
 use wasmctrl_core::sync::{lock, read, write};
 
 /// What one informer lists and watches: a kind, in one namespace or all, the objects matching a
@@ -52,7 +52,7 @@ pub struct Watch {
     /// One namespace, or `None` for all (and for cluster-scoped kinds).
     pub namespace: Option<String>,
     /// Only objects with these labels.
-    pub labels: Selector,
+    pub labels: LabelSelector,
     /// In a shard group, only the objects of this replica's slots (the reconciled kind's caches,
     /// and its owned kinds' when keys are placed by namespace); the API server is asked for them
     /// with a `shardSelector` where it can be.
@@ -485,7 +485,7 @@ impl Informer {
         Arc::new(Self::new(Watch {
             kind,
             namespace: None,
-            labels: Selector::default(),
+            labels: LabelSelector::default(),
             sharded: false,
             account: None,
         }))

@@ -285,7 +285,7 @@ mod tests {
 
     use crate::reconcile::informer::{Informer, Informers, Watch};
     use crate::replicas::sharding::{Shards, SlotSet, slot_of};
-    use crate::selector::Selector;
+    use crate::selector::LabelSelector;
 
     struct Fixture {
         server: ApiServer,
@@ -310,7 +310,7 @@ mod tests {
             let informer = informers.get(&Watch {
                 kind: Gvk::new("", "v1", "ConfigMap"),
                 namespace: None,
-                labels: Selector::default(),
+                labels: LabelSelector::default(),
                 sharded: true,
                 account: None,
             });

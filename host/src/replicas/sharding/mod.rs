@@ -154,8 +154,8 @@ impl SlotSet {
     }
 
     /// The `shardSelector` for these slots of `field`'s hash; `None` when there are none.
-    pub fn selector(&self, field: shard::Field) -> Option<shard::Selector> {
-        shard::Selector::new(field, self.ranges())
+    pub fn selector(&self, field: shard::Field) -> Option<shard::ShardSelector> {
+        shard::ShardSelector::new(field, self.ranges())
     }
 
     /// Parses what [`Display`](fmt::Display) writes (`0-84,170`); `None` if malformed.
@@ -397,7 +397,7 @@ mod tests {
             "shardRange(object.metadata.namespace, '0x0000000000000000', '0x0300000000000000') || shardRange(object.metadata.namespace, '0x0700000000000000', '0x0800000000000000') || shardRange(object.metadata.namespace, '0xff00000000000000', '0x10000000000000000')"
         );
         // The selector and the slot of a key agree, whatever the namespace.
-        let parsed = shard::Selector::parse(&selector).unwrap();
+        let parsed = shard::ShardSelector::parse(&selector).unwrap();
         for i in 0..2000 {
             let ns = format!("ns-{i}");
             let slot = key_slot(&ns, "x");
