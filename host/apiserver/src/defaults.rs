@@ -376,6 +376,29 @@ pub(crate) fn volume(obj: &mut Value) {
     host_path(spec);
 }
 
+/// `SetDefaults_ValidatingWebhook` and `SetDefaults_MutatingWebhook` (`mutating`), with their
+/// rules' scope and services' port.
+pub(crate) fn webhook_configuration(obj: &mut Value, mutating: bool) {
+    each(obj, "webhooks", |hook| {
+        or(hook, "failurePolicy", json!("Fail"));
+        or(hook, "matchPolicy", json!("Equivalent"));
+        or(hook, "namespaceSelector", json!({}));
+        or(hook, "objectSelector", json!({}));
+        or(hook, "timeoutSeconds", json!(10));
+        if mutating {
+            or(hook, "reinvocationPolicy", json!("Never"));
+        }
+        each(hook, "rules", |rule| or(rule, "scope", json!("*")));
+        if let Some(service) = hook
+            .get_mut("clientConfig")
+            .and_then(|c| c.get_mut("service"))
+            .filter(|s| s.is_object())
+        {
+            or(service, "port", json!(443));
+        }
+    });
+}
+
 /// `SetDefaults_Deployment`.
 pub(crate) fn deployment(obj: &mut Value) {
     let spec = spec(obj);

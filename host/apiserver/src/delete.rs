@@ -8,11 +8,13 @@ use serde_json::{Value, json};
 
 use super::Inner;
 use super::admission::dry_run;
+use super::auth::User;
 use super::handlers::{Query, Target};
 use super::json::str_at;
 use super::registry;
 use super::status::{ApiError, ApiResult};
 use super::store::State;
+use super::webhooks::{Attributes, Operation};
 
 /// Namespaces also wait for `spec.finalizers`.
 pub(crate) fn has_spec_finalizers(o: &Value) -> bool {
@@ -60,86 +62,110 @@ pub(crate) fn drop_finalizer(st: &mut State, t: &Target, obj: &Value, fin: &str)
     Ok(())
 }
 
-/// DELETE: immediate without finalizers, else marks the object as deleting.
-pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> ApiResult<Value> {
-    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
-    };
-    let dry = dry_run(q)
-        || opts
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|v| v == "All"));
+/// DELETE by a client: immediate without finalizers, else marks the object as deleting;
+/// the admission webhooks that apply see it first (with the stored object as `oldObject`).
+pub async fn delete(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    body: &[u8],
+    user: &User,
+) -> ApiResult<Value> {
+    let opts = options(body)?;
+    let dry = is_dry_run(q, &opts);
+    let namespace = t.namespace.as_deref().filter(|_| t.res.namespaced);
+    let attrs = Attributes::new(
+        Operation::Delete,
+        &t.res,
+        &t.version,
+        None,
+        namespace.unwrap_or_default(),
+        name,
+        user,
+        dry,
+        "DeleteOptions",
+        opts.clone(),
+    );
+    for _ in 0..ATTEMPTS {
+        let (cur, matched) = {
+            let mut st = inner.store.lock();
+            let cur = st
+                .get(&t.key(), t.ns(), name)
+                .ok_or_else(|| t.not_found(name))?;
+            let matched = inner.webhooks.matching(&st, &attrs, None)?;
+            if matched.is_empty() {
+                let out = delete_stored(&mut st, t, q, name, &opts, dry, cur)?;
+                let rv = st.rv();
+                drop(st);
+                inner.store.notify(rv);
+                return Ok(out);
+            }
+            (cur, matched)
+        };
+        let mut none = Value::Null;
+        let old = Some(&*cur);
+        inner
+            .webhooks
+            .mutate(&matched, &attrs, &mut none, old)
+            .await?;
+        inner.webhooks.validate(&matched, &attrs, None, old).await?;
+        let mut st = inner.store.lock();
+        let now = st.get(&t.key(), t.ns(), name);
+        let rv = |o: &Value| str_at(o, "/metadata/resourceVersion").to_string();
+        if now.is_none_or(|n| rv(&n) != rv(&cur)) {
+            continue;
+        }
+        let out = delete_stored(&mut st, t, q, name, &opts, dry, cur)?;
+        let rv = st.rv();
+        drop(st);
+        inner.store.notify(rv);
+        return Ok(out);
+    }
+    Err(ApiError::conflict(
+        &t.res.group,
+        &t.res.plural,
+        name,
+        "the object has been modified; please apply your changes to the latest version and try again",
+    ))
+}
+
+/// DELETE without admission (what an eviction does to the Pod it evicts, as kube's
+/// `EvictionREST` deletes through the store).
+pub fn delete_unadmitted(
+    inner: &Inner,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    body: &[u8],
+) -> ApiResult<Value> {
+    let opts = options(body)?;
+    let dry = is_dry_run(q, &opts);
     let mut st = inner.store.lock();
     let cur = st
         .get(&t.key(), t.ns(), name)
         .ok_or_else(|| t.not_found(name))?;
-    if let Some(uid) = opts.pointer("/preconditions/uid").and_then(Value::as_str) {
-        let have = str_at(&cur, "/metadata/uid");
-        if uid != have {
-            return Err(ApiError::conflict(
-                &t.res.group,
-                &t.res.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"
-                ),
-            ));
-        }
-    }
-    if let Some(rv) = opts
-        .pointer("/preconditions/resourceVersion")
-        .and_then(Value::as_str)
-    {
-        let have = str_at(&cur, "/metadata/resourceVersion");
-        if rv != have {
-            return Err(ApiError::conflict(
-                &t.res.group,
-                &t.res.plural,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
-                ),
-            ));
-        }
-    }
-    // Foreground and Orphan propagation are finalizers the garbage collector acts on.
-    let policy = opts
-        .get("propagationPolicy")
-        .and_then(Value::as_str)
-        .or(q.get("propagationPolicy").map(String::as_str));
-    let extra = match policy {
-        Some("Foreground") => Some(FOREGROUND),
-        Some("Orphan") => Some(ORPHAN),
-        None | Some("Background") => None,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "DeleteOptions",
-                "meta.k8s.io",
-                "",
-                &[(
-                    "propagationPolicy".into(),
-                    format!("Unsupported value: \"{other}\""),
-                )],
-            ));
-        }
-    };
-    let cur = match extra {
+    let out = delete_stored(&mut st, t, q, name, &opts, dry, cur)?;
+    let rv = st.rv();
+    drop(st);
+    inner.store.notify(rv);
+    Ok(out)
+}
+
+/// Deletes the stored `cur` as `opts` ask: preconditions, propagation, grace period.
+fn delete_stored(
+    st: &mut State,
+    t: &Target,
+    q: &Query,
+    name: &str,
+    opts: &Value,
+    dry: bool,
+    cur: Arc<Value>,
+) -> ApiResult<Value> {
+    check_preconditions(t, name, opts, &cur)?;
+    let cur = match propagation_finalizer(opts, q)? {
         Some(f) if cur.pointer("/metadata/deletionTimestamp").is_none() => {
-            let mut c = (*cur).clone();
-            let fins = c["metadata"]["finalizers"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            if !fins.iter().any(|x| x == f) {
-                let mut fins = fins;
-                fins.push(json!(f));
-                c["metadata"]["finalizers"] = Value::Array(fins);
-            }
-            Arc::new(c)
+            Arc::new(with_finalizer(&cur, f))
         }
         _ => cur,
     };
@@ -147,11 +173,94 @@ pub fn delete(inner: &Inner, t: &Target, q: &Query, name: &str, body: &[u8]) -> 
         Some(g) => g.as_i64(),
         None => q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
     };
-    let out = delete_within(&mut st, t, &cur, dry, grace)?;
-    let rv = st.rv();
-    drop(st);
-    inner.store.notify(rv);
-    Ok(out)
+    delete_within(st, t, &cur, dry, grace)
+}
+
+/// How often a delete whose object changed while webhooks looked at it is tried again.
+const ATTEMPTS: usize = 5;
+
+/// Whether a DELETE is a dry run, by its query or its options.
+fn is_dry_run(q: &Query, opts: &Value) -> bool {
+    dry_run(q)
+        || opts
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"))
+}
+
+/// A DELETE's body: `DeleteOptions`, or none.
+fn options(body: &[u8]) -> ApiResult<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))
+}
+
+/// `preconditions.uid` and `preconditions.resourceVersion`: a 409 naming both values when the
+/// object is not the one the client meant.
+fn check_preconditions(t: &Target, name: &str, opts: &Value, cur: &Value) -> ApiResult<()> {
+    for (field, path, label) in [
+        ("uid", "/metadata/uid", "UID"),
+        (
+            "resourceVersion",
+            "/metadata/resourceVersion",
+            "ResourceVersion",
+        ),
+    ] {
+        let Some(want) = opts["preconditions"][field].as_str() else {
+            continue;
+        };
+        let have = str_at(cur, path);
+        if want != have {
+            return Err(ApiError::conflict(
+                &t.res.group,
+                &t.res.plural,
+                name,
+                &format!(
+                    "Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The finalizer a `propagationPolicy` asks for: Foreground and Orphan propagation are
+/// finalizers the garbage collector acts on; Background (the default) is none.
+fn propagation_finalizer(opts: &Value, q: &Query) -> ApiResult<Option<&'static str>> {
+    let policy = opts
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .or(q.get("propagationPolicy").map(String::as_str));
+    match policy {
+        Some("Foreground") => Ok(Some(FOREGROUND)),
+        Some("Orphan") => Ok(Some(ORPHAN)),
+        None | Some("Background") => Ok(None),
+        Some(other) => Err(ApiError::invalid(
+            "DeleteOptions",
+            "meta.k8s.io",
+            "",
+            &[(
+                "propagationPolicy".into(),
+                format!("Unsupported value: \"{other}\""),
+            )],
+        )),
+    }
+}
+
+/// `obj` with `fin` among its finalizers (added last, once).
+fn with_finalizer(obj: &Value, fin: &str) -> Value {
+    let mut out = obj.clone();
+    let mut fins = out["metadata"]["finalizers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !fins.iter().any(|x| x == fin) {
+        fins.push(json!(fin));
+    }
+    out["metadata"]["finalizers"] = Value::Array(fins);
+    out
 }
 
 /// Deletes (or starts deleting) `cur` under the lock; shared with the background controllers.

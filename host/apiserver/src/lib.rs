@@ -89,7 +89,10 @@
 //! mounted).
 //!
 //! Known differences from kube-apiserver: no client certificates, OIDC or webhook
-//! authentication, no admission webhooks, no ClusterRole aggregation; custom resources get
+//! authentication, no ClusterRole aggregation; admission webhooks (`webhooks`) are called for
+//! creates, updates (status included) and deletes of single objects through the API, not for
+//! `scale`, collection deletes or the writes of the in-process controllers, and a webhook's
+//! `service` is not routed (only `url` reaches a webhook); custom resources get
 //! their structural schema's pruning, types, `default`s (a CRD's own defaults checked against
 //! its schema as kube checks them), `format`s, list types and CEL rules
 //! (`schema`, with `messageExpression`s and the most used of kube's CEL libraries), but not
@@ -153,6 +156,7 @@ mod tls;
 mod typed;
 mod validate;
 mod watch;
+mod webhooks;
 mod write;
 
 use std::net::SocketAddr;
@@ -210,6 +214,8 @@ pub(crate) struct Inner {
     /// Lists and watches take KEP-5866's `shardSelector` (else it is ignored, as a server
     /// before Kubernetes 1.36, or without the alpha feature, does).
     pub(crate) shard_selectors: bool,
+    /// The admission webhooks writes are sent to.
+    pub(crate) webhooks: webhooks::Webhooks,
     /// Closed when this, the last field, is dropped: every other field is freed by then. See
     /// [`ApiServer::released`].
     released: tokio::sync::watch::Sender<()>,
@@ -380,6 +386,7 @@ impl Builder {
             auth,
             tls,
             shard_selectors: self.shard_selectors,
+            webhooks: webhooks::Webhooks::default(),
             released: tokio::sync::watch::Sender::new(()),
         });
         if self.gc

@@ -2,6 +2,8 @@
 //! resource) and `eviction` (`kubectl drain`): a Pod is deleted unless the one
 //! PodDisruptionBudget selecting it allows no disruption, as kube's `EvictionREST` decides.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::Inner;
@@ -46,80 +48,82 @@ pub fn evict(inner: &Inner, t: &Target, name: &str, eviction: &Value) -> ApiResu
             "name in URL does not match name in Eviction object",
         ));
     }
-    {
-        let mut st = inner.store.lock();
-        let pod = st
-            .get(&t.key(), t.ns(), name)
-            .ok_or_else(|| t.not_found(name))?;
-        let running = !matches!(
-            str_at(&pod, "/status/phase"),
-            "Pending" | "Succeeded" | "Failed"
-        );
-        let budgets_key = ("policy".to_string(), "poddisruptionbudgets".to_string());
-        let budgets: Vec<Value> = (st.table_of(&budgets_key).into_iter())
-            .flat_map(|table| table.objects.values())
-            .filter(|b| str_at(b, "/metadata/namespace") == t.ns())
-            .filter(|b| selects(&b["spec"]["selector"], &pod["metadata"]["labels"]) == Some(true))
-            .map(|b| (**b).clone())
-            .collect();
-        if running {
-            match budgets.as_slice() {
-                [] => {}
-                [budget] => {
-                    let budget_name = str_at(budget, "/metadata/name");
-                    let generation = budget
-                        .pointer("/metadata/generation")
-                        .and_then(Value::as_i64);
-                    let observed = budget
-                        .pointer("/status/observedGeneration")
-                        .and_then(Value::as_i64);
-                    if observed < generation {
-                        return Err(refused(format!(
-                            "The disruption budget {budget_name} is still being processed by the server."
-                        )));
-                    }
-                    let count =
-                        |field: &str| budget.pointer(field).and_then(Value::as_i64).unwrap_or(0);
-                    let healthy = count("/status/currentHealthy");
-                    let desired = count("/status/desiredHealthy");
-                    // An unready Pod counts for nothing healthy: evicted while the budget holds
-                    // without it (`unhealthyPodEvictionPolicy`, `IfHealthyBudget` by default).
-                    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array);
-                    let ready = (conditions.into_iter().flatten())
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True");
-                    let policy = budget
-                        .pointer("/spec/unhealthyPodEvictionPolicy")
-                        .and_then(Value::as_str);
-                    if !ready && (policy == Some("AlwaysAllow") || healthy >= desired) {
-                        drop(st);
-                        return finish(inner, t, name, eviction);
-                    }
-                    let allowed = count("/status/disruptionsAllowed");
-                    if allowed <= 0 {
-                        return Err(refused(format!(
-                            "The disruption budget {budget_name} needs {desired} healthy pods and has {healthy} currently"
-                        )));
-                    }
-                    // Counted down, as kube's eviction writes the budget's status.
-                    let mut counted = budget.clone();
-                    counted["status"]["disruptionsAllowed"] = json!(allowed - 1);
-                    st.put(&budgets_key, counted)?;
-                    let rv = st.rv();
-                    drop(st);
-                    inner.store.notify(rv);
-                    return finish(inner, t, name, eviction);
-                }
-                _ => {
-                    return Err(ApiError::new(
-                        500,
-                        "InternalError",
-                        "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-                    ));
-                }
-            }
+    let mut st = inner.store.lock();
+    let pod = st
+        .get(&t.key(), t.ns(), name)
+        .ok_or_else(|| t.not_found(name))?;
+    let running = !matches!(
+        str_at(&pod, "/status/phase"),
+        "Pending" | "Succeeded" | "Failed"
+    );
+    let budgets_key = ("policy".to_string(), "poddisruptionbudgets".to_string());
+    let budgets: Vec<&Arc<Value>> = (st.table_of(&budgets_key).into_iter())
+        .flat_map(|table| table.objects.values())
+        .filter(|b| str_at(b, "/metadata/namespace") == t.ns())
+        .filter(|b| selects(&b["spec"]["selector"], &pod["metadata"]["labels"]) == Some(true))
+        .collect();
+    let counted = match budgets.as_slice() {
+        _ if !running => None,
+        [] => None,
+        [budget] => count_down(budget, &pod)?,
+        _ => {
+            return Err(ApiError::new(
+                500,
+                "InternalError",
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            ));
         }
+    };
+    if let Some(counted) = counted {
+        st.put(&budgets_key, counted)?;
+        let rv = st.rv();
+        drop(st);
+        inner.store.notify(rv);
+    } else {
+        drop(st);
     }
     finish(inner, t, name, eviction)
+}
+
+/// Whether `budget` lets a running `pod` go: the budget with one disruption fewer to write
+/// (as kube's eviction writes the budget's status), none when the Pod goes without counting,
+/// or the 429 (or the budget's pending status) that refuses it.
+fn count_down(budget: &Value, pod: &Value) -> ApiResult<Option<Value>> {
+    let budget_name = str_at(budget, "/metadata/name");
+    let generation = budget
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
+    let observed = budget
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    if observed < generation {
+        return Err(refused(format!(
+            "The disruption budget {budget_name} is still being processed by the server."
+        )));
+    }
+    let count = |field: &str| budget.pointer(field).and_then(Value::as_i64).unwrap_or(0);
+    let healthy = count("/status/currentHealthy");
+    let desired = count("/status/desiredHealthy");
+    // An unready Pod counts for nothing healthy: evicted while the budget holds without it
+    // (`unhealthyPodEvictionPolicy`, `IfHealthyBudget` by default).
+    let conditions = pod.pointer("/status/conditions").and_then(Value::as_array);
+    let ready =
+        (conditions.into_iter().flatten()).any(|c| c["type"] == "Ready" && c["status"] == "True");
+    let policy = budget
+        .pointer("/spec/unhealthyPodEvictionPolicy")
+        .and_then(Value::as_str);
+    if !ready && (policy == Some("AlwaysAllow") || healthy >= desired) {
+        return Ok(None);
+    }
+    let allowed = count("/status/disruptionsAllowed");
+    if allowed <= 0 {
+        return Err(refused(format!(
+            "The disruption budget {budget_name} needs {desired} healthy pods and has {healthy} currently"
+        )));
+    }
+    let mut counted = budget.clone();
+    counted["status"]["disruptionsAllowed"] = json!(allowed - 1);
+    Ok(Some(counted))
 }
 
 /// Deletes the evicted Pod with the Eviction's `deleteOptions`: kube's success Status.
@@ -130,7 +134,7 @@ fn finish(inner: &Inner, t: &Target, name: &str, eviction: &Value) -> ApiResult<
         sub: None,
         ..t.clone()
     };
-    delete::delete(inner, &pod_target, &Query::default(), name, &body)?;
+    delete::delete_unadmitted(inner, &pod_target, &Query::default(), name, &body)?;
     Ok(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
     )

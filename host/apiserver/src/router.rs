@@ -364,28 +364,46 @@ async fn serve(
             }
             let body = body_bytes(req).await?;
             let obj = decode_object(&ct, &body)?;
-            let (code, out) = write::create(inner, &t, &q, obj, &ua)?;
+            let w = writer(&q, &ua, user, "CreateOptions");
+            let (code, out) = write::create(inner, &t, &w, obj).await?;
             Ok(render(code, &out))
         }
         (Method::PUT, Some(n)) => {
             let body = body_bytes(req).await?;
             let obj = decode_object(&ct, &body)?;
-            let out = write::update(inner, &t, &q, &n, obj, &ua)?;
+            let w = writer(&q, &ua, user, "UpdateOptions");
+            let out = write::update(inner, &t, &w, &n, obj).await?;
             Ok(render(200, &out))
         }
         (Method::PATCH, Some(n)) => {
             let pt = patch_type(inner, &t, user, &n, &ct)?;
             let body = body_bytes(req).await?;
-            let (code, out) = write::patch(inner, &t, &q, &n, pt, &body, &ua)?;
+            let w = writer(&q, &ua, user, "PatchOptions");
+            let (code, out) = write::patch(inner, &t, &w, &n, pt, &body).await?;
             Ok(render(code, &out))
         }
         (Method::DELETE, Some(n)) if t.sub.is_none() => {
             let body = body_bytes(req).await?;
-            let out = delete::delete(inner, &t, &q, &n, &body)?;
+            let out = delete::delete(inner, &t, &q, &n, &body, user).await?;
             Ok(render(200, &out))
         }
         (Method::DELETE, None) if t.sub.is_none() => delete_collection(inner, &t, &q),
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+/// Who writes, for the write verbs.
+fn writer<'a>(
+    q: &'a handlers::Query,
+    ua: &'a str,
+    user: &'a User,
+    options: &'static str,
+) -> write::Writer<'a> {
+    write::Writer {
+        q,
+        ua,
+        user,
+        options,
     }
 }
 

@@ -13,6 +13,7 @@ use super::admission::{
     convert_in, decode_yaml, dry_run, invalid, manager, meta_errors, now,
 };
 use super::apply::{self, ApplyRequest, Scope};
+use super::auth::User;
 use super::delete::{finalize_delete, has_spec_finalizers};
 use super::events;
 use super::handlers::{Query, Target, flag};
@@ -25,6 +26,7 @@ use super::schema;
 use super::status::{ApiError, ApiResult};
 use super::store::State;
 use super::typed;
+use super::webhooks::{Attributes, Matched, Operation};
 
 /// The stored object in the form of the target's group, which updates and patches work on
 /// (an `events.k8s.io` Event is stored as a core one, [`super::events`]).
@@ -37,26 +39,216 @@ fn current(st: &State, t: &Target, name: &str) -> Option<Arc<Value>> {
 }
 
 /// POST: creates an object (201).
-pub fn create(
+pub async fn create(
     inner: &Inner,
     t: &Target,
-    q: &Query,
+    w: &Writer<'_>,
     mut obj: Value,
-    ua: &str,
 ) -> ApiResult<(u16, Value)> {
     check_type(t, &mut obj)?;
-    known_fields(t, q, &mut obj)?;
+    known_fields(t, w.q, &mut obj)?;
     if !str_at(&obj, "/metadata/resourceVersion").is_empty() {
         return Err(ApiError::bad_request(
             "resourceVersion should not be set on objects to be created",
         ));
     }
+    let manager = manager(w.q, w.ua);
+    write(inner, t, w, |_| {
+        Ok(Requested::Create {
+            obj: obj.clone(),
+            manager: Some(manager.clone()),
+        })
+    })
+    .await
+}
+
+/// Who writes and how: what managedFields and admission record of a request.
+pub struct Writer<'a> {
+    /// The request's query (`fieldManager`, `dryRun`, `fieldValidation`, `force`).
+    pub q: &'a Query,
+    /// Its User-Agent (the field manager when it names none).
+    pub ua: &'a str,
+    /// Who sent it.
+    pub user: &'a User,
+    /// The options it carries, as admission reports them: `CreateOptions`, `UpdateOptions`
+    /// or `PatchOptions`.
+    pub options: &'static str,
+}
+
+/// What a write asks for, computed from what is stored (kube's `rest.UpdatedObjectInfo`).
+pub(crate) enum Requested {
+    /// A new object; `manager` records an `Update` entry (an apply records its own).
+    Create { obj: Value, manager: Option<String> },
+    /// `new` in place of the stored `cur`.
+    Update {
+        cur: Arc<Value>,
+        new: Value,
+        via: Via,
+    },
+}
+
+/// How often a write whose object changed while webhooks looked at it is tried again (kube's
+/// `GuaranteedUpdate` retries until it lands; a bound keeps a busy object from looping).
+const ATTEMPTS: usize = 5;
+
+/// Runs a write: `requested` computes what it asks for from what is stored. Without webhooks
+/// that may apply (nearly always) it is prepared and stored under one lock; with them, as
+/// kube-apiserver's handlers do, the mutating webhooks change the requested object outside
+/// the lock, it is prepared (defaulted, validated) under it, the validating webhooks judge it
+/// outside it, and it is stored if what it was prepared against is still what is stored
+/// (else all again).
+async fn write(
+    inner: &Inner,
+    t: &Target,
+    w: &Writer<'_>,
+    mut requested: impl FnMut(&State) -> ApiResult<Requested>,
+) -> ApiResult<(u16, Value)> {
+    for _ in 0..ATTEMPTS {
+        let (asked, attrs, matched) = {
+            let mut st = inner.store.lock();
+            let mut asked = requested(&st)?;
+            let attrs = attributes(t, w, &asked);
+            let object = match &asked {
+                Requested::Create { obj, .. } => obj,
+                Requested::Update { new, .. } => new,
+            };
+            let matched = inner.webhooks.matching(&st, &attrs, Some(object))?;
+            if matched.is_empty() {
+                let out = match asked {
+                    Requested::Create { obj, manager } => (
+                        201,
+                        create_locked(&mut st, t, w.q, obj, manager.as_deref())?,
+                    ),
+                    Requested::Update { cur, new, via } => {
+                        (200, update_locked(&mut st, t, w.q, &cur, new, via, w.ua)?)
+                    }
+                };
+                let rv = st.rv();
+                drop(st);
+                inner.store.notify(rv);
+                return Ok(out);
+            }
+            as_decoded(&st, t, &mut asked)?;
+            (asked, attrs, matched)
+        };
+        if let Some(out) = admitted(inner, t, w, asked, &attrs, &matched).await? {
+            return Ok(out);
+        }
+    }
+    let name = t.name.as_deref().unwrap_or_default();
+    Err(ApiError::conflict(
+        &t.res.group,
+        &t.res.plural,
+        name,
+        "the object has been modified; please apply your changes to the latest version and try again",
+    ))
+}
+
+/// The requested object as kube's decoding leaves it for the mutating webhooks: shaped,
+/// in the URL's namespace, defaulted.
+fn as_decoded(st: &State, t: &Target, asked: &mut Requested) -> ApiResult<()> {
+    let strategy = registry::of(&t.res);
+    match asked {
+        Requested::Create { obj, .. } => {
+            if obj.get("metadata").is_none() {
+                obj["metadata"] = json!({});
+            }
+            check_shape(t, obj)?;
+            if let Some(ns) = t.namespace.as_deref().filter(|_| t.res.namespaced)
+                && str_at(obj, "/metadata/namespace").is_empty()
+            {
+                obj["metadata"]["namespace"] = json!(ns);
+            }
+            strategy.default(st, obj, None);
+        }
+        Requested::Update { cur, new, .. } if t.sub.is_none() => {
+            strategy.default(st, new, Some(cur))
+        }
+        Requested::Update { .. } => {}
+    }
+    Ok(())
+}
+
+/// A write with webhooks to call, from the mutating webhooks to the store; `None` when the
+/// object it was prepared against changed meanwhile.
+async fn admitted(
+    inner: &Inner,
+    t: &Target,
+    w: &Writer<'_>,
+    asked: Requested,
+    attrs: &Attributes,
+    matched: &Matched,
+) -> ApiResult<Option<(u16, Value)>> {
+    let (code, mut obj, cur, manager, via) = match asked {
+        Requested::Create { obj, manager } => (201, obj, None, manager, Via::Put),
+        Requested::Update { cur, new, via } => (200, new, Some(cur), None, via),
+    };
+    inner
+        .webhooks
+        .mutate(matched, attrs, &mut obj, cur.as_deref())
+        .await?;
+    let prepared = {
+        let st = inner.store.lock();
+        match &cur {
+            None => prepare_create(&st, t, w.q, obj, manager.as_deref())?,
+            Some(cur) => {
+                let name = str_at(cur, "/metadata/name");
+                let now = current(&st, t, name);
+                let rv = |o: &Value| str_at(o, "/metadata/resourceVersion").to_string();
+                if now.is_none_or(|n| rv(&n) != rv(cur)) {
+                    return Ok(None);
+                }
+                prepare_update(&st, t, w.q, cur, obj, via, w.ua)?
+            }
+        }
+    };
+    inner
+        .webhooks
+        .validate(matched, attrs, Some(&prepared.obj), cur.as_deref())
+        .await?;
     let mut st = inner.store.lock();
-    let out = create_locked(&mut st, t, q, obj, Some(&manager(q, ua)))?;
+    let Some(out) = commit(&mut st, t, prepared)? else {
+        return Ok(None);
+    };
     let rv = st.rv();
     drop(st);
     inner.store.notify(rv);
-    Ok((201, out))
+    Ok(Some((code, out)))
+}
+
+/// The admission attributes of a write (its options as the request carried them).
+fn attributes(t: &Target, w: &Writer<'_>, asked: &Requested) -> Attributes {
+    let (operation, obj) = match asked {
+        Requested::Create { obj, .. } => (Operation::Create, obj),
+        Requested::Update { new, .. } => (Operation::Update, new),
+    };
+    let namespace = t.namespace.as_deref().filter(|_| t.res.namespaced);
+    let name = t
+        .name
+        .clone()
+        .unwrap_or_else(|| str_at(obj, "/metadata/name").to_string());
+    let mut options = json!({});
+    if let Some(m) = w.q.get("fieldManager") {
+        options["fieldManager"] = json!(m);
+    }
+    if dry_run(w.q) {
+        options["dryRun"] = json!(["All"]);
+    }
+    if flag(w.q, "force") {
+        options["force"] = json!(true);
+    }
+    Attributes::new(
+        operation,
+        &t.res,
+        &t.version,
+        t.sub.as_deref(),
+        namespace.unwrap_or_default(),
+        &name,
+        w.user,
+        dry_run(w.q),
+        w.options,
+        options,
+    )
 }
 
 /// Where a new object goes: its name (generated from `generateName` when it has none) and
@@ -100,9 +292,81 @@ pub fn create_locked(
     st: &mut State,
     t: &Target,
     q: &Query,
-    mut obj: Value,
+    obj: Value,
     manager: Option<&str>,
 ) -> ApiResult<Value> {
+    let prepared = prepare_create(st, t, q, obj, manager)?;
+    commit(st, t, prepared)?.ok_or_else(changed_under_lock)
+}
+
+/// A write prepared under the store's lock and not yet stored: [`commit`] stores it once
+/// admission lets it (kube's validating admission runs between the two).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    /// The object to store, or the answer when nothing is stored.
+    pub(crate) obj: Value,
+    step: Step,
+}
+
+/// What storing a [`Prepared`] write does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    /// Nothing: a dry run, or an update that changes nothing.
+    Answer,
+    /// Creates the object (refused if one of its name was created meanwhile).
+    Create,
+    /// Replaces the object stored at this resourceVersion.
+    Update(String),
+    /// Removes the object stored at this resourceVersion: its last finalizer went.
+    Finalize(String),
+}
+
+/// Stores a prepared write: the object as stored, or `None` when what it was prepared
+/// against changed since (prepare it again, as kube's `GuaranteedUpdate` retries).
+pub(crate) fn commit(st: &mut State, t: &Target, prepared: Prepared) -> ApiResult<Option<Value>> {
+    let Prepared { obj, step } = prepared;
+    let strategy = registry::of(&t.res);
+    let (ns, name) = (
+        str_at(&obj, "/metadata/namespace"),
+        str_at(&obj, "/metadata/name"),
+    );
+    match step {
+        Step::Answer => Ok(Some(obj)),
+        Step::Create => {
+            if st.get(&t.key(), ns, name).is_some() {
+                return Err(ApiError::already_exists(&t.res.group, &t.res.plural, name));
+            }
+            strategy.storing(st, &obj);
+            Ok(Some((*st.put(&t.key(), obj)?).clone()))
+        }
+        Step::Update(ref rv) | Step::Finalize(ref rv) => {
+            let stored = st.get(&t.key(), ns, name);
+            if stored.is_none_or(|s| str_at(&s, "/metadata/resourceVersion") != rv.as_str()) {
+                return Ok(None);
+            }
+            if matches!(step, Step::Finalize(_)) {
+                return finalize_delete(st, t, &obj).map(Some);
+            }
+            strategy.storing(st, &obj);
+            Ok(Some((*st.put(&t.key(), obj)?).clone()))
+        }
+    }
+}
+
+/// A write prepared and committed under one lock found its object changed: cannot happen.
+fn changed_under_lock() -> ApiError {
+    ApiError::internal("the object changed while the store was locked")
+}
+
+/// Prepares a create: the object defaulted, given its identity, validated and checked
+/// against what is stored, as kube's `BeforeCreate` does.
+pub(crate) fn prepare_create(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    mut obj: Value,
+    manager: Option<&str>,
+) -> ApiResult<Prepared> {
     if obj.get("metadata").is_none() {
         obj["metadata"] = json!({});
     }
@@ -159,11 +423,12 @@ pub fn create_locked(
             &now,
         );
     }
-    if dry_run(q) {
-        return Ok(obj);
-    }
-    strategy.storing(st, &obj);
-    Ok((*st.put(&t.key(), obj)?).clone())
+    let step = if dry_run(q) {
+        Step::Answer
+    } else {
+        Step::Create
+    };
+    Ok(Prepared { obj, step })
 }
 
 /// How an update was requested.
@@ -199,6 +464,21 @@ pub(crate) fn update_locked(
     via: Via,
     ua: &str,
 ) -> ApiResult<Value> {
+    let prepared = prepare_update(st, t, q, cur, new, via, ua)?;
+    commit(st, t, prepared)?.ok_or_else(changed_under_lock)
+}
+
+/// Prepares an update of `cur` to `new`: kept to the part the target writes, defaulted,
+/// validated, its generation and managed fields updated, as kube's `BeforeUpdate` does.
+pub(crate) fn prepare_update(
+    st: &State,
+    t: &Target,
+    q: &Query,
+    cur: &Value,
+    new: Value,
+    via: Via,
+    ua: &str,
+) -> ApiResult<Prepared> {
     let name = str_at(cur, "/metadata/name").to_string();
     let strategy = registry::of(&t.res);
     let sub_scope = subresource_scope(t, strategy);
@@ -255,20 +535,29 @@ pub(crate) fn update_locked(
     let mut cmp = out.clone();
     cmp["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
     if cmp == *cur {
-        return Ok(cur.clone());
+        return Ok(Prepared {
+            obj: cur.clone(),
+            step: Step::Answer,
+        });
     }
     if dry_run(q) {
-        return Ok(out);
+        return Ok(Prepared {
+            obj: out,
+            step: Step::Answer,
+        });
     }
     // An object whose grace period still runs (a Pod the kubelet is stopping) waits for it.
     let graceful = (out.pointer("/metadata/deletionGracePeriodSeconds"))
         .and_then(Value::as_i64)
         .is_some_and(|g| g > 0);
-    if deleting && !graceful && finalizers(&out).is_empty() && !has_spec_finalizers(&out) {
-        return finalize_delete(st, t, &out);
-    }
-    strategy.storing(st, &out);
-    Ok((*st.put(&t.key(), out)?).clone())
+    let rv = str_at(cur, "/metadata/resourceVersion").to_string();
+    let step = if deleting && !graceful && finalizers(&out).is_empty() && !has_spec_finalizers(&out)
+    {
+        Step::Finalize(rv)
+    } else {
+        Step::Update(rv)
+    };
+    Ok(Prepared { obj: out, step })
 }
 
 /// Optimistic concurrency: a resourceVersion in the request must be the stored one.
@@ -448,16 +737,15 @@ fn carry_over(t: &Target, name: &str, cur: &Value, new: &mut Value, via: Via) ->
 }
 
 /// PUT.
-pub fn update(
+pub async fn update(
     inner: &Inner,
     t: &Target,
-    q: &Query,
+    w: &Writer<'_>,
     name: &str,
     mut obj: Value,
-    ua: &str,
 ) -> ApiResult<Value> {
     check_type(t, &mut obj)?;
-    known_fields(t, q, &mut obj)?;
+    known_fields(t, w.q, &mut obj)?;
     if obj.get("metadata").is_none() {
         obj["metadata"] = json!({});
     }
@@ -476,38 +764,40 @@ pub fn update(
             ));
         }
     }
-    let mut st = inner.store.lock();
-    let cur = current(&st, t, name).ok_or_else(|| t.not_found(name))?;
-    if str_at(&obj, "/metadata/resourceVersion").is_empty()
-        && !registry::of(&t.res).allows_unconditional_update()
-    {
-        // Worded as kube's store words it: the resource, not the kind, names the object.
-        return Err(ApiError::invalid(
-            &t.res.plural,
-            &t.res.group,
-            name,
-            &[(
-                "metadata.resourceVersion".into(),
-                "Invalid value: 0x0: must be specified for an update".into(),
-            )],
-        ));
-    }
-    let out = update_locked(&mut st, t, q, &cur, obj, Via::Put, ua)?;
-    let rv = st.rv();
-    drop(st);
-    inner.store.notify(rv);
+    let (_, out) = write(inner, t, w, |st| {
+        let cur = current(st, t, name).ok_or_else(|| t.not_found(name))?;
+        if str_at(&obj, "/metadata/resourceVersion").is_empty()
+            && !registry::of(&t.res).allows_unconditional_update()
+        {
+            // Worded as kube's store words it: the resource, not the kind, names the object.
+            return Err(ApiError::invalid(
+                &t.res.plural,
+                &t.res.group,
+                name,
+                &[(
+                    "metadata.resourceVersion".into(),
+                    "Invalid value: 0x0: must be specified for an update".into(),
+                )],
+            ));
+        }
+        Ok(Requested::Update {
+            cur,
+            new: obj.clone(),
+            via: Via::Put,
+        })
+    })
+    .await?;
     Ok(out)
 }
 
 /// PATCH with any of the four patch types.
-pub fn patch(
+pub async fn patch(
     inner: &Inner,
     t: &Target,
-    q: &Query,
+    w: &Writer<'_>,
     name: &str,
     pt: PatchType,
     body: &[u8],
-    ua: &str,
 ) -> ApiResult<(u16, Value)> {
     if pt == PatchType::Strategic && t.res.custom {
         return Err(ApiError::unsupported_media_type(
@@ -519,35 +809,33 @@ pub fn patch(
             ],
         ));
     }
-    let mut st = inner.store.lock();
-    let cur = current(&st, t, name);
-    let (code, result) = match pt {
-        PatchType::Apply => apply_patch(&mut st, t, q, name, cur, body, ua)?,
-        _ => {
-            let cur = cur.ok_or_else(|| t.not_found(name))?;
-            let patched = patched(t, q, name, &cur, pt, body)?;
-            (
-                200,
-                update_locked(&mut st, t, q, &cur, patched, Via::Patch, ua)?,
-            )
+    write(inner, t, w, |st| {
+        let cur = current(st, t, name);
+        match pt {
+            PatchType::Apply => apply_patch(t, w, name, cur, body),
+            _ => {
+                let cur = cur.ok_or_else(|| t.not_found(name))?;
+                let new = patched(t, w.q, name, &cur, pt, body)?;
+                Ok(Requested::Update {
+                    cur,
+                    new,
+                    via: Via::Patch,
+                })
+            }
         }
-    };
-    let rv = st.rv();
-    drop(st);
-    inner.store.notify(rv);
-    Ok((code, result))
+    })
+    .await
 }
 
-/// A server-side apply: of the object stored (`cur`), or creating it (201) when there is none.
+/// A server-side apply: of the object stored (`cur`), or creating it when there is none.
 fn apply_patch(
-    st: &mut State,
     t: &Target,
-    q: &Query,
+    w: &Writer<'_>,
     name: &str,
     cur: Option<Arc<Value>>,
     body: &[u8],
-    ua: &str,
-) -> ApiResult<(u16, Value)> {
+) -> ApiResult<Requested> {
+    let q = w.q;
     let Some(mgr) = q.get("fieldManager").filter(|m| !m.is_empty()) else {
         return Err(ApiError::bad_request(
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
@@ -580,13 +868,20 @@ fn apply_patch(
             }
         }
         applied["metadata"]["name"] = json!(name);
-        return Ok((201, create_locked(st, t, q, applied, None)?));
+        return Ok(Requested::Create {
+            obj: applied,
+            manager: None,
+        });
     };
-    let mut out = apply::apply(&cur, &config, req)?;
-    out["metadata"]["resourceVersion"] = (config.pointer("/metadata/resourceVersion"))
+    let mut new = apply::apply(&cur, &config, req)?;
+    new["metadata"]["resourceVersion"] = (config.pointer("/metadata/resourceVersion"))
         .unwrap_or(&cur["metadata"]["resourceVersion"])
         .clone();
-    Ok((200, update_locked(st, t, q, &cur, out, Via::Apply, ua)?))
+    Ok(Requested::Update {
+        cur,
+        new,
+        via: Via::Apply,
+    })
 }
 
 /// An apply patch's body as the configuration to apply: typed, shaped, its unknown fields

@@ -216,17 +216,55 @@ pub fn check(
             }
             Err(e) => {
                 // Go's errors start lower-case (`no such key: x`).
-                let e = e.to_string();
-                let mut chars = e.chars();
-                let e = match chars.next() {
-                    Some(c) => c.to_lowercase().chain(chars).collect(),
-                    None => e,
-                };
+                let e = go_error(&e.to_string());
                 let subject = rule.message.clone().unwrap_or_else(|| rule.rule.clone());
                 let msg = format!("{e} evaluating rule: {subject}");
                 out.push(field::invalid(path, &shown, &msg));
             }
         }
+    }
+}
+
+/// A compiled expression of admission's CEL (webhooks' `matchConditions`, policies'
+/// validations).
+pub(crate) type Program = ::cel::Program;
+
+/// Compiles `expression` against the environment CRD rules compile against.
+pub(crate) fn compile(expression: &str) -> Result<Program, String> {
+    ROOT.compile(expression).map_err(|e| e.to_string())
+}
+
+/// What an admission expression gave: a bool, a string (a message expression), or the error
+/// it failed with, worded as Go's errors are (lower case first).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    Bool(bool),
+    Text(String),
+    Other(String),
+    Error(String),
+}
+
+/// Evaluates `program` with each `(name, value)` of `variables` bound to its JSON value
+/// (`object`, `oldObject`, `request`, `params`, ...); an absent object is `null`, as kube binds it.
+pub(crate) fn evaluate(program: &Program, variables: &[(&str, &Value)]) -> Outcome {
+    let mut context = FUNCTIONS.new_inner_scope();
+    for (name, value) in variables {
+        context.add_variable_from_value(*name, to_cel(value));
+    }
+    match program.execute(&context) {
+        Ok(::cel::Value::Bool(b)) => Outcome::Bool(b),
+        Ok(::cel::Value::String(s)) => Outcome::Text(s.to_string()),
+        Ok(other) => Outcome::Other(format!("{other:?}")),
+        Err(e) => Outcome::Error(go_error(&e.to_string())),
+    }
+}
+
+/// An error message as Go words its errors: lower case first.
+fn go_error(e: &str) -> String {
+    let mut chars = e.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 

@@ -20,7 +20,7 @@
 //! (each value or key once), CEL `x-kubernetes-validations` (`cel`, once the rest holds, as
 //! kube skips them on an object of the wrong types). Not enforced: `allOf`/`anyOf`/`oneOf`/`not`.
 
-mod cel;
+pub(crate) mod cel;
 mod default;
 mod field;
 mod format;

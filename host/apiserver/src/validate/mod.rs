@@ -13,6 +13,7 @@
 //! sources' own fields, probes' handlers, security contexts, affinity terms) that are not
 //! repeated here and are stored as sent.
 
+pub(crate) mod admissionregistration;
 pub(crate) mod apps;
 pub(crate) mod batch;
 pub(crate) mod coordination;

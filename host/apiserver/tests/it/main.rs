@@ -11,3 +11,4 @@ mod list_history;
 mod metrics;
 mod shards;
 mod statefulsets;
+mod webhooks;

@@ -1,6 +1,12 @@
-//! ValidatingWebhookConfigurations (stored; no webhooks are called here).
+//! ValidatingWebhookConfigurations: kube's defaults and validation; the server calls their webhooks
+//! (`webhooks`).
 
+use serde_json::Value;
+
+use crate::defaults;
 use crate::registry::Strategy;
+use crate::store::State;
+use crate::validate::{Errors, admissionregistration};
 
 /// The strategy of `admissionregistration.k8s.io/ValidatingWebhookConfiguration`.
 pub(crate) struct ValidatingWebhookConfiguration;
@@ -15,5 +21,15 @@ impl Strategy for ValidatingWebhookConfiguration {
 
     fn has_generation(&self) -> bool {
         true
+    }
+
+    fn default(&self, _st: &State, obj: &mut Value, _old: Option<&Value>) {
+        defaults::webhook_configuration(obj, false);
+    }
+
+    fn validate(&self, obj: &Value) -> Errors {
+        let mut errs = Errors::new();
+        admissionregistration::webhook_configuration(obj, false, &mut errs);
+        errs
     }
 }
