@@ -399,6 +399,28 @@ pub(crate) fn webhook_configuration(obj: &mut Value, mutating: bool) {
     });
 }
 
+/// `SetDefaults_ValidatingAdmissionPolicySpec` with its `MatchResources`; a binding's
+/// `matchResources` (`binding`) when it has one.
+pub(crate) fn admission_policy(obj: &mut Value, binding: bool) {
+    let key = if binding {
+        "matchResources"
+    } else {
+        "matchConstraints"
+    };
+    let spec = spec(obj);
+    if !binding {
+        or(spec, "failurePolicy", json!("Fail"));
+    }
+    if let Some(m) = spec.get_mut(key).filter(|m| m.is_object()) {
+        or(m, "matchPolicy", json!("Equivalent"));
+        or(m, "namespaceSelector", json!({}));
+        or(m, "objectSelector", json!({}));
+        for rules in ["resourceRules", "excludeResourceRules"] {
+            each(m, rules, |rule| or(rule, "scope", json!("*")));
+        }
+    }
+}
+
 /// `SetDefaults_Deployment`.
 pub(crate) fn deployment(obj: &mut Value) {
     let spec = spec(obj);

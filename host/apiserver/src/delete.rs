@@ -93,6 +93,7 @@ pub async fn delete(
             let cur = st
                 .get(&t.key(), t.ns(), name)
                 .ok_or_else(|| t.not_found(name))?;
+            inner.policies.admit(&st, &attrs, None, Some(&cur))?;
             let matched = inner.webhooks.matching(&st, &attrs, None)?;
             if matched.is_empty() {
                 let out = delete_stored(&mut st, t, q, name, &opts, dry, cur)?;

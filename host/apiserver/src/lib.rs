@@ -139,6 +139,7 @@ mod names;
 mod patch;
 mod persist;
 mod pods;
+mod policies;
 mod printers;
 mod protobuf;
 mod quantity;
@@ -216,6 +217,8 @@ pub(crate) struct Inner {
     pub(crate) shard_selectors: bool,
     /// The admission webhooks writes are sent to.
     pub(crate) webhooks: webhooks::Webhooks,
+    /// The ValidatingAdmissionPolicies writes are judged by.
+    pub(crate) policies: policies::Policies,
     /// Closed when this, the last field, is dropped: every other field is freed by then. See
     /// [`ApiServer::released`].
     released: tokio::sync::watch::Sender<()>,
@@ -387,6 +390,7 @@ impl Builder {
             tls,
             shard_selectors: self.shard_selectors,
             webhooks: webhooks::Webhooks::default(),
+            policies: policies::Policies::default(),
             released: tokio::sync::watch::Sender::new(()),
         });
         if self.gc

@@ -114,19 +114,24 @@ async fn write(
             };
             let matched = inner.webhooks.matching(&st, &attrs, Some(object))?;
             if matched.is_empty() {
-                let out = match asked {
-                    Requested::Create { obj, manager } => (
-                        201,
-                        create_locked(&mut st, t, w.q, obj, manager.as_deref())?,
-                    ),
+                let (code, old, prepared) = match asked {
+                    Requested::Create { obj, manager } => {
+                        let prepared = prepare_create(&st, t, w.q, obj, manager.as_deref())?;
+                        (201, None, prepared)
+                    }
                     Requested::Update { cur, new, via } => {
-                        (200, update_locked(&mut st, t, w.q, &cur, new, via, w.ua)?)
+                        let prepared = prepare_update(&st, t, w.q, &cur, new, via, w.ua)?;
+                        (200, Some(cur), prepared)
                     }
                 };
+                inner
+                    .policies
+                    .admit(&st, &attrs, Some(&prepared.obj), old.as_deref())?;
+                let out = commit(&mut st, t, prepared)?.ok_or_else(changed_under_lock)?;
                 let rv = st.rv();
                 drop(st);
                 inner.store.notify(rv);
-                return Ok(out);
+                return Ok((code, out));
             }
             as_decoded(&st, t, &mut asked)?;
             (asked, attrs, matched)
@@ -189,7 +194,7 @@ async fn admitted(
         .await?;
     let prepared = {
         let st = inner.store.lock();
-        match &cur {
+        let prepared = match &cur {
             None => prepare_create(&st, t, w.q, obj, manager.as_deref())?,
             Some(cur) => {
                 let name = str_at(cur, "/metadata/name");
@@ -200,7 +205,11 @@ async fn admitted(
                 }
                 prepare_update(&st, t, w.q, cur, obj, via, w.ua)?
             }
-        }
+        };
+        inner
+            .policies
+            .admit(&st, attrs, Some(&prepared.obj), cur.as_deref())?;
+        prepared
     };
     inner
         .webhooks

@@ -247,15 +247,70 @@ pub(crate) enum Outcome {
 /// Evaluates `program` with each `(name, value)` of `variables` bound to its JSON value
 /// (`object`, `oldObject`, `request`, `params`, ...); an absent object is `null`, as kube binds it.
 pub(crate) fn evaluate(program: &Program, variables: &[(&str, &Value)]) -> Outcome {
-    let mut context = FUNCTIONS.new_inner_scope();
-    for (name, value) in variables {
-        context.add_variable_from_value(*name, to_cel(value));
+    Bindings::new(variables).evaluate(program)
+}
+
+/// The variables an admission expression sees, bound once for several expressions: JSON
+/// values, and a policy's own `variables` (each seeing those declared before it).
+pub(crate) struct Bindings {
+    bound: Vec<(String, ::cel::Value)>,
+}
+
+impl Bindings {
+    /// Binds each `(name, value)` to its JSON value.
+    pub(crate) fn new(variables: &[(&str, &Value)]) -> Self {
+        Self {
+            bound: (variables.iter())
+                .map(|(name, value)| (name.to_string(), to_cel(value)))
+                .collect(),
+        }
     }
-    match program.execute(&context) {
-        Ok(::cel::Value::Bool(b)) => Outcome::Bool(b),
-        Ok(::cel::Value::String(s)) => Outcome::Text(s.to_string()),
-        Ok(other) => Outcome::Other(format!("{other:?}")),
-        Err(e) => Outcome::Error(go_error(&e.to_string())),
+
+    /// Evaluates a policy's `variables` in order and binds them as `variables.<name>`; one
+    /// that fails is left out (an expression that reads it then fails with `no such key`).
+    pub(crate) fn with_variables(mut self, variables: &[(String, Arc<Program>)]) -> Self {
+        let mut map = std::collections::HashMap::new();
+        for (name, program) in variables {
+            let value = {
+                let context = self.context(Some(&map));
+                program.execute(&context)
+            };
+            if let Ok(value) = value {
+                map.insert(::cel::objects::Key::String(Arc::new(name.clone())), value);
+            }
+        }
+        self.bound.push((
+            "variables".to_string(),
+            ::cel::Value::Map(::cel::objects::Map { map: Arc::new(map) }),
+        ));
+        self
+    }
+
+    fn context(
+        &self,
+        variables: Option<&std::collections::HashMap<::cel::objects::Key, ::cel::Value>>,
+    ) -> ::cel::Context<'_, '_> {
+        let mut context = FUNCTIONS.new_inner_scope();
+        for (name, value) in &self.bound {
+            context.add_variable_from_value(name.clone(), value.clone());
+        }
+        if let Some(map) = variables {
+            let map = ::cel::objects::Map {
+                map: Arc::new(map.clone()),
+            };
+            context.add_variable_from_value("variables", ::cel::Value::Map(map));
+        }
+        context
+    }
+
+    /// Evaluates `program` with these bindings.
+    pub(crate) fn evaluate(&self, program: &Program) -> Outcome {
+        match program.execute(&self.context(None)) {
+            Ok(::cel::Value::Bool(b)) => Outcome::Bool(b),
+            Ok(::cel::Value::String(s)) => Outcome::Text(s.to_string()),
+            Ok(other) => Outcome::Other(format!("{other:?}")),
+            Err(e) => Outcome::Error(go_error(&e.to_string())),
+        }
     }
 }
 

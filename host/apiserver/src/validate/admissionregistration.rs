@@ -432,3 +432,227 @@ fn go_slice(elem: &str, values: &[&str]) -> String {
     let quoted: Vec<String> = values.iter().map(|v| rules::quote(v)).collect();
     format!("[]{elem}{{{}}}", quoted.join(", "))
 }
+
+/// A `ValidatingAdmissionPolicy` (`validateValidatingAdmissionPolicySpec`).
+pub(crate) fn policy(obj: &Value, errs: &mut Errors) {
+    let spec = &obj["spec"];
+    match spec.get("failurePolicy").and_then(Value::as_str) {
+        None => errs.push(FieldError::required("spec.failurePolicy", "")),
+        Some(p) if !["Fail", "Ignore"].contains(&p) => errs.push(FieldError::not_supported(
+            "spec.failurePolicy",
+            p,
+            &["Fail", "Ignore"],
+        )),
+        Some(_) => {}
+    }
+    let constraints = &spec["matchConstraints"];
+    if constraints.is_object() {
+        match_resources(constraints, "spec.matchConstraints", errs);
+        if items(constraints, "resourceRules").is_empty() {
+            errs.push(FieldError::required(
+                "spec.matchConstraints.resourceRules",
+                "",
+            ));
+        }
+    } else {
+        errs.push(FieldError::required("spec.matchConstraints", ""));
+    }
+    match_conditions(items(spec, "matchConditions"), "spec.matchConditions", errs);
+    for (i, v) in items(spec, "variables").iter().enumerate() {
+        let at = format!("spec.variables[{i}]");
+        if text(v, "name").trim().is_empty() {
+            errs.push(FieldError::required(
+                format!("{at}.name"),
+                "name is not specified",
+            ));
+        }
+        expression(
+            text(v, "expression"),
+            &format!("{at}.expression"),
+            "expression is not specified",
+            errs,
+        );
+    }
+    let validations = items(spec, "validations");
+    if validations.is_empty() && items(spec, "auditAnnotations").is_empty() {
+        let why = "validations or auditAnnotations must contain at least one item";
+        errs.push(FieldError::required("spec.validations", why));
+        errs.push(FieldError::required("spec.auditAnnotations", why));
+    }
+    for (i, v) in validations.iter().enumerate() {
+        validation(v, &format!("spec.validations[{i}]"), errs);
+    }
+}
+
+/// One of a policy's `validations` (`validateValidation`).
+fn validation(v: &Value, at: &str, errs: &mut Errors) {
+    expression(
+        text(v, "expression"),
+        &format!("{at}.expression"),
+        "expression is not specified",
+        errs,
+    );
+    let message_expression = text(v, "messageExpression");
+    if !message_expression.is_empty() {
+        if message_expression.trim().is_empty() {
+            errs.push(FieldError::invalid(
+                format!("{at}.messageExpression"),
+                message_expression,
+                "must be non-empty if specified",
+            ));
+        } else if let Err(e) = cel::compile(message_expression) {
+            errs.push(FieldError::invalid(
+                format!("{at}.messageExpression"),
+                message_expression,
+                format!("compilation failed: {e}"),
+            ));
+        }
+    }
+    let message = text(v, "message");
+    if !message.is_empty() && message.trim().is_empty() {
+        errs.push(FieldError::invalid(
+            format!("{at}.message"),
+            message,
+            "message must be non-empty if specified",
+        ));
+    } else if message.trim().contains('\n') {
+        errs.push(FieldError::invalid(
+            format!("{at}.message"),
+            message,
+            "message must not contain line breaks",
+        ));
+    }
+    const REASONS: &[&str] = &["Forbidden", "Invalid", "RequestEntityTooLarge"];
+    if let Some(reason) = v.get("reason").and_then(Value::as_str)
+        && !REASONS.contains(&reason)
+    {
+        errs.push(FieldError::not_supported(
+            format!("{at}.reason"),
+            reason,
+            REASONS,
+        ));
+    }
+}
+
+/// A CEL expression that must be given and compile.
+fn expression(expression: &str, at: &str, missing: &str, errs: &mut Errors) {
+    if expression.trim().is_empty() {
+        errs.push(FieldError::required(at, missing));
+    } else if let Err(e) = cel::compile(expression) {
+        errs.push(FieldError::invalid(
+            at,
+            expression,
+            format!("compilation failed: {e}"),
+        ));
+    }
+}
+
+/// `validateMatchResources`.
+fn match_resources(m: &Value, at: &str, errs: &mut Errors) {
+    match m.get("matchPolicy").and_then(Value::as_str) {
+        None => errs.push(FieldError::required(format!("{at}.matchPolicy"), "")),
+        Some(p) if !["Equivalent", "Exact"].contains(&p) => errs.push(FieldError::not_supported(
+            format!("{at}.matchPolicy"),
+            p,
+            &["Equivalent", "Exact"],
+        )),
+        Some(_) => {}
+    }
+    for key in ["namespaceSelector", "objectSelector"] {
+        if m[key].is_object() {
+            label_selector(errs, &format!("{at}.{key}"), &m[key]);
+        } else {
+            errs.push(FieldError::required(format!("{at}.{key}"), ""));
+        }
+    }
+    for key in ["resourceRules", "excludeResourceRules"] {
+        for (i, rule) in items(m, key).iter().enumerate() {
+            let path = format!("{at}.{key}[{i}]");
+            let mut names = HashSet::new();
+            for (j, name) in strings(rule, "resourceNames").iter().enumerate() {
+                if !names.insert(*name) {
+                    errs.push(FieldError::duplicate(
+                        format!("{path}.resourceNames[{j}]"),
+                        rules::quote(name),
+                    ));
+                }
+            }
+            rule_with_operations(rule, &path, errs);
+        }
+    }
+}
+
+/// A `ValidatingAdmissionPolicyBinding` (`validateValidatingAdmissionPolicyBindingSpec`).
+pub(crate) fn policy_binding(obj: &Value, errs: &mut Errors) {
+    let spec = &obj["spec"];
+    let policy = text(spec, "policyName");
+    if policy.is_empty() {
+        errs.push(FieldError::required("spec.policyName", ""));
+    } else {
+        for problem in rules::dns1123_subdomain(policy) {
+            errs.push(FieldError::invalid("spec.policyName", policy, problem));
+        }
+    }
+    let reference = &spec["paramRef"];
+    if reference.is_object() {
+        let (name, selector) = (text(reference, "name"), &reference["selector"]);
+        if !name.is_empty() && selector.is_object() {
+            let why = "name and selector are mutually exclusive";
+            errs.push(FieldError::forbidden("spec.paramRef.name", why));
+            errs.push(FieldError::forbidden("spec.paramRef.selector", why));
+        }
+        if name.is_empty() && !selector.is_object() {
+            errs.push(FieldError::required(
+                "spec.paramRef",
+                "one of name or selector must be specified",
+            ));
+        }
+        match reference
+            .get("parameterNotFoundAction")
+            .and_then(Value::as_str)
+        {
+            None | Some("") => errs.push(FieldError::required(
+                "spec.paramRef.parameterNotFoundAction",
+                "",
+            )),
+            Some(a) if !["Allow", "Deny"].contains(&a) => errs.push(FieldError::not_supported(
+                "spec.paramRef.parameterNotFoundAction",
+                a,
+                &["Deny", "Allow"],
+            )),
+            Some(_) => {}
+        }
+    }
+    if spec["matchResources"].is_object() {
+        match_resources(&spec["matchResources"], "spec.matchResources", errs);
+    }
+    validation_actions(&strings(spec, "validationActions"), errs);
+}
+
+/// `validateValidationActions`.
+fn validation_actions(actions: &[&str], errs: &mut Errors) {
+    const ACTIONS: &[&str] = &["Audit", "Deny", "Warn"];
+    let mut seen = HashSet::new();
+    for (i, a) in actions.iter().enumerate() {
+        let at = format!("spec.validationActions[{i}]");
+        if !ACTIONS.contains(a) {
+            errs.push(FieldError::not_supported(&at, a, ACTIONS));
+        }
+        if !seen.insert(*a) {
+            errs.push(FieldError::duplicate(&at, rules::quote(a)));
+        }
+    }
+    if seen.contains("Deny") && seen.contains("Warn") {
+        errs.push(FieldError::invalid_printed(
+            "spec.validationActions",
+            go_slice("admissionregistration.ValidationAction", actions),
+            "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
+        ));
+    }
+    if seen.is_empty() {
+        errs.push(FieldError::required(
+            "spec.validationActions",
+            "at least one validation action is required",
+        ));
+    }
+}

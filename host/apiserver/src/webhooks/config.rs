@@ -50,6 +50,8 @@ pub(crate) struct Hook {
 /// One `RuleWithOperations`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Rule {
+    /// `resourceNames` (policies' rules only; empty: any name).
+    pub(crate) resource_names: Vec<String>,
     pub(crate) operations: Vec<String>,
     pub(crate) groups: Vec<String>,
     pub(crate) versions: Vec<String>,
@@ -131,21 +133,7 @@ fn parse(config: &Value, mutating: bool) -> Vec<Arc<Hook>> {
 }
 
 fn hook(configuration: &str, h: &Value, mutating: bool) -> Hook {
-    let strings = |v: &Value| -> Vec<String> {
-        (v.as_array().into_iter().flatten())
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect()
-    };
-    let rules = (h["rules"].as_array().into_iter().flatten())
-        .map(|r| Rule {
-            operations: strings(&r["operations"]),
-            groups: strings(&r["apiGroups"]),
-            versions: strings(&r["apiVersions"]),
-            resources: strings(&r["resources"]),
-            scope: r["scope"].as_str().unwrap_or("*").to_string(),
-        })
-        .collect();
+    let rules = rules(&h["rules"]);
     let selector = |v: &Value| {
         if v.is_null() {
             serde_json::json!({})
@@ -161,6 +149,7 @@ fn hook(configuration: &str, h: &Value, mutating: bool) -> Hook {
         .collect();
     let timeout = h["timeoutSeconds"].as_u64().unwrap_or(10).clamp(1, 30);
     let versions = strings(&h["admissionReviewVersions"]);
+
     Hook {
         configuration: configuration.to_string(),
         name: str_at(h, "/name").to_string(),
@@ -176,6 +165,28 @@ fn hook(configuration: &str, h: &Value, mutating: bool) -> Hook {
         client: client(&h["clientConfig"]),
         reinvoke: mutating && h["reinvocationPolicy"] == "IfNeeded",
     }
+}
+
+/// The strings of a JSON array (none when it is not one).
+fn strings(v: &Value) -> Vec<String> {
+    (v.as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// A list of `RuleWithOperations` (or policies' `NamedRuleWithOperations`).
+pub(crate) fn rules(list: &Value) -> Vec<Rule> {
+    (list.as_array().into_iter().flatten())
+        .map(|r| Rule {
+            resource_names: strings(&r["resourceNames"]),
+            operations: strings(&r["operations"]),
+            groups: strings(&r["apiGroups"]),
+            versions: strings(&r["apiVersions"]),
+            resources: strings(&r["resources"]),
+            scope: r["scope"].as_str().unwrap_or("*").to_string(),
+        })
+        .collect()
 }
 
 fn client(cc: &Value) -> Client {

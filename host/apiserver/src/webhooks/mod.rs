@@ -19,7 +19,7 @@
 //! that a broken webhook can always be removed.
 
 mod call;
-mod config;
+pub(crate) mod config;
 mod review;
 
 use std::sync::Arc;
@@ -117,7 +117,7 @@ impl Attributes {
 
     /// Whether admission never sees writes of this kind: the webhook configurations and
     /// policies (kube's `IsExemptAdmissionConfigurationResource`).
-    fn exempt(&self) -> bool {
+    pub(crate) fn exempt(&self) -> bool {
         self.group == config::GROUP
             && matches!(
                 self.resource.as_str(),
@@ -179,7 +179,7 @@ impl Webhooks {
                 let Some(version) = matching_version(&hook, attrs) else {
                     continue;
                 };
-                if !namespace_matches(st, &hook, attrs, object)? {
+                if !namespace_matches(st, &hook.namespace_selector, attrs, object)? {
                     continue;
                 }
                 let invocation = Invocation { hook, version };
@@ -284,7 +284,9 @@ impl Webhooks {
         mutating: bool,
     ) -> ApiResult<Option<review::Answer>> {
         let hook = &invocation.hook;
-        if !object_matches(hook, object, old) || !conditions_hold(hook, attrs, object, old)? {
+        if !object_matches(&hook.object_selector, object, old)
+            || !conditions_hold(hook, attrs, object, old)?
+        {
             return Ok(None);
         }
         if attrs.dry_run && !hook.dry_run_safe {
@@ -370,8 +372,9 @@ fn at_version(obj: &Value, group: &str, version: &str) -> Value {
     out
 }
 
-/// kube's `rules.Matcher`: scope, operation, group, version and resource (with subresource).
-fn rule_matches(rule: &config::Rule, attrs: &Attributes, version: &str) -> bool {
+/// kube's `rules.Matcher`: scope, operation, group, version and resource (with subresource);
+/// and, for a policy's rule, the object's name among its `resourceNames`.
+pub(crate) fn rule_matches(rule: &config::Rule, attrs: &Attributes, version: &str) -> bool {
     let any = |items: &[String], want: &str| items.iter().any(|i| i == "*" || i == want);
     let is_namespace = attrs.group.is_empty() && attrs.resource == "namespaces";
     let scope = match rule.scope.as_str() {
@@ -383,7 +386,9 @@ fn rule_matches(rule: &config::Rule, attrs: &Attributes, version: &str) -> bool 
         let (res, sub) = r.split_once('/').unwrap_or((r, ""));
         (res == "*" || res == attrs.resource) && (sub == "*" || sub == attrs.subresource)
     });
+    let named = rule.resource_names.is_empty() || rule.resource_names.contains(&attrs.name);
     scope
+        && named
         && any(&rule.operations, attrs.operation.as_str())
         && any(&rule.groups, &attrs.group)
         && any(&rule.versions, version)
@@ -393,9 +398,9 @@ fn rule_matches(rule: &config::Rule, attrs: &Attributes, version: &str) -> bool 
 /// kube's namespace matcher: cluster-scoped objects (other than Namespaces) always match; a
 /// Namespace's own create or update is judged by its new labels, anything else by its
 /// namespace's.
-fn namespace_matches(
+pub(crate) fn namespace_matches(
     st: &State,
-    hook: &Hook,
+    selector: &Value,
     attrs: &Attributes,
     object: Option<&Value>,
 ) -> ApiResult<bool> {
@@ -403,7 +408,7 @@ fn namespace_matches(
     if attrs.namespace.is_empty() && !is_namespace {
         return Ok(true);
     }
-    if selector_empty(&hook.namespace_selector) {
+    if selector_empty(selector) {
         return Ok(true);
     }
     let labels =
@@ -423,18 +428,22 @@ fn namespace_matches(
                 .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
             ns["metadata"]["labels"].clone()
         };
-    Ok(selects(&hook.namespace_selector, &labels).unwrap_or(false))
+    Ok(selects(selector, &labels).unwrap_or(false))
 }
 
 /// kube's object matcher: the new or the old object's labels.
-fn object_matches(hook: &Hook, object: Option<&Value>, old: Option<&Value>) -> bool {
-    if selector_empty(&hook.object_selector) {
+pub(crate) fn object_matches(
+    selector: &Value,
+    object: Option<&Value>,
+    old: Option<&Value>,
+) -> bool {
+    if selector_empty(selector) {
         return true;
     }
     [object, old]
         .into_iter()
         .flatten()
-        .any(|o| selects(&hook.object_selector, &o["metadata"]["labels"]) == Some(true))
+        .any(|o| selects(selector, &o["metadata"]["labels"]) == Some(true))
 }
 
 fn selector_empty(selector: &Value) -> bool {

@@ -9,6 +9,7 @@ mod endpoints;
 mod jobs;
 mod list_history;
 mod metrics;
+mod policies;
 mod shards;
 mod statefulsets;
 mod webhooks;

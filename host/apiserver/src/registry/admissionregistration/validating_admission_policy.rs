@@ -1,6 +1,11 @@
-//! ValidatingAdmissionPolicies (stored; not enforced here).
+//! ValidatingAdmissionPolicys: kube's defaults and validation; enforced by the server (`policies`).
 
+use serde_json::Value;
+
+use crate::defaults;
 use crate::registry::Strategy;
+use crate::store::State;
+use crate::validate::{Errors, admissionregistration};
 
 /// The strategy of `admissionregistration.k8s.io/ValidatingAdmissionPolicy`.
 pub(crate) struct ValidatingAdmissionPolicy;
@@ -12,5 +17,15 @@ impl Strategy for ValidatingAdmissionPolicy {
 
     fn has_generation(&self) -> bool {
         true
+    }
+
+    fn default(&self, _st: &State, obj: &mut Value, _old: Option<&Value>) {
+        defaults::admission_policy(obj, false);
+    }
+
+    fn validate(&self, obj: &Value) -> Errors {
+        let mut errs = Errors::new();
+        admissionregistration::policy(obj, &mut errs);
+        errs
     }
 }
