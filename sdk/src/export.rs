@@ -1,5 +1,5 @@
 //! Support for [`export!`](crate::export): the bindings generated from the SDK's copy of the
-//! contract (`wit/plugin.wit`, `wasmctrl:plugin@0.3.0`), the real [`Host`] behind a
+//! contract (`wit/plugin.wit`, `wasmctrl:plugin@0.3.1`, the world with webhooks), the real [`Host`] behind a
 //! [`Context`] (the component's imports) and the conversions between the bindings and the SDK's
 //! own types. Not part of the API: plugin authors never see a binding type.
 
@@ -16,7 +16,7 @@ use crate::{Context, Gvk, Reconciler};
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
-        world: "plugin",
+        world: "plugin-with-webhooks",
         pub_export_macro: true,
         export_macro_name: "__export_plugin",
         default_bindings_module: "wasmctrl_sdk::__private::bindings",
@@ -27,6 +27,11 @@ pub mod bindings {
 pub use bindings::exports::wasmctrl::plugin::reconciler::{
     Error as WireError, Guest, Outcome as WireOutcome, PluginManifest as WireManifest,
     Request as WireRequest,
+};
+use bindings::exports::wasmctrl::plugin::webhooks as wh;
+pub use bindings::exports::wasmctrl::plugin::webhooks::{
+    AdmissionRequest as WireAdmissionRequest, AdmissionResponse as WireAdmissionResponse,
+    Declaration as WireDeclaration, Guest as WebhooksGuest,
 };
 use bindings::wasmctrl::plugin::{cache, log, sql as wsql, types as w};
 
@@ -70,6 +75,176 @@ pub fn reconcile<R: Reconciler>(request: WireRequest) -> Result<WireOutcome, Wir
     crate::reconcile::run::<R>(&request, &context)
         .map(Into::into)
         .map_err(Into::into)
+}
+
+/// The `webhooks` export's `declare`: what the manifest declares, checked against the webhooks
+/// `export!` names (`exported`).
+pub fn declare<R: Reconciler>(
+    settings: &str,
+    exported: &[&str],
+) -> Result<WireDeclaration, String> {
+    report_panics();
+    forward_logs();
+    let settings = self::settings::<R::Settings>(settings)?;
+    let declared = R::manifest(&settings)?.webhooks;
+    let missing = [
+        ("validate", !declared.validates.is_empty()),
+        ("default", declared.defaults),
+        ("convert", !declared.converts.is_empty()),
+    ];
+    for (name, wanted) in missing {
+        if wanted && !exported.contains(&name) {
+            return Err(format!(
+                "the manifest declares a `{name}` webhook that export! does not name"
+            ));
+        }
+    }
+    Ok(WireDeclaration {
+        validates: declared.validates.iter().map(|o| (*o).into()).collect(),
+        defaults: declared.defaults,
+        converts: declared.converts,
+    })
+}
+
+/// A webhook `export!` does not name.
+pub fn unserved(webhook: &str) -> String {
+    format!("this plugin does not serve a `{webhook}` webhook")
+}
+
+/// What a validator or defaulter sees of a request, and its context.
+struct Admitting<S> {
+    request: crate::request::Request,
+    settings: S,
+    operation: crate::webhooks::Operation,
+    subresource: String,
+    user: crate::webhooks::UserInfo,
+    dry_run: bool,
+}
+
+impl<S: DeserializeOwned + Default> Admitting<S> {
+    fn new(r: &WireAdmissionRequest) -> Result<Self, String> {
+        Ok(Self {
+            request: crate::request::Request {
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                object: r.object.clone().or_else(|| r.old_object.clone()),
+                deleting: false,
+                now: timestamp(r.now),
+                previous: Vec::new(),
+            },
+            settings: settings::<S>(&r.settings)?,
+            operation: r.operation.into(),
+            subresource: r.subresource.clone(),
+            user: crate::webhooks::UserInfo {
+                username: r.user_info.username.clone(),
+                uid: r.user_info.uid.clone(),
+                groups: r.user_info.groups.clone(),
+            },
+            dry_run: r.dry_run,
+        })
+    }
+
+    fn admission(&self) -> crate::webhooks::Admission<'_, S> {
+        let context = Context::new(&Imports, &self.settings, &self.request);
+        crate::webhooks::Admission::new(
+            self.operation,
+            &self.subresource,
+            self.user.clone(),
+            self.dry_run,
+            context,
+        )
+    }
+}
+
+fn answer(verdict: crate::webhooks::Verdict, patched: Option<String>) -> WireAdmissionResponse {
+    match verdict {
+        Ok(warnings) => WireAdmissionResponse {
+            allowed: true,
+            message: String::new(),
+            code: 200,
+            warnings,
+            patched,
+        },
+        Err(denied) => WireAdmissionResponse {
+            allowed: false,
+            message: denied.message,
+            code: denied.code,
+            warnings: denied.warnings,
+            patched: None,
+        },
+    }
+}
+
+/// The `webhooks` export's `validate`, for a [`Validator`](crate::webhooks::Validator).
+pub fn validate<R: crate::webhooks::Validator>(
+    request: WireAdmissionRequest,
+) -> Result<WireAdmissionResponse, String> {
+    report_panics();
+    forward_logs();
+    let admitting = Admitting::<R::Settings>::new(&request)?;
+    let (object, old) = (request.object.as_deref(), request.old_object.as_deref());
+    let verdict = crate::webhooks::validate_json::<R>(&admitting.admission(), object, old);
+    Ok(answer(verdict, None))
+}
+
+/// The `webhooks` export's `mutate`, for a [`Defaulter`](crate::webhooks::Defaulter).
+pub fn default<R: crate::webhooks::Defaulter>(
+    request: WireAdmissionRequest,
+) -> Result<WireAdmissionResponse, String> {
+    report_panics();
+    forward_logs();
+    let admitting = Admitting::<R::Settings>::new(&request)?;
+    let Some(json) = request.object.as_deref() else {
+        return Ok(answer(Ok(Vec::new()), None));
+    };
+    Ok(
+        match crate::webhooks::default_json::<R>(&admitting.admission(), json)? {
+            Ok((patched, warnings)) => answer(Ok(warnings), patched.map(|p| p.to_string())),
+            Err(denied) => answer(Err(denied), None),
+        },
+    )
+}
+
+/// The `webhooks` export's `convert`, for a [`Converter`](crate::webhooks::Converter).
+pub fn convert<R: crate::webhooks::Converter>(
+    settings: &str,
+    api_version: &str,
+    objects: Vec<String>,
+) -> Result<Vec<String>, String> {
+    report_panics();
+    forward_logs();
+    let settings = self::settings::<R::Settings>(settings)?;
+    objects
+        .iter()
+        .map(|json| {
+            let object: serde_json::Value =
+                serde_json::from_str(json).map_err(|e| e.to_string())?;
+            R::convert(object, api_version, &settings).map(|o| o.to_string())
+        })
+        .collect()
+}
+
+impl From<crate::webhooks::Operation> for wh::Operation {
+    fn from(o: crate::webhooks::Operation) -> Self {
+        use crate::webhooks::Operation as O;
+        match o {
+            O::Create => Self::Create,
+            O::Update => Self::Update,
+            O::Delete => Self::Delete,
+            O::Connect => Self::Connect,
+        }
+    }
+}
+
+impl From<wh::Operation> for crate::webhooks::Operation {
+    fn from(o: wh::Operation) -> Self {
+        match o {
+            wh::Operation::Create => Self::Create,
+            wh::Operation::Update => Self::Update,
+            wh::Operation::Delete => Self::Delete,
+            wh::Operation::Connect => Self::Connect,
+        }
+    }
 }
 
 /// The real host: the component's imports.

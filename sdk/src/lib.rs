@@ -116,6 +116,7 @@ mod reconcile;
 pub mod request;
 pub mod sql;
 pub mod testing;
+pub mod webhooks;
 
 #[doc(hidden)]
 #[path = "export.rs"]
@@ -170,17 +171,27 @@ pub trait Reconciler {
     ) -> Result<Outcome, Error>;
 }
 
-/// Exports a [`Reconciler`] as the plugin's `reconciler` interface.
+/// Exports a [`Reconciler`] as the plugin's `reconciler` interface, and the webhooks it serves
+/// as its `webhooks` interface: name each one it implements after the reconciler, `validate`
+/// ([`webhooks::Validator`]), `default` ([`webhooks::Defaulter`]) and `convert`
+/// ([`webhooks::Converter`]), as its [`Manifest`] declares them.
+///
+/// ```ignore
+/// wasmctrl_sdk::export!(VirtualMachines);
+/// wasmctrl_sdk::export!(VirtualMachines, validate, default);
+/// ```
 ///
 /// Use it once, at the crate root of a `cdylib` plugin crate.
 #[macro_export]
 macro_rules! export {
-    ($reconciler:ty) => {
+    ($reconciler:ty $(, $hook:ident)* $(,)?) => {
         const _: () = {
             // Natively (tests, `rlib` builds) nothing is exported: export names such as
-            // `wasmctrl:plugin/reconciler@0.3.0#reconcile` are not valid native symbols.
+            // `wasmctrl:plugin/reconciler@0.3.1#reconcile` are not valid native symbols.
             #[allow(dead_code)]
             struct Guest;
+
+            $( $crate::__webhook_name!($hook); )*
 
             impl $crate::__private::Guest for Guest {
                 fn manifest(
@@ -200,12 +211,83 @@ macro_rules! export {
                 }
             }
 
+            impl $crate::__private::WebhooksGuest for Guest {
+                fn declare(
+                    settings: ::std::string::String,
+                ) -> ::std::result::Result<$crate::__private::WireDeclaration, ::std::string::String>
+                {
+                    $crate::__private::declare::<$reconciler>(&settings, &[$(stringify!($hook)),*])
+                }
+
+                fn validate(
+                    request: $crate::__private::WireAdmissionRequest,
+                ) -> ::std::result::Result<$crate::__private::WireAdmissionResponse, ::std::string::String>
+                {
+                    $crate::__webhook!(validate, $reconciler, (request); $($hook),*)
+                }
+
+                fn mutate(
+                    request: $crate::__private::WireAdmissionRequest,
+                ) -> ::std::result::Result<$crate::__private::WireAdmissionResponse, ::std::string::String>
+                {
+                    $crate::__webhook!(default, $reconciler, (request); $($hook),*)
+                }
+
+                fn convert(
+                    settings: ::std::string::String,
+                    api_version: ::std::string::String,
+                    objects: ::std::vec::Vec<::std::string::String>,
+                ) -> ::std::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>
+                {
+                    $crate::__webhook!(convert, $reconciler, (&settings, &api_version, objects); $($hook),*)
+                }
+            }
+
             #[cfg(target_arch = "wasm32")]
             $crate::__private::bindings::__export_plugin!(
                 Guest with_types_in $crate::__private::bindings
             );
         };
     };
+}
+
+/// Refuses, at compile time, a webhook name [`export!`] does not know.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __webhook_name {
+    (validate) => {};
+    (default) => {};
+    (convert) => {};
+    ($other:ident) => {
+        compile_error!(concat!(
+            "export!: unknown webhook `",
+            stringify!($other),
+            "` (validate, default or convert)"
+        ));
+    };
+}
+
+/// Calls the SDK's side of one webhook when [`export!`] names it, else answers that the plugin
+/// does not serve it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __webhook {
+    (validate, $r:ty, ($($arg:expr),*); validate $(, $rest:ident)*) => {
+        $crate::__private::validate::<$r>($($arg),*)
+    };
+    (default, $r:ty, ($($arg:expr),*); default $(, $rest:ident)*) => {
+        $crate::__private::default::<$r>($($arg),*)
+    };
+    (convert, $r:ty, ($($arg:expr),*); convert $(, $rest:ident)*) => {
+        $crate::__private::convert::<$r>($($arg),*)
+    };
+    ($want:ident, $r:ty, ($($arg:expr),*); $other:ident $(, $rest:ident)*) => {
+        $crate::__webhook!($want, $r, ($($arg),*); $($rest),*)
+    };
+    ($want:ident, $r:ty, ($($arg:expr),*); ) => {{
+        let _ = ($($arg),*);
+        ::std::result::Result::Err($crate::__private::unserved(stringify!($want)))
+    }};
 }
 
 #[cfg(test)]

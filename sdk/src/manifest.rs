@@ -95,6 +95,8 @@ pub struct Manifest {
     /// [`Reconcile::Cleanup`](crate::Reconcile::Cleanup) (see [`finalizer`](Self::finalizer)).
     /// The SDK's own: the host sees only the actions adding and removing it.
     pub finalizer: Option<String>,
+    /// The webhooks it serves for the kind it reconciles ([`crate::webhooks`]).
+    pub webhooks: Webhooks,
 }
 
 impl Manifest {
@@ -112,6 +114,7 @@ impl Manifest {
             writes: Vec::new(),
             capabilities: Vec::new(),
             finalizer: None,
+            webhooks: Webhooks::default(),
         }
     }
 
@@ -181,6 +184,30 @@ impl Manifest {
         self.finalizer = Some(name.into());
         self
     }
+
+    /// Serves a validating webhook for the reconciled kind on `operations`: the plugin's
+    /// [`Validator`](crate::webhooks::Validator) judges them (name `validate` in
+    /// [`export!`](crate::export)).
+    pub fn validating(mut self, operations: &[Operation]) -> Self {
+        self.webhooks.validates = operations.to_vec();
+        self
+    }
+
+    /// Serves a defaulting (mutating) webhook for the reconciled kind on creates and updates:
+    /// the plugin's [`Defaulter`](crate::webhooks::Defaulter) fills in what objects leave out
+    /// (name `default` in [`export!`](crate::export)).
+    pub fn defaulting(mut self) -> Self {
+        self.webhooks.defaults = true;
+        self
+    }
+
+    /// Serves the conversion webhook of the reconciled kind (a CRD with these `versions`):
+    /// the plugin's [`Converter`](crate::webhooks::Converter) converts between them (name
+    /// `convert` in [`export!`](crate::export)).
+    pub fn converting(mut self, versions: &[&str]) -> Self {
+        self.webhooks.converts = versions.iter().map(|v| v.to_string()).collect();
+        self
+    }
 }
 
 /// The manifest typed by the kinds' Rust types, as controller-runtime's builder reads
@@ -230,3 +257,34 @@ impl Manifest {
 /// rejected at load.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
 pub struct NoSettings {}
+
+/// An admission operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// An object is created.
+    Create,
+    /// An object (or its status) is updated.
+    Update,
+    /// An object is deleted.
+    Delete,
+    /// A connect (exec, attach, port-forward): never sent for the kinds plugins reconcile.
+    Connect,
+}
+
+/// What a plugin serves as webhooks for the kind it reconciles, in its manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Webhooks {
+    /// The operations its [`Validator`](crate::webhooks::Validator) judges; none: no validating webhook.
+    pub validates: Vec<Operation>,
+    /// Whether its [`Defaulter`](crate::webhooks::Defaulter) defaults created and updated objects.
+    pub defaults: bool,
+    /// The versions of its kind its [`Converter`](crate::webhooks::Converter) converts between; none: no conversion.
+    pub converts: Vec<String>,
+}
+
+impl Webhooks {
+    /// Whether it serves any webhook.
+    pub fn any(&self) -> bool {
+        !self.validates.is_empty() || self.defaults || !self.converts.is_empty()
+    }
+}

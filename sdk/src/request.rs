@@ -83,6 +83,14 @@ impl Request {
         }
     }
 
+    /// The request behind an admission of the object `json` (its key and the object).
+    pub(crate) fn for_admission(json: Option<&String>) -> Self {
+        match json.and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok()) {
+            Some(object) => Self::for_object(&object),
+            None => Self::for_deleted("", ""),
+        }
+    }
+
     /// A request for an object that no longer exists.
     pub fn for_deleted(namespace: &str, name: &str) -> Self {
         Self {

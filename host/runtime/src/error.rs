@@ -63,6 +63,10 @@ pub enum ErrorKind {
     /// The sandbox could not be set up (instance pool exhausted, ...).
     #[error("sandbox: {0}")]
     Sandbox(String),
+    /// A webhook call the plugin did not declare (another kind than it reconciles, an
+    /// operation it does not admit), or an answer that is not what the contract asks for.
+    #[error("webhook: {0}")]
+    Webhook(String),
 }
 
 impl ErrorKind {
@@ -84,6 +88,7 @@ impl ErrorKind {
                 "malformed_action"
             }
             ErrorKind::Sandbox(_) => "sandbox",
+            ErrorKind::Webhook(_) => "webhook",
         }
     }
 
@@ -108,6 +113,7 @@ impl ErrorKind {
                 ..
             } | ErrorKind::Action(_)
                 | ErrorKind::Read(_)
+                | ErrorKind::Webhook(_)
         )
     }
 
@@ -141,7 +147,7 @@ pub enum LoadError {
     },
     /// It implements neither plugin contract this host serves (wrong exports or imports).
     #[error(
-        "{source_name}: does not implement a wasmctrl:plugin contract this host serves (0.3.0 or 0.2.0): {reason}"
+        "{source_name}: does not implement a wasmctrl:plugin contract this host serves (0.3 or 0.2.0): {reason}"
     )]
     Contract {
         /// File or label of the plugin.

@@ -14,6 +14,7 @@ pub mod fence;
 mod imports;
 mod permits;
 pub mod plugin;
+mod webhooks;
 pub use wasmctrl_core::selector;
 pub mod sql;
 pub mod view;
@@ -33,7 +34,7 @@ pub use artifacts::{ArtifactStats, digest};
 pub use error::{Error, ErrorKind, LoadError, SetupError};
 use wasmctrl_core::Scope;
 
-use crate::plugin::bindings::{current, previous};
+use crate::plugin::bindings::{current, hooks, previous};
 use crate::plugin::{Intent, Manifest, best_effort, check_actions, wit};
 use crate::sql::Databases;
 use crate::view::{EmptyView, View};
@@ -143,7 +144,8 @@ impl Runtime {
         compile_config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
         let mut linker = Linker::new(&engine);
         type Data = wasmtime::component::HasSelf<State>;
-        current::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s).map_err(SetupError)?;
+        current::PluginWithWebhooks::add_to_linker::<State, Data>(&mut linker, |s| s)
+            .map_err(SetupError)?;
         previous::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s).map_err(SetupError)?;
         // wasm32-wasip1 (adapted) and wasm32-wasip2 plugins import wasi:*@0.2; a deny-all
         // context (host/wasi.rs) serves them. Others never touch it.
@@ -243,6 +245,7 @@ impl Runtime {
             }),
             log_throttle: Arc::default(),
             memory_peak: Default::default(),
+            webhooks: None,
             _share: None,
         };
         let wit_manifest = plugin
@@ -269,6 +272,12 @@ impl Runtime {
         if let Some(namespace) = &overrides.confine {
             scope = scope.confine(namespace);
         }
+        plugin.webhooks = plugin
+            .call_declare()
+            .map_err(|reason| LoadError::Manifest {
+                source_name: source_name.clone(),
+                reason,
+            })?;
         plugin.name = Arc::from(manifest.name.as_str());
         plugin._share = Some(self.inner.permits.load(&plugin.name));
         plugin.scope = Some(Arc::new(scope));
@@ -316,7 +325,7 @@ impl Runtime {
 
 /// The plugin contract (`wit/plugin.wit`) this host implements, and the one before it, which
 /// it still serves.
-pub const CONTRACT: &str = "0.3.0";
+pub const CONTRACT: &str = "0.3.1";
 /// See [`CONTRACT`].
 pub const PREVIOUS_CONTRACT: &str = "0.2.0";
 
@@ -329,6 +338,10 @@ enum Pre {
         pre: InstancePre<State>,
         manifest: ComponentExportIndex,
         reconcile: ComponentExportIndex,
+        /// The `webhooks` export, type-checked, when the plugin has one.
+        webhooks: Option<hooks::GuestIndices>,
+        /// The contract version the component was built against (`0.3.0`, `0.3.1`).
+        version: String,
     },
     Previous(previous::PluginPre<State>),
 }
@@ -348,7 +361,8 @@ impl Pre {
     /// interface with functions of the contract's types.
     fn current(pre: InstancePre<State>) -> wasmtime::Result<Self> {
         // Type-checks every export of the contract (kept as the proof `Exports` relies on).
-        current::PluginPre::new(pre.clone())?;
+        current::exports::wasmctrl::plugin::reconciler::GuestIndices::new(&pre)?;
+        let webhooks = hooks::GuestIndices::new(&pre).ok();
         let component = pre.component();
         let interface = format!("wasmctrl:plugin/reconciler@{CONTRACT}");
         let iface = component
@@ -359,9 +373,18 @@ impl Pre {
                 .get_export_index(Some(&iface), name)
                 .ok_or_else(|| wasmtime::format_err!("no export `{name}` in `{interface}`"))
         };
+        let engine = pre.component().engine().clone();
+        let version = (component.component_type().exports(&engine))
+            .find_map(|(name, _)| {
+                name.strip_prefix("wasmctrl:plugin/reconciler@")
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| CONTRACT.to_string());
         Ok(Pre::Current {
             manifest: find("manifest")?,
             reconcile: find("reconcile")?,
+            webhooks,
+            version,
             pre,
         })
     }
@@ -372,6 +395,7 @@ impl Pre {
                 pre,
                 manifest,
                 reconcile,
+                ..
             } => Exports::Current {
                 instance: pre.instantiate(store)?,
                 manifest: *manifest,
@@ -381,9 +405,9 @@ impl Pre {
         })
     }
 
-    fn contract(&self) -> &'static str {
+    fn contract(&self) -> &str {
         match self {
-            Pre::Current { .. } => CONTRACT,
+            Pre::Current { version, .. } => version,
             Pre::Previous(_) => PREVIOUS_CONTRACT,
         }
     }
@@ -483,6 +507,8 @@ pub struct Plugin {
     memory_peak: std::sync::atomic::AtomicUsize,
     /// The most linear memory one instance may grow to.
     memory_limit: usize,
+    /// What it serves as webhooks, as its `declare` said at load (none without the export).
+    webhooks: Option<hooks::Declaration>,
     /// Its part in the sharing of instances among the plugins loaded (from when it is
     /// loaded).
     _share: Option<permits::Loaded>,
@@ -504,8 +530,9 @@ impl Plugin {
         &self.manifest
     }
 
-    /// The plugin contract it implements: [`CONTRACT`] or [`PREVIOUS_CONTRACT`].
-    pub fn contract(&self) -> &'static str {
+    /// The plugin contract it was built against: [`CONTRACT`] (or an earlier patch version of
+    /// it) or [`PREVIOUS_CONTRACT`].
+    pub fn contract(&self) -> &str {
         self.pre.contract()
     }
 
@@ -547,16 +574,8 @@ impl Plugin {
         view: Arc<dyn View>,
     ) -> Result<Reconciled, Error> {
         request.settings.clone_from(&self.settings);
-        let key = if request.namespace.is_empty() {
-            request.name.clone()
-        } else {
-            format!("{}/{}", request.namespace, request.name)
-        };
-        let fail = |kind| Error {
-            plugin: self.manifest.name.clone(),
-            key: key.clone(),
-            kind,
-        };
+        let key = key(&request.namespace, &request.name);
+        let fail = |kind| self.error(&key, kind);
         let mut refused = None;
         let result = self.call(&key, self.scope.clone(), view, |exports, store| {
             let result = exports.reconcile(store, &request);
@@ -592,6 +611,15 @@ impl Plugin {
             best_effort,
             requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
         })
+    }
+
+    /// A failure of this plugin's call for `key`.
+    fn error(&self, key: &str, kind: ErrorKind) -> Error {
+        Error {
+            plugin: self.manifest.name.clone(),
+            key: key.to_string(),
+            kind,
+        }
     }
 
     fn call_manifest(&self) -> Result<wit::Manifest, String> {
@@ -655,6 +683,15 @@ impl Plugin {
             std::sync::atomic::Ordering::Relaxed,
         );
         result
+    }
+}
+
+/// An object's key: `namespace/name`, or `name` for a cluster-scoped one.
+fn key(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
     }
 }
 

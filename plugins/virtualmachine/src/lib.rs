@@ -4,11 +4,17 @@
 //! phase (`Active`, `Stopped`, or `Failed` with a reason) and reports it with the server's resources
 //! and `lastUpdateTime` in `.status`. It writes status only when what it reports changes, so its own
 //! status writes never start a reconcile loop. An object that no longer exists is logged and left.
+//!
+//! It also serves the kind's webhooks, as a kubebuilder project would: a validator that refuses
+//! a spec the controller would fail (CPU at least 1, memory and disk as quantities, a known
+//! action) before it is stored, and a defaulter that fills in the action the tutorial leaves out
+//! (`start`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use wasmctrl_sdk::manifest::Predicate;
 use wasmctrl_sdk::tracing;
+use wasmctrl_sdk::webhooks::{Admission, Defaulter, Denied, Operation, Validator, Verdict};
 use wasmctrl_sdk::{
     Action, Context, CustomResource, Error, Manifest, NoSettings, Outcome, Reconcile, Reconciler,
     ResourceExt,
@@ -90,7 +96,9 @@ impl Reconciler for VirtualMachineController {
         Ok(Manifest::for_::<VirtualMachine>("virtualmachine")
             .version(env!("CARGO_PKG_VERSION"))
             // Status writes do not bump the generation, so they do not trigger us again.
-            .predicate(Predicate::GenerationChanged))
+            .predicate(Predicate::GenerationChanged)
+            .validating(&[Operation::Create, Operation::Update])
+            .defaulting())
     }
 
     fn reconcile(event: Reconcile<VirtualMachine>, ctx: &Context<'_>) -> Result<Outcome, Error> {
@@ -143,18 +151,12 @@ pub fn reports(current: &Status, desired: &Status) -> bool {
         && current.observed_generation == desired.observed_generation
 }
 
-/// The status the spec calls for, without a timestamp.
-pub fn desired_status(vm: &VirtualMachine) -> Status {
-    let generation = vm.metadata.generation.unwrap_or_default();
-    let failed = |reason: String| Status {
-        phase: "Failed".into(),
-        reason: Some(reason),
-        observed_generation: generation,
-        ..Status::default()
-    };
-    let resource = &vm.spec.resource;
+/// What is wrong with a spec, if anything: the reason a VirtualMachine fails, and what its
+/// validating webhook refuses.
+pub fn invalid(spec: &Spec) -> Option<String> {
+    let resource = &spec.resource;
     if resource.cpu <= 0 {
-        return failed(format!(
+        return Some(format!(
             "spec.resource.cpu must be positive, got {}",
             resource.cpu
         ));
@@ -164,15 +166,32 @@ pub fn desired_status(vm: &VirtualMachine) -> Status {
         ("rootDisk", &resource.root_disk),
     ] {
         if !is_quantity(value) {
-            return failed(format!(
+            return Some(format!(
                 "spec.resource.{field} is not a quantity: {value:?}"
             ));
         }
     }
-    let phase = match vm.spec.action.as_deref().unwrap_or("start") {
-        "start" => "Active",
-        "stop" => "Stopped",
-        other => return failed(format!("spec.action must be start or stop, got {other:?}")),
+    match spec.action.as_deref().unwrap_or("start") {
+        "start" | "stop" => None,
+        other => Some(format!("spec.action must be start or stop, got {other:?}")),
+    }
+}
+
+/// The status the spec calls for, without a timestamp.
+pub fn desired_status(vm: &VirtualMachine) -> Status {
+    let generation = vm.metadata.generation.unwrap_or_default();
+    if let Some(reason) = invalid(&vm.spec) {
+        return Status {
+            phase: "Failed".into(),
+            reason: Some(reason),
+            observed_generation: generation,
+            ..Status::default()
+        };
+    }
+    let resource = &vm.spec.resource;
+    let phase = match vm.spec.action.as_deref() {
+        Some("stop") => "Stopped",
+        _ => "Active",
     };
     Status {
         phase: phase.into(),
@@ -198,7 +217,38 @@ fn is_quantity(value: &str) -> bool {
         && number != "."
 }
 
-wasmctrl_sdk::export!(VirtualMachineController);
+/// Refuses what the controller would fail, before it is stored.
+impl Validator for VirtualMachineController {
+    fn validate_create(vm: &VirtualMachine, _: &Admission<'_>) -> Verdict {
+        match invalid(&vm.spec) {
+            Some(reason) => Err(Denied::new(reason)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn validate_update(old: &VirtualMachine, new: &VirtualMachine, ctx: &Admission<'_>) -> Verdict {
+        let mut warnings = Self::validate_create(new, ctx)?;
+        if new.spec.resource.cpu < old.spec.resource.cpu {
+            warnings.push(format!(
+                "{}: fewer CPUs ({} -> {}) take effect at the next restart",
+                new.name_any(),
+                old.spec.resource.cpu,
+                new.spec.resource.cpu
+            ));
+        }
+        Ok(warnings)
+    }
+}
+
+/// Fills in what the tutorial's manifests leave out.
+impl Defaulter for VirtualMachineController {
+    fn default(vm: &mut VirtualMachine, _: &Admission<'_>) -> Verdict {
+        vm.spec.action.get_or_insert_with(|| "start".into());
+        Ok(Vec::new())
+    }
+}
+
+wasmctrl_sdk::export!(VirtualMachineController, validate, default);
 
 #[cfg(test)]
 mod tests {
@@ -317,6 +367,54 @@ mod tests {
             .unwrap();
         assert_eq!(m.watches.kind, wasmctrl_sdk::Gvk::of::<VirtualMachine>());
         assert_eq!(m.watches.predicates, vec![Predicate::GenerationChanged]);
+    }
+
+    #[test]
+    fn the_webhooks_refuse_what_the_controller_would_fail_and_default_the_action() {
+        use wasmctrl_sdk::webhooks::Operation;
+        let h = Harness::new();
+        let bad = vm(
+            json!({"resource": {"cpu": 0, "memory": "4Gi", "rootDisk": "40Gi"}}),
+            json!(null),
+        );
+        let refused = h
+            .validate::<VirtualMachineController>(Operation::Create, Some(&bad), None)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(refused.message, "spec.resource.cpu must be positive, got 0");
+        assert_eq!(refused.code, 403);
+        let good = vm(
+            json!({"resource": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}}),
+            json!(null),
+        );
+        let fewer = vm(
+            json!({"resource": {"cpu": 1, "memory": "4Gi", "rootDisk": "40Gi"}}),
+            json!(null),
+        );
+        let warnings = h
+            .validate::<VirtualMachineController>(Operation::Update, Some(&fewer), Some(&good))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            warnings,
+            ["test-vm: fewer CPUs (2 -> 1) take effect at the next restart"]
+        );
+        let mut unknown = good.clone();
+        unknown["spec"]["extra"] = json!("kept");
+        let (defaulted, _) = h
+            .defaulted::<VirtualMachineController>(&unknown)
+            .unwrap()
+            .unwrap();
+        assert_eq!(defaulted["spec"]["action"], "start");
+        assert_eq!(
+            defaulted["spec"]["extra"], "kept",
+            "fields the type does not know are kept"
+        );
+        assert!(
+            h.validate::<VirtualMachineController>(Operation::Delete, None, Some(&good))
+                .is_err(),
+            "deletes are not validated"
+        );
     }
 
     #[test]

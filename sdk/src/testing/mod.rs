@@ -219,6 +219,107 @@ impl Harness {
         Ok(outcome)
     }
 
+    /// Runs the plugin's validating webhook natively, as the host would: `object` the object
+    /// written (none for a delete), `old` the one stored (none for a create). Fails as the host
+    /// would when the manifest does not declare the operation or the plugin reads outside its
+    /// scope.
+    pub fn validate<R: crate::webhooks::Validator>(
+        &self,
+        operation: crate::webhooks::Operation,
+        object: Option<&serde_json::Value>,
+        old: Option<&serde_json::Value>,
+    ) -> Result<crate::webhooks::Verdict, String> {
+        let settings = self.parsed_settings::<R>()?;
+        let manifest = R::manifest(&settings)?;
+        if !manifest.webhooks.validates.contains(&operation) {
+            return Err(format!(
+                "test harness: the manifest does not validate {operation:?}"
+            ));
+        }
+        let (object, old) = (object.map(|o| o.to_string()), old.map(|o| o.to_string()));
+        let request = Request::for_admission(object.as_ref().or(old.as_ref()));
+        self.admitting::<R, _>(&manifest, &settings, &request, operation, |admission| {
+            Ok(crate::webhooks::validate_json::<R>(
+                admission,
+                object.as_deref(),
+                old.as_deref(),
+            ))
+        })
+    }
+
+    /// Runs the plugin's defaulting webhook natively on a create of `object`: the object as
+    /// the host's patch would leave it, with the warnings, or the refusal.
+    pub fn defaulted<R: crate::webhooks::Defaulter>(
+        &self,
+        object: &serde_json::Value,
+    ) -> Result<
+        Result<(serde_json::Value, crate::webhooks::Warnings), crate::webhooks::Denied>,
+        String,
+    > {
+        let settings = self.parsed_settings::<R>()?;
+        let manifest = R::manifest(&settings)?;
+        if !manifest.webhooks.defaults {
+            return Err("test harness: the manifest does not declare a defaulter".into());
+        }
+        let json = object.to_string();
+        let request = Request::for_admission(Some(&json));
+        let operation = crate::webhooks::Operation::Create;
+        self.admitting::<R, _>(&manifest, &settings, &request, operation, |admission| {
+            let defaulted = crate::webhooks::default_json::<R>(admission, &json)?;
+            Ok(defaulted
+                .map(|(patched, warnings)| (patched.unwrap_or_else(|| object.clone()), warnings)))
+        })
+    }
+
+    /// Converts `objects` to `api_version` natively, as the conversion webhook would.
+    pub fn convert<R: crate::webhooks::Converter>(
+        &self,
+        objects: &[serde_json::Value],
+        api_version: &str,
+    ) -> Result<Vec<serde_json::Value>, String> {
+        let settings = self.parsed_settings::<R>()?;
+        let manifest = R::manifest(&settings)?;
+        let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
+        if !manifest.webhooks.converts.iter().any(|v| v == version) {
+            return Err(format!(
+                "test harness: the manifest does not convert to {version}"
+            ));
+        }
+        (objects.iter())
+            .map(|o| R::convert(o.clone(), api_version, &settings))
+            .collect()
+    }
+
+    /// Runs `decide` with an admission context over this harness, under the plugin's scope.
+    fn admitting<R: Reconciler, T>(
+        &self,
+        manifest: &Manifest,
+        settings: &R::Settings,
+        request: &Request,
+        operation: crate::webhooks::Operation,
+        decide: impl FnOnce(&crate::webhooks::Admission<'_, R::Settings>) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let scope = scope_of(manifest, self.namespaces.as_deref())?;
+        *self.scope.borrow_mut() = Some(scope);
+        self.refused.borrow_mut().take();
+        let mut request = request.clone();
+        if let Some(now) = self.now {
+            request.now = now;
+        }
+        let admission = crate::webhooks::Admission::new(
+            operation,
+            "",
+            crate::webhooks::UserInfo::default(),
+            false,
+            Context::new(self, settings, &request),
+        );
+        let decided = decide(&admission);
+        if let Some(refusal) = self.refused.borrow_mut().take() {
+            return Err(format!("cache read {refusal}"));
+        }
+        decided
+    }
+
     /// Checks a read against the running plugin's scope, recording a refusal.
     fn check_read<T>(
         &self,

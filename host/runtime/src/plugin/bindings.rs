@@ -1,5 +1,6 @@
 //! Host bindings of the plugin contracts this host serves: the current one, generated from
-//! `wit/plugin.wit` (`wasmctrl:plugin@0.3.0`), and the previous one, from
+//! `wit/plugin.wit` (`wasmctrl:plugin@0.3.1`, its world with webhooks, whose `webhooks` export
+//! a plugin may leave out), and the previous one, from
 //! `wit/0.2.0/plugin.wit` (`wasmctrl:plugin@0.2.0`).
 //!
 //! The host checks and applies what a plugin of either contract returns with one code path, in
@@ -7,13 +8,16 @@
 
 #![allow(missing_docs, clippy::all)]
 
+/// The types of the `webhooks` export.
+pub use self::current::exports::wasmctrl::plugin::webhooks as hooks;
 pub use self::current::wasmctrl::plugin::types as wit;
 
-/// `wasmctrl:plugin@0.3.0`: action outcomes, best-effort actions, delete propagation.
+/// `wasmctrl:plugin@0.3.1` (0.3.0: action outcomes, best-effort actions, delete propagation;
+/// 0.3.1: webhooks).
 pub mod current {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "plugin",
+        world: "plugin-with-webhooks",
         additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
     });
 }
