@@ -17,6 +17,9 @@
 //! - [`reconcile`]: informer -> queue -> controller -> applier, the controller loop;
 //! - [`plugins`]: where plugins come from (the directory, OCI registries, `WasmPlugin` and
 //!   `ClusterWasmPlugin` resources), handed to the controllers as changes;
+//! - [`webhooks`]: the plugins' admission and conversion webhooks, served to the API server
+//!   (the plugin each request goes to is the one the controllers run), and the configurations
+//!   that register them;
 //! - [`cli`] wires them to commands. [`apiserver`] (the crate `wasmctrl-apiserver`, feature
 //!   `apiserver`) is an embedded, protocol-faithful Kubernetes API server, for `dev`,
 //!   `apiserver` and the tests; [`tls`] is the HTTPS both it and the metrics endpoint serve.
@@ -35,6 +38,7 @@ pub mod plugins;
 pub mod rbac;
 pub mod reconcile;
 pub mod replicas;
+pub mod webhooks;
 pub use wasmctrl_core::selector;
 pub use wasmctrl_runtime as runtime;
 pub use wasmctrl_runtime::sql;

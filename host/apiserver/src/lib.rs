@@ -34,7 +34,9 @@
 //!    server does with a kind's objects, choosing its defaults, validation, printer and
 //!    selectable fields; nothing else matches on kind names), `table` (Table responses),
 //!    `handlers` (targets, content negotiation, get/list), `auth` (RBAC), `admission` (of
-//!    metadata, and of specs through the kind's strategy), `typed` (built-in kinds decoded as
+//!    metadata, and of specs through the kind's strategy), `webhooks` (admission webhooks,
+//!    called as kube-apiserver calls them), `policies` (ValidatingAdmissionPolicies and their
+//!    bindings), `typed` (built-in kinds decoded as
 //!    their `k8s-openapi` types: unknown fields, schemas), `patch`, `fields` + `apply`
 //!    (server-side apply, managedFields).
 //! 4. Writes and reads built on them: `delete`, `write` (which admits custom resources through

@@ -242,15 +242,15 @@ fn judge(
         .flatten())
     .filter_map(Value::as_str)
     .collect();
-    let failed = |message: String| -> ApiResult<()> {
-        if policy.ignore_failures {
-            return Ok(());
-        }
-        Err(denial(policy, binding_name, attrs, &message, None))
+    let judged = Judged {
+        policy,
+        binding: binding_name,
+        actions: &actions,
+        attrs,
     };
     let params = match params(st, policy, binding, attrs) {
         Ok(p) => p,
-        Err(message) => return failed(format!("failed to configure binding: {message}")),
+        Err(message) => return judged.failed(format!("failed to configure binding: {message}")),
     };
     let null = Value::Null;
     let request = admission_request(attrs);
@@ -264,48 +264,81 @@ fn judge(
             ("namespaceObject", &namespace),
         ];
         let bound = Bindings::new(&vars).with_variables(&policy.variables);
-        for (_, condition) in &policy.conditions {
+        judged.validate(&bound)?;
+    }
+    Ok(())
+}
+
+/// A policy through one binding, judging one write.
+struct Judged<'a> {
+    policy: &'a Policy,
+    binding: &'a str,
+    actions: &'a [&'a str],
+    attrs: &'a Attributes,
+}
+
+impl Judged<'_> {
+    /// The error an expression that failed to evaluate gives: none under `failurePolicy:
+    /// Ignore`.
+    fn failed(&self, message: String) -> ApiResult<()> {
+        if self.policy.ignore_failures {
+            return Ok(());
+        }
+        Err(denial(
+            self.policy,
+            self.binding,
+            self.attrs,
+            &message,
+            None,
+        ))
+    }
+
+    /// The match conditions, then each validation, with `bound` (one param's variables).
+    fn validate(&self, bound: &Bindings) -> ApiResult<()> {
+        for (_, condition) in &self.policy.conditions {
             match bound.evaluate(condition) {
                 Outcome::Bool(true) => {}
                 Outcome::Bool(false) => return Ok(()),
-                Outcome::Error(e) => return failed(e),
-                _ => return failed("matchConditions must evaluate to bool".into()),
+                Outcome::Error(e) => return self.failed(e),
+                _ => return self.failed("matchConditions must evaluate to bool".into()),
             }
         }
-        for v in &policy.validations {
+        for v in &self.policy.validations {
             let message = match bound.evaluate(&v.program) {
                 Outcome::Bool(true) => continue,
-                Outcome::Bool(false) => failure_message(&bound, v),
+                Outcome::Bool(false) => failure_message(bound, v),
                 Outcome::Error(e) => {
-                    failed(e)?;
+                    self.failed(e)?;
                     continue;
                 }
                 _ => {
-                    failed(format!(
+                    let e = format!(
                         "validation expression must evaluate to bool: {}",
                         v.expression
-                    ))?;
+                    );
+                    self.failed(e)?;
                     continue;
                 }
             };
-            if actions.contains(&"Warn") {
+            if self.actions.contains(&"Warn") {
                 status::warn(format!(
-                    "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{binding_name}': {message}",
-                    policy.name
+                    "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {message}",
+                    self.policy.name, self.binding
                 ));
             }
-            if actions.contains(&"Deny") {
+            if self.actions.contains(&"Deny") {
+                let reason = v.reason.as_deref();
                 return Err(denial(
-                    policy,
-                    binding_name,
-                    attrs,
+                    self.policy,
+                    self.binding,
+                    self.attrs,
                     &message,
-                    v.reason.as_deref(),
+                    reason,
                 ));
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// A failed validation's message: its `messageExpression`'s one-line result, else its

@@ -541,21 +541,27 @@ pub(crate) fn prepare_update(
             &now,
         );
     }
+    Ok(update_step(q, cur, out, deleting))
+}
+
+/// What storing an update comes to: nothing for a no-op or a dry run; removing the object when
+/// it is being deleted and its last finalizer went (unless its grace period still runs, as a
+/// Pod the kubelet is stopping); else replacing what is stored.
+fn update_step(q: &Query, cur: &Value, out: Value, deleting: bool) -> Prepared {
     let mut cmp = out.clone();
     cmp["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
     if cmp == *cur {
-        return Ok(Prepared {
+        return Prepared {
             obj: cur.clone(),
             step: Step::Answer,
-        });
+        };
     }
     if dry_run(q) {
-        return Ok(Prepared {
+        return Prepared {
             obj: out,
             step: Step::Answer,
-        });
+        };
     }
-    // An object whose grace period still runs (a Pod the kubelet is stopping) waits for it.
     let graceful = (out.pointer("/metadata/deletionGracePeriodSeconds"))
         .and_then(Value::as_i64)
         .is_some_and(|g| g > 0);
@@ -566,7 +572,7 @@ pub(crate) fn prepare_update(
     } else {
         Step::Update(rv)
     };
-    Ok(Prepared { obj: out, step })
+    Prepared { obj: out, step }
 }
 
 /// Optimistic concurrency: a resourceVersion in the request must be the stored one.

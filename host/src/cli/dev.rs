@@ -14,7 +14,7 @@ use wasmctrl_core::Gvk;
 
 use std::sync::Arc;
 
-use super::run::{Extras, Grant, HostArgs, serve};
+use super::run::{Extras, Grant, HostArgs, RegisterWebhooks, serve};
 use crate::apiserver::ApiServer;
 use crate::clock::Clock;
 use crate::observe::metrics::Metrics;
@@ -52,6 +52,7 @@ const HOST_NAMESPACE: &str = "wasmctrl";
 /// Runs the subcommand until SIGINT/SIGTERM.
 pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     args.host.metrics.dev_defaults();
+    args.host.webhooks.dev_defaults();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -106,6 +107,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         tokio::spawn(follow_test_clock(server.clone(), clock.clone()));
         let extras = Extras {
             clock: Some(clock),
+            webhooks: Some(register_webhooks(client.clone())),
             ..extras
         };
         serve(host_client, metrics, &args.host, extras, super::shutdown_signal()).await?;
@@ -157,7 +159,8 @@ fn grant(client: kube::Client) -> Grant {
     })
 }
 
-async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> anyhow::Result<()> {
+/// The plurals and scopes of the built-in kinds and of the CRDs the server has now.
+async fn resolver(client: &kube::Client) -> anyhow::Result<Resolver> {
     let mut resolver = Resolver::default();
     let crds: Api<DynamicObject> = Api::all_with(
         client.clone(),
@@ -170,6 +173,93 @@ async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> 
     for crd in crds.list(&Default::default()).await? {
         resolver.add_crd(&serde_json::to_value(&crd)?)?;
     }
+    Ok(resolver)
+}
+
+/// Registers the plugins' validating and defaulting webhooks with the embedded server (as
+/// `wasmctrl webhooks --url <server> --ca-bundle <its CA>` prints them), after each change of
+/// the plugins: `kubectl apply` of an object a plugin refuses is refused here as on a cluster.
+fn register_webhooks(client: kube::Client) -> RegisterWebhooks {
+    Box::new(move |served, url, pem| {
+        let client = client.clone();
+        Box::pin(async move {
+            if let Err(e) = apply_webhooks(&client, served, &url, &pem).await {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "could not register the plugins' webhooks"
+                );
+            }
+        })
+    })
+}
+
+async fn apply_webhooks(
+    client: &kube::Client,
+    served: Vec<(
+        String,
+        Gvk,
+        crate::runtime::plugin::bindings::hooks::Declaration,
+    )>,
+    url: &str,
+    pem: &str,
+) -> anyhow::Result<()> {
+    use crate::webhooks::{Exposure, Served, Trust};
+    let resolver = resolver(client).await?;
+    let served: Vec<Served> = (served.into_iter())
+        .map(|(plugin, kind, declaration)| {
+            let plural = match resolver.get(&kind) {
+                Some(info) => info.plural.clone(),
+                None => kube::core::ApiResource::from_gvk(&(&kind).into()).plural,
+            };
+            Served {
+                plugin,
+                kind,
+                plural,
+                declaration,
+            }
+        })
+        .collect();
+    let exposure = Exposure::Url(url.to_string());
+    let trust = Trust::CaBundle(pem.as_bytes().to_vec());
+    let configurations = crate::webhooks::generate(&served, &exposure, &trust);
+    let kinds = [
+        (
+            "ValidatingWebhookConfiguration",
+            "wasmctrl-validating-webhook-configuration",
+            configurations.validating,
+        ),
+        (
+            "MutatingWebhookConfiguration",
+            "wasmctrl-mutating-webhook-configuration",
+            configurations.mutating,
+        ),
+    ];
+    for (kind, name, object) in kinds {
+        match object {
+            Some(object) => apply_object(client, &object).await?,
+            None => {
+                let resource = kube::api::ApiResource::from_gvk(
+                    &kube::core::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+                );
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+                match api.delete(name, &Default::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+    }
+    tracing::info!(
+        plugins = served.len(),
+        url,
+        "registered the plugins' webhooks"
+    );
+    Ok(())
+}
+
+async fn grant_rbac(client: &kube::Client, scopes: &[(String, PluginScope)]) -> anyhow::Result<()> {
+    let resolver = resolver(client).await?;
     let options = rbac::Options {
         namespace: HOST_NAMESPACE.into(),
         service_account: HOST_NAMESPACE.into(),

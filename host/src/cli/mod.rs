@@ -11,6 +11,7 @@ mod oci;
 mod rbac;
 mod run;
 mod test;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -67,6 +68,8 @@ enum Command {
     Sign(oci::SignArgs),
     /// Print the least-privilege RBAC (ServiceAccount, Roles, bindings) for a plugin directory.
     Rbac(rbac::Args),
+    /// Print the webhook configurations (and CRD conversions) the plugins in a directory serve.
+    Webhooks(webhooks::Args),
     /// Print the CRDs of WasmPlugin and ClusterWasmPlugin (plugins as cluster resources).
     Crds,
     /// Run the embedded Kubernetes API server on its own.
@@ -76,7 +79,7 @@ enum Command {
     Run(Box<run::Args>),
     /// Run the host against the embedded API server, with manifests applied: no cluster needed.
     #[cfg(feature = "apiserver")]
-    Dev(dev::Args),
+    Dev(Box<dev::Args>),
 }
 
 /// Parses the command line, runs the subcommand and maps its outcome to an exit code.
@@ -98,6 +101,7 @@ pub fn main() -> ExitCode {
         Command::Pull(args) => oci::pull(args),
         Command::Sign(args) => oci::sign(args),
         Command::Rbac(args) => rbac::run(args),
+        Command::Webhooks(args) => webhooks::run(args),
         Command::Crds => crate::plugins::resources::crds_yaml()
             .map_err(anyhow::Error::from)
             .map(|yaml| {
@@ -108,7 +112,7 @@ pub fn main() -> ExitCode {
         Command::Apiserver(args) => apiserver::run(args),
         Command::Run(args) => run::run(*args),
         #[cfg(feature = "apiserver")]
-        Command::Dev(args) => dev::run(args),
+        Command::Dev(args) => dev::run(*args),
     };
     match result {
         Ok(code) => code,

@@ -80,18 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             plugins.push(grantee);
         }
     }
-    let mut resolver = Resolver::default();
-    for path in &args.crds {
-        for file in super::manifest_files(path)? {
-            for doc in super::read_documents(&file)? {
-                if doc["kind"] == "CustomResourceDefinition" {
-                    resolver.add_crd(&doc).with_context(|| {
-                        format!("{}: not a usable CustomResourceDefinition", file.display())
-                    })?;
-                }
-            }
-        }
-    }
+    let resolver = crd_resolver(&args.crds)?;
     let options = Options {
         namespace: args.namespace,
         service_account: args.service_account,
@@ -124,12 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Each plugin in `dir` by name, with its effective scope (its config's narrowing applied).
 pub(crate) fn scopes(dir: &Path) -> anyhow::Result<Vec<(String, Scope)>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading plugin directory {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| crate::plugins::loader::files::is_plugin_file(p))
-        .collect();
-    files.sort();
+    let files = plugin_files(dir)?;
     let runtime = super::inspect::review_runtime()?;
     let mut out: Vec<(String, Scope)> = Vec::new();
     for file in files {
@@ -141,6 +125,35 @@ pub(crate) fn scopes(dir: &Path) -> anyhow::Result<Vec<(String, Scope)>> {
         out.push((name, plugin.scope().clone()));
     }
     Ok(out)
+}
+
+/// The plugin files in `dir`, in name order.
+pub(crate) fn plugin_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading plugin directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| crate::plugins::loader::files::is_plugin_file(p))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The built-in kinds' plurals and scopes, and those of the CRDs in `paths` (files or
+/// directories of YAML).
+pub(crate) fn crd_resolver(paths: &[PathBuf]) -> anyhow::Result<Resolver> {
+    let mut resolver = Resolver::default();
+    for path in paths {
+        for file in super::manifest_files(path)? {
+            for doc in super::read_documents(&file)? {
+                if doc["kind"] == "CustomResourceDefinition" {
+                    resolver.add_crd(&doc).with_context(|| {
+                        format!("{}: not a usable CustomResourceDefinition", file.display())
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(resolver)
 }
 
 /// Each plugin resource under `path`, pulled and loaded as `run --plugin-resources` loads it,

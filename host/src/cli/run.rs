@@ -24,7 +24,8 @@ use crate::replicas::membership;
 use crate::replicas::sharding::Shards;
 use crate::runtime::{self, Runtime};
 use crate::sql::{self, Databases};
-use wasmctrl_core::shard;
+use wasmctrl_core::{Gvk, shard};
+use wasmctrl_runtime::plugin::bindings::hooks::Declaration;
 
 /// Options shared by `run` and `dev`: where plugins come from and the limits they run under.
 #[derive(Debug, Clone, clap::Args)]
@@ -57,7 +58,74 @@ pub struct HostArgs {
     #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
+    pub webhooks: WebhookArgs,
+    #[command(flatten)]
     pub sql: SqlArgs,
+}
+
+/// Where and how the plugins' webhooks are served: controller-runtime's webhook server, with
+/// kubebuilder's flags and defaults.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WebhookArgs {
+    /// Where the plugins' admission and conversion webhooks are served over HTTPS (`:9443`,
+    /// `127.0.0.1:9443`; `0` serves none). Default `:9443`; for `dev`, a free port on
+    /// 127.0.0.1.
+    #[arg(long, value_name = "ADDRESS")]
+    pub webhook_bind_address: Option<String>,
+    /// Directory with the webhook server's certificate and key (cert-manager's Secret,
+    /// mounted; read again when renewed). Without it, a self-signed certificate is made at
+    /// start, which the API server trusts only through a `caBundle` that names it.
+    #[arg(long, value_name = "DIR")]
+    pub webhook_cert_path: Option<PathBuf>,
+    /// The certificate's file name in `--webhook-cert-path`.
+    #[arg(long, default_value = "tls.crt", value_name = "FILE")]
+    pub webhook_cert_name: String,
+    /// The key's file name in `--webhook-cert-path`.
+    #[arg(long, default_value = "tls.key", value_name = "FILE")]
+    pub webhook_cert_key: String,
+}
+
+impl WebhookArgs {
+    /// `dev`'s default: a free port on loopback, where the embedded API server reaches it.
+    #[cfg(feature = "apiserver")]
+    pub fn dev_defaults(&mut self) {
+        self.webhook_bind_address
+            .get_or_insert_with(|| "127.0.0.1:0".to_string());
+    }
+
+    /// Where to serve the webhooks, if at all (`default` when the flag is not given).
+    pub fn address(&self, default: &str) -> anyhow::Result<Option<std::net::SocketAddr>> {
+        let flag = self.webhook_bind_address.as_deref().unwrap_or(default);
+        probes::bind_address(flag).map_err(|e| anyhow::anyhow!("--webhook-bind-address: {e}"))
+    }
+
+    /// The server's certificate: the files in `--webhook-cert-path`, or one made now for the
+    /// names it will be reached by, with its PEM (what a `caBundle` must hold to trust it).
+    pub fn certificate(
+        &self,
+        names: &[&str],
+    ) -> anyhow::Result<(crate::tls::Server, Option<String>)> {
+        match &self.webhook_cert_path {
+            Some(dir) => {
+                let (cert, key) = (
+                    dir.join(&self.webhook_cert_name),
+                    dir.join(&self.webhook_cert_key),
+                );
+                let server = crate::tls::Server::from_files(&cert, &key, crate::tls::HTTP1)
+                    .with_context(|| format!("the webhook certificate in {}", dir.display()))?;
+                Ok((server, None))
+            }
+            None => {
+                let (server, pem) = crate::tls::Server::self_signed_with_pem(
+                    names,
+                    "wasmctrl-webhooks",
+                    crate::tls::HTTP1,
+                )
+                .context("a self-signed webhook certificate")?;
+                Ok((server, Some(pem)))
+            }
+        }
+    }
 }
 
 /// Where and how `/metrics` is served: kubebuilder's flags, names and defaults.
@@ -490,7 +558,21 @@ pub(crate) struct Extras {
     pub registry: Option<(Registry, cluster_plugins::Policy)>,
     /// Tell reconciles this clock's time (`wasmctrl dev`'s test clock) rather than the system's.
     pub clock: Option<Clock>,
+    /// Register the plugins' webhooks with the cluster whenever they change (`wasmctrl dev`).
+    pub webhooks: Option<RegisterWebhooks>,
 }
+
+/// What registers the served plugins' webhooks with the cluster: each plugin that serves some
+/// (name, kind, declaration), the webhook server's base URL and the CA (PEM) that trusts it.
+pub(crate) type RegisterWebhooks = Box<
+    dyn Fn(
+            Vec<(String, Gvk, Declaration)>,
+            String,
+            String,
+        ) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync,
+>;
 
 /// The sandbox plugins run in, with `args`' deadline, memory cap and cache, and `databases`.
 fn sandbox(args: &HostArgs, databases: Databases) -> anyhow::Result<Runtime> {
@@ -572,14 +654,15 @@ async fn manager(
     host
 }
 
-/// Serves the health probes and the metrics, where their flags ask for them.
+/// Serves the health probes, the metrics and the webhooks, where their flags ask for them; the
+/// webhook server's base URL and, for a certificate made here, its PEM.
 async fn serve_endpoints(
     args: &HostArgs,
     client: &kube::Client,
     host: &Arc<Manager>,
     readiness: Arc<HostReadiness>,
     databases: Databases,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<(String, Option<String>)>> {
     let probe_address =
         probes::bind_address(&args.health_probe_bind_address).map_err(anyhow::Error::msg)?;
     if let Some(addr) = probe_address {
@@ -602,7 +685,15 @@ async fn serve_endpoints(
             .with_context(|| format!("serving metrics on {addr}"))?;
         tracing::info!(address = %bound, https, "metrics listening");
     }
-    Ok(())
+    let Some(addr) = args.webhooks.address(":9443")? else {
+        return Ok(None);
+    };
+    let (tls, pem) = args.webhooks.certificate(crate::tls::LOOPBACK)?;
+    let bound = crate::webhooks::serve(addr, &tls, host.clone())
+        .await
+        .with_context(|| format!("serving webhooks on {addr}"))?;
+    tracing::info!(address = %bound, "webhook server listening");
+    Ok(Some((format!("https://{bound}"), pem)))
 }
 
 /// The plugin directory to watch: `--plugins`, or an empty one of its own when only plugin
@@ -626,6 +717,8 @@ struct Changes<'a> {
     loader: &'a Loader,
     host: &'a Arc<Manager>,
     grant: Option<&'a Grant>,
+    /// Registers the plugins' webhooks (served at the URL, trusted by the PEM) after each change.
+    webhooks: Option<&'a (RegisterWebhooks, String, String)>,
     concurrency: usize,
     grace: Duration,
 }
@@ -679,7 +772,40 @@ impl Changes<'_> {
         change
             .deliver(self.host, self.concurrency, self.grace)
             .await;
+        if let Some((register, url, pem)) = self.webhooks {
+            let served = (self.loader.current().into_iter())
+                .filter_map(|(p, _)| {
+                    let declaration = p.webhooks()?.clone();
+                    Some((
+                        p.manifest().name.clone(),
+                        p.manifest().kind().clone(),
+                        declaration,
+                    ))
+                })
+                .collect();
+            register(served, url.clone(), pem.clone()).await;
+        }
     }
+}
+
+/// Serves `WasmPlugin` and `ClusterWasmPlugin` resources, pulling with `registry`.
+fn serve_cluster_plugins(
+    args: &HostArgs,
+    (client, host, runtime, leadership): (&kube::Client, &Arc<Manager>, &Runtime, Leadership),
+    registry: Registry,
+    policy: cluster_plugins::Policy,
+    grace: Duration,
+) -> ClusterPlugins {
+    let options = cluster_plugins::Options {
+        registry,
+        policy,
+        cache_dir: args.cache_dir.clone(),
+        host_namespace: leader::own_namespace(),
+        concurrency: args.concurrency,
+        grace,
+        leadership,
+    };
+    ClusterPlugins::start(client.clone(), host.clone(), runtime.clone(), options)
 }
 
 /// Serves the plugin directory with `client` until `stop` completes, then shuts down gracefully:
@@ -697,6 +823,7 @@ pub(crate) async fn serve(
         grant,
         registry,
         clock,
+        webhooks,
     } = extras;
     let replica = Replica::join(&client, election, sharding);
     let databases = args
@@ -716,7 +843,12 @@ pub(crate) async fn serve(
         sharding,
     } = replica;
     let membership = sharding.map(|(member, _)| member.start(host.clone()));
-    serve_endpoints(args, &client, &host, readiness.clone(), databases).await?;
+    let webhook_server =
+        serve_endpoints(args, &client, &host, readiness.clone(), databases).await?;
+    let register = match (webhooks, webhook_server) {
+        (Some(register), Some((url, Some(pem)))) => Some((register, url, pem)),
+        _ => None,
+    };
     tokio::spawn(crate::memory::return_freed_memory(Duration::from_secs(10)));
     if let Some((lease, _)) = &election {
         tokio::spawn(follow_leadership(
@@ -727,16 +859,8 @@ pub(crate) async fn serve(
     }
     let grace = Duration::from_secs(args.shutdown_grace_secs);
     let cluster_plugins = registry.map(|(registry, policy)| {
-        let options = cluster_plugins::Options {
-            registry,
-            policy,
-            cache_dir: args.cache_dir.clone(),
-            host_namespace: leader::own_namespace(),
-            concurrency: args.concurrency,
-            grace,
-            leadership,
-        };
-        ClusterPlugins::start(client.clone(), host.clone(), runtime.clone(), options)
+        let serving = (&client, &host, &runtime, leadership);
+        serve_cluster_plugins(args, serving, registry, policy, grace)
     });
     let running = Running {
         host: host.clone(),
@@ -751,6 +875,7 @@ pub(crate) async fn serve(
         loader: &loader,
         host: &host,
         grant: grant.as_ref(),
+        webhooks: register.as_ref(),
         concurrency: args.concurrency,
         grace,
     };

@@ -18,8 +18,13 @@ pub struct Args {
     /// The plugin component (`target/plugins/<name>.wasm`).
     plugin: PathBuf,
     /// The object to reconcile (YAML or JSON).
-    #[arg(long)]
-    object: PathBuf,
+    #[arg(long, required_unless_present = "admission")]
+    object: Option<PathBuf>,
+    /// Instead of a reconcile, an AdmissionReview (YAML or JSON) for the plugin's webhooks:
+    /// its defaulter (on a create or update) and then its validator run as the host would run
+    /// them, and the AdmissionReview it would answer is printed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["object", "deleting", "deleted", "previous"])]
+    admission: Option<PathBuf>,
     /// Objects the plugin may read from the cache (YAML or JSON; several documents or a List
     /// per file). Repeatable.
     #[arg(long = "cache")]
@@ -57,8 +62,12 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let bytes = crate::plugins::loader::files::read(&args.plugin)
         .with_context(|| format!("cannot read plugin {}", args.plugin.display()))?;
+    if let Some(review) = &args.admission {
+        return admission(&args, &bytes, review);
+    }
     let (mut object, settings, mut view) = inputs(&args)?;
-    let (namespace, name) = as_the_host_sees_it(&mut object, &args.object)?;
+    let object_path = args.object.clone().unwrap_or_default();
+    let (namespace, name) = as_the_host_sees_it(&mut object, &object_path)?;
     let now = match &args.now {
         Some(now) => wit::Timestamp::parse(now)
             .map_err(|e| anyhow::anyhow!("--now {now:?} is not an RFC 3339 time: {e}"))?,
@@ -114,19 +123,92 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// The object, the plugin's settings and the cache's other objects, as the files give them.
-fn inputs(args: &Args) -> anyhow::Result<(Value, Value, StaticView)> {
-    let object = super::read_documents(&args.object)?
+/// Runs the plugin's webhooks on the AdmissionReview in `review` as the host would: the
+/// defaulter first (its patch applied), then the validator; prints the AdmissionReview the
+/// host would answer. Exit 0 when allowed, 1 when refused.
+fn admission(args: &Args, bytes: &[u8], review: &Path) -> anyhow::Result<ExitCode> {
+    use crate::runtime::plugin::bindings::hooks::Operation;
+    let review = super::read_documents(review)?
         .into_iter()
         .next()
-        .with_context(|| format!("{}: no object in file", args.object.display()))?;
-    let settings = match &args.settings {
+        .with_context(|| format!("{}: no AdmissionReview in file", review.display()))?;
+    let mut request =
+        crate::webhooks::review::admission_request(&review).map_err(anyhow::Error::msg)?;
+    let settings = settings(args)?;
+    let (_io, runtime) = sandbox(args)?;
+    let plugin = runtime.load(
+        &args.plugin.display().to_string(),
+        bytes,
+        &settings.to_string(),
+    )?;
+    let Some(declared) = plugin.webhooks().cloned() else {
+        bail!("{}: the plugin serves no webhooks", args.plugin.display());
+    };
+    let view = Arc::new(cache(args)?);
+    let original = request.object.clone();
+    let mut warnings = Vec::new();
+    let mut decided = None;
+    let writes = matches!(request.operation, Operation::Create | Operation::Update);
+    if declared.defaults && writes {
+        let response = plugin.mutate(request.clone(), view.clone())?;
+        warnings.extend(response.warnings.iter().cloned());
+        if let Some(patched) = &response.patched {
+            request.object = Some(patched.clone());
+        }
+        if !response.allowed {
+            decided = Some(response);
+        }
+    }
+    if decided.is_none() && declared.validates.contains(&request.operation) {
+        let response = plugin.validate(request.clone(), view)?;
+        warnings.extend(response.warnings.iter().cloned());
+        if !response.allowed {
+            decided = Some(response);
+        }
+    }
+    let response = crate::runtime::plugin::bindings::hooks::AdmissionResponse {
+        allowed: decided.is_none(),
+        message: decided
+            .as_ref()
+            .map(|d| d.message.clone())
+            .unwrap_or_default(),
+        code: decided.as_ref().map_or(200, |d| d.code),
+        warnings,
+        patched: request.object.filter(|o| Some(o) != original.as_ref()),
+    };
+    let uid = review["request"]["uid"].as_str().unwrap_or_default();
+    let answer = crate::webhooks::review::admission_response(uid, &response, original.as_deref());
+    super::say(serde_json::to_string_pretty(&answer)?);
+    Ok(if response.allowed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The operator settings for the plugin, from `--settings` (none: `{}`).
+fn settings(args: &Args) -> anyhow::Result<Value> {
+    Ok(match &args.settings {
         Some(path) => super::read_documents(path)?
             .into_iter()
             .next()
             .unwrap_or(json!({})),
         None => json!({}),
-    };
+    })
+}
+
+/// The object, the plugin's settings and the cache's other objects, as the files give them.
+fn inputs(args: &Args) -> anyhow::Result<(Value, Value, StaticView)> {
+    let path = args.object.clone().unwrap_or_default();
+    let object = super::read_documents(&path)?
+        .into_iter()
+        .next()
+        .with_context(|| format!("{}: no object in file", path.display()))?;
+    Ok((object, settings(args)?, cache(args)?))
+}
+
+/// The cache's objects, as `--cache` gives them.
+fn cache(args: &Args) -> anyhow::Result<StaticView> {
     let mut view = StaticView::new();
     for path in &args.cache {
         for doc in super::read_documents(path)? {
@@ -134,7 +216,7 @@ fn inputs(args: &Args) -> anyhow::Result<(Value, Value, StaticView)> {
                 .with_context(|| format!("{}: cache object", path.display()))?;
         }
     }
-    Ok((object, settings, view))
+    Ok(view)
 }
 
 /// Fills in what a cluster would have given `object` (read from `path`): `default` for a

@@ -133,6 +133,12 @@ fn object(kind: &str, api_version: &str, name: &str, namespace: Option<&str>) ->
             json!({"spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}})
         }
         "Lease" => json!({"spec": {"holderIdentity": "x"}}),
+        "ValidatingAdmissionPolicy" => json!({"spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["example.com"],
+                "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["things"]}]},
+            "validations": [{"expression": "true"}]}}),
+        "ValidatingAdmissionPolicyBinding" => json!({"spec": {
+            "policyName": "nothing.example.com", "validationActions": ["Deny"]}}),
         "Role" | "ClusterRole" => json!({"rules": []}),
         "RoleBinding" | "ClusterRoleBinding" => {
             json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}, "subjects": []})

@@ -78,7 +78,13 @@ fn builds_a_guest_into_a_component_exporting_the_contract() {
         .map(|key| resolve.name_world_key(key))
         .collect();
     exports.sort();
-    assert_eq!(exports, ["wasmctrl:plugin/reconciler@0.3.0"]);
+    assert_eq!(
+        exports,
+        [
+            "wasmctrl:plugin/reconciler@0.3.1",
+            "wasmctrl:plugin/webhooks@0.3.1"
+        ]
+    );
     // Nothing half-written is left beside it.
     assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 1);
 }

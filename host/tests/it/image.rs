@@ -125,6 +125,7 @@ fn start_entrypoint(config: &Value, rootfs: &Path, cluster: &Cluster, log: PathB
         .args(["--kubeconfig", "/kubeconfig"])
         .args(["--health-probe-bind-address", "127.0.0.1:0"])
         .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .args(["--webhook-bind-address", "127.0.0.1:0"])
         .env_clear()
         .envs(
             config["Env"]

@@ -67,7 +67,7 @@ fn virtualmachine() {
         &["v1/Pod", "Deployment", "Secret"],
     );
     assert!(r["digest"].as_str().unwrap().starts_with("sha256:"));
-    assert_eq!(r["contract"], "wasmctrl:plugin@0.3.0");
+    assert_eq!(r["contract"], "wasmctrl:plugin@0.3.1");
 }
 
 #[test]

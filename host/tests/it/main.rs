@@ -7,6 +7,7 @@
 
 mod common;
 
+mod admission;
 mod apiserver_admin;
 mod apiserver_auth;
 mod apiserver_builtins;

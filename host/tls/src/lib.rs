@@ -65,6 +65,19 @@ impl Server {
         Self::new(chain, key, alpn)
     }
 
+    /// [`Self::self_signed`], with the certificate's PEM (what a client must trust it by).
+    pub fn self_signed_with_pem(
+        names: &[&str],
+        common_name: &str,
+        alpn: &[&[u8]],
+    ) -> std::io::Result<(Self, String)> {
+        let key = KeyPair::generate().map_err(io_error)?;
+        let cert = (leaf(names, common_name)?.self_signed(&key)).map_err(io_error)?;
+        let pem = cert.pem();
+        let (chain, key) = der(cert.der().to_vec(), &key);
+        Ok((Self::new(chain, key, alpn)?, pem))
+    }
+
     /// The certificate chain and key in the PEM files `cert` and `key`, read again when they
     /// change (a renewed certificate is served without a restart; a half-written pair keeps the
     /// old one until both match).

@@ -46,7 +46,8 @@ impl Seen {
 /// - `label`: patches the label `mutated: "yes"` in;
 /// - `late`: patches `data.late: "1"` in;
 /// - `slow`: allows after 3 s;
-/// - `garbled`: answers something that is not a review.
+/// - `garbled`: answers something that is not a review;
+/// - `unloaded`: answers 404, as the host does for a plugin that is not loaded.
 async fn webhook(
     State(seen): State<Arc<Seen>>,
     Path(path): Path<String>,
@@ -89,6 +90,14 @@ async fn webhook(
         }
         "slow" => tokio::time::sleep(Duration::from_secs(3)).await,
         "garbled" => return "this is not a review".into_response(),
+        // What the host answers for a plugin that is not loaded.
+        "unloaded" => {
+            return (
+                axum::http::StatusCode::NOT_FOUND,
+                "no plugin serves /unloaded",
+            )
+                .into_response();
+        }
         _ => {}
     }
     Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
@@ -325,6 +334,7 @@ async fn the_failure_policy_decides_for_a_webhook_that_is_down_late_or_garbled()
             format!("{base}/garbled"),
             "not an AdmissionReview",
         ),
+        ("unloaded", format!("{base}/unloaded"), "status code 404"),
     ];
     for (i, (what, url, why)) in cases.iter().enumerate() {
         let fail = configuration(

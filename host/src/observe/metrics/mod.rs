@@ -142,6 +142,25 @@ pub struct Metrics {
     pub(crate) shard_members: Gauge,
     pub(crate) shard_owned_keys: Family<ControllerLabel, Gauge>,
     pub(crate) shard_server_side: Gauge,
+    pub(crate) webhook_requests: Family<WebhookCodeLabels, Counter>,
+    webhook_latency: Family<WebhookLabel, Histogram, fn() -> Histogram>,
+    pub(crate) webhook_in_flight: Family<WebhookLabel, Gauge>,
+}
+
+/// `webhook=<path>` (controller-runtime's label: the webhook's path).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabel {
+    /// The path served (`/validate-example-com-v1-thing`, `/convert`).
+    pub webhook: String,
+}
+
+/// `webhook`, `code` (the HTTP status answered).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookCodeLabels {
+    /// The path served.
+    pub webhook: String,
+    /// The HTTP status code.
+    pub code: String,
 }
 
 impl Default for Metrics {
@@ -184,6 +203,9 @@ impl Metrics {
             shard_members: Gauge::default(),
             shard_owned_keys: Family::default(),
             shard_server_side: Gauge::default(),
+            webhook_requests: Family::default(),
+            webhook_latency: Family::new_with_constructor(seconds_histogram),
+            webhook_in_flight: Family::default(),
         };
         m.register_controller_runtime();
         m.register_workqueue();
@@ -226,6 +248,37 @@ impl Metrics {
             "Maximum number of concurrent reconciles per controller",
             self.max_concurrent.clone(),
         );
+        r.register(
+            "controller_runtime_webhook_requests",
+            "Total number of admission requests by HTTP status code.",
+            self.webhook_requests.clone(),
+        );
+        r.register(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests",
+            self.webhook_latency.clone(),
+        );
+        r.register(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.",
+            self.webhook_in_flight.clone(),
+        );
+    }
+
+    /// Records a webhook request's answer and how long it took.
+    pub fn webhook_answered(&self, webhook: &str, code: u16, took: std::time::Duration) {
+        let label = WebhookLabel {
+            webhook: webhook.to_string(),
+        };
+        self.webhook_latency
+            .get_or_create(&label)
+            .observe(took.as_secs_f64());
+        self.webhook_requests
+            .get_or_create(&WebhookCodeLabels {
+                webhook: webhook.to_string(),
+                code: code.to_string(),
+            })
+            .inc();
     }
 
     /// Registers client-go's workqueue series (`workqueue_*`), per controller's queue.

@@ -167,6 +167,8 @@ pub struct Manager {
 struct Controller {
     plugin: Arc<RwLock<Arc<Plugin>>>,
     tuning: Tuning,
+    /// The caches its reads go to.
+    caches: Arc<Caches>,
     /// The caches of the reconciled kind (one per watched namespace).
     watched: Arc<Vec<Arc<Informer>>>,
     /// Cancelled when the controller stops, so workers still waiting for caches end at once.
@@ -475,6 +477,21 @@ impl Manager {
         waiting
     }
 
+    /// The plugins being run, each as it is now (a hot reload swaps it in place), with the
+    /// caches its reads go to, and whether it runs for a tenant (`WasmPlugin`).
+    pub fn serving(&self) -> Vec<(Arc<Plugin>, Arc<Caches>, bool)> {
+        lock(&self.controllers)
+            .values()
+            .map(|c| {
+                (
+                    current(&c.plugin),
+                    c.caches.clone(),
+                    c.tuning.account.is_some(),
+                )
+            })
+            .collect()
+    }
+
     /// Names of the plugins being run.
     pub fn plugins(&self) -> Vec<String> {
         lock(&self.controllers).keys().cloned().collect()
@@ -682,6 +699,7 @@ impl Manager {
         Controller {
             plugin: shared,
             tuning,
+            caches,
             watched,
             stop,
             stats,

@@ -471,7 +471,11 @@ impl Cluster {
         ];
         // Tests run hosts side by side: each serves its probes and metrics on a free port
         // unless told otherwise.
-        for flag in ["--health-probe-bind-address", "--metrics-bind-address"] {
+        for flag in [
+            "--health-probe-bind-address",
+            "--metrics-bind-address",
+            "--webhook-bind-address",
+        ] {
             if !extra.contains(&flag) {
                 args.extend([flag, "127.0.0.1:0"]);
             }
