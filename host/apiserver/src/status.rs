@@ -277,9 +277,27 @@ tokio::task_local! {
 
 /// Adds a warning to the response of the request being served (kubectl prints each as
 /// `Warning: <text>`). Outside a request, nothing.
+///
+/// Bounded as kube-apiserver's warning recorder bounds them (a webhook chooses its warnings'
+/// text): once a request's warnings reach 4 KiB, each further one is cut to 256 characters, and
+/// past 4 KiB of those none is kept; a repeated warning is sent once.
 pub fn warn(text: impl Into<String>) {
+    const TOTAL: usize = 4 * 1024;
+    const ITEM: usize = 256;
     let text = text.into();
-    let _ = WARNINGS.try_with(|w| w.borrow_mut().push(text));
+    let _ = WARNINGS.try_with(|w| {
+        let mut w = w.borrow_mut();
+        if w.contains(&text) {
+            return;
+        }
+        let written: usize = w.iter().map(|t| t.chars().count()).sum();
+        let length = text.chars().count();
+        if written + length <= TOTAL {
+            w.push(text);
+        } else if written < TOTAL {
+            w.push(text.chars().take(ITEM.min(TOTAL - written)).collect());
+        }
+    });
 }
 
 tokio::task_local! {
@@ -315,4 +333,31 @@ pub async fn collecting_warnings<F: std::future::Future>(work: F) -> (F::Output,
 pub fn warning_header(text: &str) -> String {
     let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
     format!("299 - \"{escaped}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn warnings_are_bounded_as_kube_bounds_them() {
+        let ((), kept) = collecting_warnings(async {
+            warn("short");
+            warn("short");
+            for _ in 0..10 {
+                warn("x".repeat(1000));
+            }
+        })
+        .await;
+        assert_eq!(kept[0], "short", "{kept:?}");
+        assert_eq!(kept.iter().filter(|w| *w == "short").count(), 1);
+        let total: usize = kept.iter().map(|w| w.chars().count()).sum();
+        assert!(total <= 4 * 1024, "{total}");
+        assert!(
+            kept.iter()
+                .skip(1)
+                .all(|w| w.len() == 1000 || w.len() <= 256),
+            "{kept:?}"
+        );
+    }
 }
