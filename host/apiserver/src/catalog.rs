@@ -54,9 +54,9 @@ pub struct Resource {
     pub status: bool,
     /// Defined by a CustomResourceDefinition (no strategic merge patch).
     pub custom: bool,
-    /// A custom resource's `additionalPrinterColumns` (built-in kinds print through
-    /// `super::printers`).
-    pub columns: Vec<PrinterColumn>,
+    /// A custom resource's `additionalPrinterColumns` by served version (built-in kinds print
+    /// through `super::printers`).
+    pub columns: BTreeMap<String, Vec<PrinterColumn>>,
     /// A custom resource's `selectableFields`: `(field label, JSON pointer)`, e.g.
     /// `("spec.color", "/spec/color")` (built-in kinds' are in `super::selector`).
     pub selectable: Vec<(String, String)>,
@@ -69,6 +69,9 @@ pub struct Resource {
     /// The subresources this server implements for it ([`SERVED_SUBRESOURCES`]), of those
     /// kube has.
     pub subresources: Vec<String>,
+    /// A custom resource's conversion webhook (its CRD's `spec.conversion.webhook`) when its
+    /// strategy is `Webhook`; `None` converts between versions by rewriting `apiVersion`.
+    pub conversion: Option<Arc<Value>>,
     /// A custom resource's `openAPIV3Schema` per served version, as its CRD gives it (for the
     /// OpenAPI documents).
     pub openapi: BTreeMap<String, Arc<Value>>,
@@ -135,12 +138,13 @@ fn builtins() -> Vec<Resource> {
                 short_names: b.short_names,
                 categories: b.categories,
                 custom: false,
-                columns: vec![],
+                columns: BTreeMap::new(),
                 selectable: vec![],
                 schemas: BTreeMap::new(),
                 verbs: b.verbs,
                 subresources,
                 openapi: BTreeMap::new(),
+                conversion: None,
             }
         })
         .collect()
@@ -174,6 +178,23 @@ impl Resource {
     /// Whether `version` is served.
     pub fn serves(&self, version: &str) -> bool {
         self.versions.iter().any(|v| v == version)
+    }
+
+    /// A custom resource's printer columns at `version` (none for a built-in kind).
+    pub fn columns_at(&self, version: &str) -> &[PrinterColumn] {
+        self.columns
+            .get(version)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// The version objects are written in: a CRD's storage version (served first), a built-in
+    /// kind's preferred one.
+    pub fn storage_version(&self) -> &str {
+        self.versions
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default()
     }
 }
 
@@ -352,15 +373,25 @@ pub fn crd_resource(crd: &Value) -> Option<Resource> {
             vec![]
         },
         openapi,
+        conversion: conversion_webhook(spec),
     })
 }
 
-/// What a CRD's served versions say: their names, the printer columns and selectable fields
-/// (of the first that has any), whether they have a status subresource, which one is stored,
+/// A CRD's conversion webhook: `spec.conversion.webhook` when the strategy is `Webhook`.
+fn conversion_webhook(spec: &Value) -> Option<Arc<Value>> {
+    let conversion = spec.get("conversion")?;
+    if conversion.get("strategy").and_then(Value::as_str) != Some("Webhook") {
+        return None;
+    }
+    conversion.get("webhook").cloned().map(Arc::new)
+}
+
+/// What a CRD's served versions say: their names, each one's printer columns, the selectable
+/// fields (of the first that has any), whether they have a status subresource, which one is stored,
 /// and each one's OpenAPI schema.
 struct Served {
     versions: Vec<String>,
-    columns: Vec<PrinterColumn>,
+    columns: BTreeMap<String, Vec<PrinterColumn>>,
     selectable: Vec<(String, String)>,
     status: bool,
     storage: Option<String>,
@@ -372,7 +403,7 @@ impl Served {
     fn of(versions: &[Value]) -> Option<Self> {
         let mut served = Served {
             versions: Vec::new(),
-            columns: Vec::new(),
+            columns: BTreeMap::new(),
             selectable: Vec::new(),
             status: false,
             storage: None,
@@ -383,9 +414,7 @@ impl Served {
                 continue;
             }
             let name = v.get("name")?.as_str()?.to_string();
-            if served.columns.is_empty() {
-                served.columns = printer_columns(v);
-            }
+            (served.columns).insert(name.clone(), printer_columns(v));
             if served.selectable.is_empty() {
                 served.selectable = selectable_fields(v);
             }

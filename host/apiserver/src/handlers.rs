@@ -220,7 +220,7 @@ fn render_stored(t: &Target, obj: &Value, shape: Shape) -> Value {
             "apiVersion": "meta.k8s.io/v1",
             "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
         }),
-        Shape::Table => table::table(&t.res, std::iter::once(obj), json!({})),
+        Shape::Table => table::table(&t.res, &t.version, std::iter::once(obj), json!({})),
         Shape::Full => {
             let mut o = obj.clone();
             if o.get("apiVersion").and_then(Value::as_str) != Some(&t.api_version()) {
@@ -232,14 +232,13 @@ fn render_stored(t: &Target, obj: &Value, shape: Shape) -> Value {
     }
 }
 
-/// GET of one object.
-pub fn get(inner: &Inner, t: &Target, name: &str, shape: Shape) -> ApiResult<Response<Body>> {
+/// GET of one object: as stored (the caller converts and renders it).
+pub fn fetch(inner: &Inner, t: &Target, name: &str) -> ApiResult<Arc<Value>> {
     let started = std::time::Instant::now();
     let found = inner.store.lock().get(&t.key(), t.ns(), name);
     let (group, plural) = t.key();
     (inner.store.metrics()).stored("get", &group, &plural, started.elapsed());
-    let obj = found.ok_or_else(|| t.not_found(name))?;
-    Ok(json_response(200, &render(t, &obj, shape)))
+    found.ok_or_else(|| t.not_found(name))
 }
 
 /// Whether an object is visible through this target's namespace and selectors.
@@ -274,8 +273,9 @@ fn expired_continue() -> ApiError {
 
 /// LIST with selectors, `limit`/`continue` over a saved snapshot, `resourceVersionMatch`
 /// (an `Exact` list, or a legacy one with `limit`, at an older revision is rebuilt from the
-/// event history: [`State::objects_at`]).
-pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response<Body>> {
+/// event history: [`State::objects_at`]): the page of objects as stored and the list's
+/// metadata (the caller converts and renders them, [`list_response`]).
+pub fn list(inner: &Inner, t: &Target, q: &Query) -> ApiResult<(Vec<Arc<Value>>, Value)> {
     let selectors = selectors(t, q)?;
     let limit: usize = match q.get("limit") {
         Some(l) => l
@@ -316,7 +316,7 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
         None
     };
     drop(st);
-    let page = snap.items.get(offset.min(end)..end).unwrap_or(&[]);
+    let page = snap.items.get(offset.min(end)..end).unwrap_or(&[]).to_vec();
     let mut meta = json!({ "resourceVersion": snap.rv.to_string() });
     if let Some(tok) = token {
         meta["continue"] = json!(tok);
@@ -325,13 +325,13 @@ pub fn list(inner: &Inner, t: &Target, q: &Query, shape: Shape) -> ApiResult<Res
     if let Some(info) = selectors.shard_info() {
         meta["shardInfo"] = info;
     }
-    Ok(list_response(t, page, meta, shape))
+    Ok((page, meta))
 }
 
 /// The list of a page of objects in the shape asked for.
-fn list_response(t: &Target, page: &[Arc<Value>], meta: Value, shape: Shape) -> Response<Body> {
+pub fn list_response(t: &Target, page: &[Arc<Value>], meta: Value, shape: Shape) -> Response<Body> {
     if shape == Shape::Table {
-        let tab = table::table(&t.res, page.iter().map(|o| &**o), meta);
+        let tab = table::table(&t.res, &t.version, page.iter().map(|o| &**o), meta);
         return json_response(200, &tab);
     }
     let items: Vec<Value> = page.iter().map(|o| render(t, o, shape)).collect();

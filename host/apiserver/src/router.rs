@@ -15,6 +15,7 @@ use super::discovery;
 use super::handlers::{self, MAX_BODY, Target, json_response};
 use super::patch::{PATCH_TYPES, PatchType};
 use super::status::{self, ApiError, ApiResult};
+use super::webhooks::Batch;
 use super::{
     admin, admission, decode, delete, metrics, pods, protobuf, reviews, scale, swagger, watch,
     write,
@@ -348,7 +349,13 @@ async fn serve(
             let out = scale::handle(inner, &t, &q, &n, &m, &ct, &body, &ua)?;
             Ok(json_response(200, &out))
         }
-        (Method::GET, Some(n)) => handlers::get(inner, &t, &n, shape),
+        (Method::GET, Some(n)) => {
+            let obj = handlers::fetch(inner, &t, &n)?;
+            let obj = (inner.webhooks)
+                .convert_one(&t.res, &t.version, Arc::unwrap_or_clone(obj))
+                .await?;
+            Ok(render(200, &obj))
+        }
         (Method::GET, None) if handlers::flag(&q, "watch") => {
             let accept = req
                 .headers()
@@ -357,7 +364,13 @@ async fn serve(
             let protobuf = protobuf::preferred(accept.unwrap_or(""));
             watch::watch(inner, t.clone(), &q, shape, protobuf)
         }
-        (Method::GET, None) => handlers::list(inner, &t, &q, shape),
+        (Method::GET, None) => {
+            let (page, meta) = handlers::list(inner, &t, &q)?;
+            let page = (inner.webhooks)
+                .convert(&t.res, &t.version, page, Batch::List)
+                .await?;
+            Ok(handlers::list_response(&t, &page, meta, shape))
+        }
         (Method::POST, None) if t.sub.is_none() => {
             if t.res.namespaced && t.namespace.is_none() {
                 return Err(ApiError::method_not_allowed("create"));
@@ -385,6 +398,9 @@ async fn serve(
         (Method::DELETE, Some(n)) if t.sub.is_none() => {
             let body = body_bytes(req).await?;
             let out = delete::delete(inner, &t, &q, &n, &body, user).await?;
+            let out = (inner.webhooks)
+                .convert_one(&t.res, &t.version, out)
+                .await?;
             Ok(render(200, &out))
         }
         (Method::DELETE, None) if t.sub.is_none() => delete_collection(inner, &t, &q),

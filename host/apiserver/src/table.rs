@@ -17,8 +17,8 @@ fn column(name: &str, ty: &str, priority: u64) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": "", "priority": priority})
 }
 
-/// Column definitions of a resource.
-pub fn columns(r: &Resource) -> Vec<Value> {
+/// Column definitions of a resource at `version`.
+pub fn columns(r: &Resource, version: &str) -> Vec<Value> {
     if !r.custom {
         return (registry::of(r).printer())
             .columns
@@ -27,12 +27,13 @@ pub fn columns(r: &Resource) -> Vec<Value> {
             .collect();
     }
     let mut cols = vec![column("Name", "string", 0)];
-    for c in &r.columns {
+    let own = r.columns_at(version);
+    for c in own {
         let ty = if c.ty.is_empty() { "string" } else { &c.ty };
         cols.push(column(&c.name, ty, c.priority));
     }
     // A CRD without printer columns of its own gets Name and Age.
-    if r.columns.is_empty() {
+    if own.is_empty() {
         cols.push(column("Age", "date", 0));
     }
     cols
@@ -71,17 +72,18 @@ fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 /// One row, its cells worked out at `now`.
-fn row(r: &Resource, obj: &Value, now: DateTime<Utc>) -> Value {
+fn row(r: &Resource, version: &str, obj: &Value, now: DateTime<Utc>) -> Value {
     let cells = if r.custom {
         let mut cells = vec![obj["metadata"]["name"].clone()];
-        for c in &r.columns {
+        let own = r.columns_at(version);
+        for c in own {
             let cell = json_path(obj, &c.json_path).cloned().unwrap_or(Value::Null);
             cells.push(match (c.ty.as_str(), cell.as_str()) {
                 ("date", Some(ts)) => json!(printers::since(ts, now)),
                 _ => cell,
             });
         }
-        if r.columns.is_empty() {
+        if own.is_empty() {
             let ts = obj["metadata"]["creationTimestamp"].as_str().unwrap_or("");
             cells.push(json!(printers::since(ts, now)));
         }
@@ -98,13 +100,18 @@ fn row(r: &Resource, obj: &Value, now: DateTime<Utc>) -> Value {
     })
 }
 
-/// A Table of `objs`.
-pub fn table<'a>(r: &Resource, objs: impl Iterator<Item = &'a Value>, metadata: Value) -> Value {
+/// A Table of `objs` (at `version`).
+pub fn table<'a>(
+    r: &Resource,
+    version: &str,
+    objs: impl Iterator<Item = &'a Value>,
+    metadata: Value,
+) -> Value {
     let now = Utc::now();
-    let rows: Vec<Value> = objs.map(|o| row(r, o, now)).collect();
+    let rows: Vec<Value> = objs.map(|o| row(r, version, o, now)).collect();
     json!({
         "kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
-        "columnDefinitions": columns(r), "rows": rows,
+        "columnDefinitions": columns(r, version), "rows": rows,
     })
 }
 
@@ -137,26 +144,30 @@ mod tests {
             categories: vec![],
             status: false,
             custom,
-            columns: columns
-                .iter()
-                .map(|(n, t, p)| PrinterColumn {
-                    name: n.to_string(),
-                    ty: t.to_string(),
-                    json_path: p.to_string(),
-                    priority: 0,
-                })
-                .collect(),
+            columns: [(
+                "v1".to_string(),
+                (columns.iter())
+                    .map(|(n, t, p)| PrinterColumn {
+                        name: n.to_string(),
+                        ty: t.to_string(),
+                        json_path: p.to_string(),
+                        priority: 0,
+                    })
+                    .collect(),
+            )]
+            .into(),
             selectable: vec![],
             schemas: Default::default(),
             create_only: false,
             verbs: vec![],
             subresources: vec![],
             openapi: Default::default(),
+            conversion: None,
         }
     }
 
     fn names(r: &Resource) -> Vec<String> {
-        columns(r)
+        columns(r, "v1")
             .iter()
             .map(|c| c["name"].as_str().unwrap().to_string())
             .collect()
@@ -175,10 +186,10 @@ mod tests {
             ],
         );
         assert_eq!(names(&crd), ["Name", "N", "Age"]);
-        assert_eq!(row(&crd, &obj, now)["cells"], json!(["a", 3, "20m"]));
+        assert_eq!(row(&crd, "v1", &obj, now)["cells"], json!(["a", 3, "20m"]));
         assert_eq!(names(&resource(true, &[])), ["Name", "Age"]);
         assert_eq!(
-            row(&resource(true, &[]), &obj, now)["cells"],
+            row(&resource(true, &[]), "v1", &obj, now)["cells"],
             json!(["a", "20m"])
         );
     }
@@ -190,7 +201,10 @@ mod tests {
                 {"name": "N", "type": "integer", "jsonPath": ".spec.n"},
                 {"name": "Detail", "type": "string", "jsonPath": ".spec.d", "priority": 1}]}]}});
         let r = super::super::catalog::crd_resource(&crd).unwrap();
-        let priorities: Vec<_> = columns(&r).iter().map(|c| c["priority"].clone()).collect();
+        let priorities: Vec<_> = columns(&r, "v1")
+            .iter()
+            .map(|c| c["priority"].clone())
+            .collect();
         assert_eq!(priorities, [json!(0), json!(0), json!(1)]);
     }
 
@@ -212,7 +226,7 @@ mod tests {
                 "Readiness Gates"
             ]
         );
-        let wide: Vec<_> = columns(&pods)
+        let wide: Vec<_> = columns(&pods, "v1")
             .iter()
             .map(|c| c["priority"].clone())
             .collect();
@@ -224,7 +238,7 @@ mod tests {
                 .clone()
         );
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending"}});
-        assert_eq!(row(&pods, &pod, Utc::now())["cells"][2], "Pending");
+        assert_eq!(row(&pods, "v1", &pod, Utc::now())["cells"][2], "Pending");
         // A kind without a printer of its own: Name and Created At.
         assert_eq!(names(&resource(false, &[])), ["Name", "Created At"]);
     }

@@ -23,6 +23,7 @@ use super::protobuf;
 use super::selector::Selectors;
 use super::status::{ApiError, ApiResult};
 use super::store::{WatchEvent, WatchEventType};
+use super::webhooks::Batch;
 
 /// How often idle watches with `allowWatchBookmarks=true` get a BOOKMARK.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(5);
@@ -80,10 +81,10 @@ struct Filter {
 }
 
 impl Filter {
-    /// The line a stored event becomes for this watcher, if any.
-    fn event(&self, ev: &WatchEvent) -> Option<Bytes> {
+    /// The type of event a stored event is for this watcher, if any.
+    fn event_type(&self, ev: &WatchEvent) -> Option<&'static str> {
         let now = visible(&self.t, &self.selectors, &ev.object);
-        let kind = match ev.kind {
+        Some(match ev.kind {
             WatchEventType::Added | WatchEventType::Deleted => now.then_some(ev.kind.as_str())?,
             WatchEventType::Modified => {
                 let before = ev
@@ -97,12 +98,7 @@ impl Filter {
                     (false, false) => return None,
                 }
             }
-        };
-        Some(line(
-            self.encoding,
-            kind,
-            &render(&self.t, &ev.object, self.shape),
-        ))
+        })
     }
 }
 
@@ -316,10 +312,19 @@ impl Watcher {
                         return;
                     };
                     for ev in events {
-                        if let Some(b) = self.filter.event(&ev)
-                            && tx.send(b).await.is_err() {
+                        let Some(kind) = self.filter.event_type(&ev) else {
+                            continue;
+                        };
+                        let object = match self.at_version(vec![ev.object.clone()], Batch::One).await {
+                            Ok(mut o) => o.pop().unwrap_or_default(),
+                            Err(e) => {
+                                let _ = tx.send(line(encoding, "ERROR", &e.to_status())).await;
                                 return;
                             }
+                        };
+                        if tx.send(line(encoding, kind, &render(t, &object, shape))).await.is_err() {
+                            return;
+                        }
                     }
                     last = last.max(cur);
                 }
@@ -331,7 +336,17 @@ impl Watcher {
     /// it; `Err` when the client went away.
     async fn send_start(&self, tx: &mpsc::Sender<Bytes>) -> Result<(), ()> {
         let (encoding, t, shape) = (self.filter.encoding, &self.filter.t, self.filter.shape);
-        for o in &self.start.initial {
+        let initial = match self
+            .at_version(self.start.initial.clone(), Batch::List)
+            .await
+        {
+            Ok(objects) => objects,
+            Err(e) => {
+                let _ = tx.send(line(encoding, "ERROR", &e.to_status())).await;
+                return Err(());
+            }
+        };
+        for o in &initial {
             let added = line(encoding, "ADDED", &render(t, o, shape));
             tx.send(added).await.map_err(|_| ())?;
         }
@@ -340,6 +355,21 @@ impl Watcher {
             tx.send(end).await.map_err(|_| ())?;
         }
         Ok(())
+    }
+}
+
+impl Watcher {
+    /// Stored objects at the watched version (a custom resource's converted by its webhook,
+    /// a failure ending the watch with its error, as kube's watch ends when it cannot decode).
+    async fn at_version(
+        &self,
+        objects: Vec<Arc<Value>>,
+        batch: Batch,
+    ) -> ApiResult<Vec<Arc<Value>>> {
+        let t = &self.filter.t;
+        (self.inner.webhooks)
+            .convert(&t.res, &t.version, objects, batch)
+            .await
     }
 }
 

@@ -26,7 +26,7 @@ use super::schema;
 use super::status::{ApiError, ApiResult};
 use super::store::State;
 use super::typed;
-use super::webhooks::{Attributes, Matched, Operation};
+use super::webhooks::{Attributes, Batch, Matched, Operation};
 
 /// The stored object in the form of the target's group, which updates and patches work on
 /// (an `events.k8s.io` Event is stored as a core one, [`super::events`]).
@@ -91,29 +91,47 @@ pub(crate) enum Requested {
 /// `GuaranteedUpdate` retries until it lands; a bound keeps a busy object from looping).
 const ATTEMPTS: usize = 5;
 
-/// Runs a write: `requested` computes what it asks for from what is stored. Without webhooks
-/// that may apply (nearly always) it is prepared and stored under one lock; with them, as
-/// kube-apiserver's handlers do, the mutating webhooks change the requested object outside
-/// the lock, it is prepared (defaulted, validated) under it, the validating webhooks judge it
-/// outside it, and it is stored if what it was prepared against is still what is stored
-/// (else all again).
+/// Runs a write: `requested` computes what it asks for from the stored object the target
+/// names (at the target's version). Without webhooks that may apply (nearly always) it is
+/// prepared and stored under one lock; with them, as kube-apiserver's handlers do, the mutating
+/// webhooks change the requested object outside the lock, it is prepared (defaulted, validated)
+/// under it, the validating webhooks judge it outside it, and it is stored if what it was
+/// prepared against is still what is stored (else all again). A custom resource whose CRD
+/// converts through a webhook always takes the second way: its stored object is converted to
+/// the request's version before, and the written one to the storage version after.
 async fn write(
     inner: &Inner,
     t: &Target,
     w: &Writer<'_>,
-    mut requested: impl FnMut(&State) -> ApiResult<Requested>,
+    mut requested: impl FnMut(Option<Arc<Value>>) -> ApiResult<Requested>,
 ) -> ApiResult<(u16, Value)> {
+    let converting = t.res.conversion.is_some();
     for _ in 0..ATTEMPTS {
+        let converted = match t.name.as_deref() {
+            Some(name) if converting => at_request_version(inner, t, name).await?,
+            _ => None,
+        };
         let (asked, attrs, matched) = {
             let mut st = inner.store.lock();
-            let mut asked = requested(&st)?;
+            let cur = match t.name.as_deref() {
+                None => None,
+                Some(name) if converting => {
+                    let now = current(&st, t, name);
+                    if resource_version(now.as_deref()) != resource_version(converted.as_deref()) {
+                        continue;
+                    }
+                    converted
+                }
+                Some(name) => current(&st, t, name),
+            };
+            let mut asked = requested(cur)?;
             let attrs = attributes(t, w, &asked);
             let object = match &asked {
                 Requested::Create { obj, .. } => obj,
                 Requested::Update { new, .. } => new,
             };
             let matched = inner.webhooks.matching(&st, &attrs, Some(object))?;
-            if matched.is_empty() {
+            if matched.is_empty() && !converting {
                 let (code, old, prepared) = match asked {
                     Requested::Create { obj, manager } => {
                         let prepared = prepare_create(&st, t, w.q, obj, manager.as_deref())?;
@@ -147,6 +165,28 @@ async fn write(
         name,
         "the object has been modified; please apply your changes to the latest version and try again",
     ))
+}
+
+/// The stored object `name` at the target's version, converted by its CRD's webhook when it
+/// is stored at another.
+async fn at_request_version(
+    inner: &Inner,
+    t: &Target,
+    name: &str,
+) -> ApiResult<Option<Arc<Value>>> {
+    let Some(stored) = current(&inner.store.lock(), t, name) else {
+        return Ok(None);
+    };
+    let converted = (inner.webhooks)
+        .convert(&t.res, &t.version, vec![stored], Batch::One)
+        .await?;
+    Ok(converted.into_iter().next())
+}
+
+/// An object's resourceVersion (empty for none).
+fn resource_version(obj: Option<&Value>) -> &str {
+    obj.map(|o| str_at(o, "/metadata/resourceVersion"))
+        .unwrap_or_default()
 }
 
 /// The requested object as kube's decoding leaves it for the mutating webhooks: shaped,
@@ -199,8 +239,7 @@ async fn admitted(
             Some(cur) => {
                 let name = str_at(cur, "/metadata/name");
                 let now = current(&st, t, name);
-                let rv = |o: &Value| str_at(o, "/metadata/resourceVersion").to_string();
-                if now.is_none_or(|n| rv(&n) != rv(cur)) {
+                if resource_version(now.as_deref()) != resource_version(Some(cur)) {
                     return Ok(None);
                 }
                 prepare_update(&st, t, w.q, cur, obj, via, w.ua)?
@@ -215,14 +254,33 @@ async fn admitted(
         .webhooks
         .validate(matched, attrs, Some(&prepared.obj), cur.as_deref())
         .await?;
-    let mut st = inner.store.lock();
-    let Some(out) = commit(&mut st, t, prepared)? else {
-        return Ok(None);
+    let prepared = at_storage_version(inner, t, prepared).await?;
+    let (out, rv) = {
+        let mut st = inner.store.lock();
+        let Some(out) = commit(&mut st, t, prepared)? else {
+            return Ok(None);
+        };
+        (out, st.rv())
     };
-    let rv = st.rv();
-    drop(st);
     inner.store.notify(rv);
+    // What was stored, read back at the request's version (kube's storage decodes it so).
+    let out = (inner.webhooks)
+        .convert_one(&t.res, &t.version, out)
+        .await?;
     Ok(Some((code, out)))
+}
+
+/// A prepared create or update to be stored at the resource's storage version: converted by
+/// its CRD's webhook when the request's is another (kube's storage encodes it so).
+async fn at_storage_version(inner: &Inner, t: &Target, prepared: Prepared) -> ApiResult<Prepared> {
+    if !matches!(prepared.step, Step::Create | Step::Update(_)) {
+        return Ok(prepared);
+    }
+    let storage = t.res.storage_version();
+    let obj = (inner.webhooks)
+        .convert_one(&t.res, storage, prepared.obj)
+        .await?;
+    Ok(Prepared { obj, ..prepared })
 }
 
 /// The admission attributes of a write (its options as the request carried them).
@@ -779,8 +837,8 @@ pub async fn update(
             ));
         }
     }
-    let (_, out) = write(inner, t, w, |st| {
-        let cur = current(st, t, name).ok_or_else(|| t.not_found(name))?;
+    let (_, out) = write(inner, t, w, |cur| {
+        let cur = cur.ok_or_else(|| t.not_found(name))?;
         if str_at(&obj, "/metadata/resourceVersion").is_empty()
             && !registry::of(&t.res).allows_unconditional_update()
         {
@@ -824,19 +882,16 @@ pub async fn patch(
             ],
         ));
     }
-    write(inner, t, w, |st| {
-        let cur = current(st, t, name);
-        match pt {
-            PatchType::Apply => apply_patch(t, w, name, cur, body),
-            _ => {
-                let cur = cur.ok_or_else(|| t.not_found(name))?;
-                let new = patched(t, w.q, name, &cur, pt, body)?;
-                Ok(Requested::Update {
-                    cur,
-                    new,
-                    via: Via::Patch,
-                })
-            }
+    write(inner, t, w, |cur| match pt {
+        PatchType::Apply => apply_patch(t, w, name, cur, body),
+        _ => {
+            let cur = cur.ok_or_else(|| t.not_found(name))?;
+            let new = patched(t, w.q, name, &cur, pt, body)?;
+            Ok(Requested::Update {
+                cur,
+                new,
+                via: Via::Patch,
+            })
         }
     })
     .await

@@ -232,6 +232,12 @@ fn review_versions(versions: &[Value], path: &str, errs: &mut Errors) {
         ));
         return;
     }
+    known_review_versions(versions, &path, errs);
+}
+
+/// Review versions that are given: no duplicates, each a DNS-1035 label, one of them known
+/// (`validateConversionReviewVersions`' and the admission webhooks' shared rules).
+pub(super) fn known_review_versions(versions: &[Value], path: &str, errs: &mut Errors) {
     let mut seen = HashSet::new();
     let mut accepted = false;
     let all: Vec<&str> = versions
@@ -262,7 +268,7 @@ fn review_versions(versions: &[Value], path: &str, errs: &mut Errors) {
 }
 
 /// Exactly one of `url` (HTTPS, a host, no user, query or fragment) and `service`.
-fn client_config(cc: &Value, path: &str, errs: &mut Errors) {
+pub(super) fn client_config(cc: &Value, path: &str, errs: &mut Errors) {
     match (cc.get("url").and_then(Value::as_str), cc.get("service")) {
         (Some(url), None) => webhook_url(url, &format!("{path}.url"), errs),
         (None, Some(service)) if service.is_object() => {

@@ -14,6 +14,7 @@
 //! repeated here and are stored as sent.
 
 pub(crate) mod admissionregistration;
+pub(crate) mod apiextensions;
 pub(crate) mod apps;
 pub(crate) mod batch;
 pub(crate) mod coordination;

@@ -11,9 +11,10 @@ use rustls::pki_types::pem::PemObject as _;
 
 use super::config::Client;
 
-/// The largest answer read from a webhook (kube-apiserver's own request limit): what is
-/// longer is refused as a failed call, not read on.
-const MAX_ANSWER: usize = 3 * 1024 * 1024;
+/// The largest answer read from an admission webhook, and per object from a conversion
+/// webhook (kube-apiserver's own request limit): what is longer is refused as a failed call,
+/// not read on.
+pub(crate) const MAX_ANSWER: usize = 3 * 1024 * 1024;
 
 /// HTTP clients, one per CA bundle (a client keeps its connections, so a webhook called often
 /// is not handshaken with each time).
@@ -61,17 +62,18 @@ impl Clients {
         Ok(client)
     }
 
-    /// Posts `review` to the webhook; the answer's body, or why the call failed, worded as
-    /// Go's client words it (`Post "<url>": context deadline exceeded`).
+    /// Posts `review` to the webhook; the answer's body (at most `max_answer` bytes), or why
+    /// the call failed, worded as Go's client words it (`Post "<url>": context deadline
+    /// exceeded`).
     pub(crate) async fn post(
         &self,
         to: &Client,
         timeout: Duration,
         review: Vec<u8>,
+        max_answer: usize,
     ) -> Result<Vec<u8>, String> {
         let url = format!("{}?timeout={}s", to.url, timeout.as_secs());
-        let failed =
-            |why: &dyn std::fmt::Display| format!("failed to call webhook: Post {url:?}: {why}");
+        let failed = |why: &dyn std::fmt::Display| format!("Post {url:?}: {why}");
         let client = self.client(to.ca_bundle.as_ref()).map_err(|e| failed(&e))?;
         let call = async {
             let mut response = client
@@ -85,16 +87,16 @@ impl Clients {
             let status = response.status();
             let mut body = Vec::new();
             while let Some(chunk) = response.chunk().await.map_err(|e| failed(&e))? {
-                if body.len() + chunk.len() > MAX_ANSWER {
+                if body.len() + chunk.len() > max_answer {
                     return Err(failed(&format!(
-                        "the answer is larger than {MAX_ANSWER} bytes"
+                        "the answer is larger than {max_answer} bytes"
                     )));
                 }
                 body.extend_from_slice(&chunk);
             }
             if !status.is_success() {
                 return Err(format!(
-                    "failed to call webhook: the server responded with the status code {} but did not return more information",
+                    "the server responded with the status code {} but did not return more information",
                     status.as_u16()
                 ));
             }

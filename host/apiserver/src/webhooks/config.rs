@@ -189,7 +189,7 @@ pub(crate) fn rules(list: &Value) -> Vec<Rule> {
         .collect()
 }
 
-fn client(cc: &Value) -> Client {
+pub(crate) fn client(cc: &Value) -> Client {
     let ca_bundle = cc["caBundle"]
         .as_str()
         .filter(|b| !b.is_empty())

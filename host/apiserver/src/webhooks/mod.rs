@@ -20,6 +20,7 @@
 
 mod call;
 pub(crate) mod config;
+mod conversion;
 mod review;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use crate::status::{self, ApiError, ApiResult};
 use crate::store::State;
 use crate::validate::selects;
 use config::{Configurations, Hook};
+pub(crate) use conversion::Batch;
 
 /// What a write is, for admission (kube's `admission.Attributes`).
 #[derive(Debug, Clone)]
@@ -311,8 +313,9 @@ impl Webhooks {
         let body = serde_json::to_vec(&request).unwrap_or_default();
         let answered = self
             .clients
-            .post(&hook.client, hook.timeout, body)
+            .post(&hook.client, hook.timeout, body, call::MAX_ANSWER)
             .await
+            .map_err(|e| format!("failed to call webhook: {e}"))
             .and_then(|body| review::answer(&body, &uid, hook.review_v1, mutating));
         let answer = match answered {
             Ok(a) => a,

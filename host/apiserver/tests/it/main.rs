@@ -4,6 +4,7 @@
 mod common;
 
 mod cluster;
+mod conversion;
 mod crd_defaults;
 mod endpoints;
 mod jobs;

@@ -107,25 +107,12 @@ async fn webhook(
 /// Serves the test webhooks on loopback: their base URL, the CA bundle (base64 PEM) that
 /// verifies them, what they saw, and the server (dropping it stops serving).
 async fn webhooks() -> (String, String, Arc<Seen>, tokio::task::JoinHandle<()>) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = wasmctrl_tls::leaf(&["127.0.0.1"], "webhooks")
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let bundle = base64::engine::general_purpose::STANDARD.encode(cert.pem());
-    let (chain, key) = wasmctrl_tls::der(cert.der().to_vec(), &key);
-    let tls = wasmctrl_tls::Server::new(chain, key, wasmctrl_tls::HTTP1).unwrap();
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = tcp.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
     let app = axum::Router::new()
         .route("/{path}", axum::routing::post(webhook))
         .with_state(seen.clone());
-    let listener = tls.listener(tcp).unwrap();
-    let served = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (format!("https://{addr}"), bundle, seen, served)
+    let (base, bundle, served) = common::https(app).await;
+    (base, bundle, seen, served)
 }
 
 /// A webhook of `kind` (`Validating` or `Mutating`) on ConfigMaps' creates and updates at

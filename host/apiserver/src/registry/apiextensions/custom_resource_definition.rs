@@ -2,14 +2,15 @@
 //! their defaults), their status worked out by the server, and the catalog kept in step: a
 //! stored CRD serves its resource at once, a removed one takes its objects with it.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::catalog::{crd_resource, crd_status};
 use crate::json::str_at;
 use crate::registry::Strategy;
 use crate::schema::{crd_default_errors, crd_schemas};
-use crate::status::{ApiError, ApiResult};
+use crate::status::{ApiError, ApiResult, Cause};
 use crate::store::State;
+use crate::validate;
 
 /// The strategy of `apiextensions.k8s.io/CustomResourceDefinition`.
 pub(crate) struct CustomResourceDefinition;
@@ -25,6 +26,23 @@ impl Strategy for CustomResourceDefinition {
 
     fn allows_unconditional_update(&self) -> bool {
         false
+    }
+
+    /// kube's v1 defaults: no conversion (`strategy: None`), and a conversion webhook's
+    /// Service on port 443.
+    fn default(&self, _st: &State, obj: &mut Value, _old: Option<&Value>) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        let conversion = spec
+            .entry("conversion")
+            .or_insert_with(|| json!({"strategy": "None"}));
+        if let Some(service) = conversion.pointer_mut("/webhook/clientConfig/service")
+            && service.is_object()
+            && service.get("port").is_none_or(Value::is_null)
+        {
+            service["port"] = json!(443);
+        }
     }
 
     fn prepare_for_create(&self, st: &State, obj: &mut Value, now: &str) -> ApiResult<()> {
@@ -105,11 +123,18 @@ fn check(st: &State, crd: &Value, old: Option<&Value>) -> ApiResult<()> {
             "Invalid value: group is served by a built-in API".into(),
         ));
     }
-    let causes = match crd_schemas(crd) {
+    let mut causes = match crd_schemas(crd) {
         Err(causes) => causes,
         // As kube: defaults are checked once the schemas are structural.
         Ok(_) => crd_default_errors(crd, old),
     };
+    let mut errs = Vec::new();
+    validate::apiextensions::conversion(&crd["spec"], &mut errs);
+    causes.extend(errs.into_iter().map(|e| Cause {
+        reason: e.kind.reason(),
+        message: e.body(),
+        field: e.field,
+    }));
     if causes.is_empty() {
         return Ok(());
     }

@@ -78,3 +78,24 @@ pub fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::Sta
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// Serves `app` over HTTPS on loopback, as a webhook is served: its base URL, the CA bundle
+/// (base64 PEM) that verifies it, and the server task.
+pub async fn https(app: axum::Router) -> (String, String, tokio::task::JoinHandle<()>) {
+    use base64::Engine as _;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = wasmctrl_tls::leaf(&["127.0.0.1"], "webhooks")
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let bundle = base64::engine::general_purpose::STANDARD.encode(cert.pem());
+    let (chain, key) = wasmctrl_tls::der(cert.der().to_vec(), &key);
+    let tls = wasmctrl_tls::Server::new(chain, key, wasmctrl_tls::HTTP1).unwrap();
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = tcp.local_addr().unwrap();
+    let listener = tls.listener(tcp).unwrap();
+    let served = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    (format!("https://{addr}"), bundle, served)
+}
