@@ -34,8 +34,8 @@
 //!    server does with a kind's objects, choosing its defaults, validation, printer and
 //!    selectable fields; nothing else matches on kind names), `table` (Table responses),
 //!    `handlers` (targets, content negotiation, get/list), `auth` (RBAC), `admission` (of
-//!    metadata, and of specs through the kind's strategy), `webhooks` (admission webhooks,
-//!    called as kube-apiserver calls them), `policies` (ValidatingAdmissionPolicies and their
+//!    metadata, and of specs through the kind's strategy), `webhooks` (admission and CRD
+//!    conversion webhooks, called as kube-apiserver calls them), `policies` (ValidatingAdmissionPolicies and their
 //!    bindings), `typed` (built-in kinds decoded as
 //!    their `k8s-openapi` types: unknown fields, schemas), `patch`, `fields` + `apply`
 //!    (server-side apply, managedFields).
@@ -100,8 +100,9 @@
 //! (`schema`, with `messageExpression`s and the most used of kube's CEL libraries), but not
 //! `allOf`/`anyOf`/`oneOf`/`not`, kube's typed CEL values (`quantity()`, `url()`, `ip()`) or
 //! CEL cost limits, nor, in a CRD's defaults, the ObjectMeta rules kube applies to defaults of an
-//! embedded resource's metadata; CRD versions share storage and are converted
-//! by rewriting `apiVersion` only; the specs of some built-in kinds (Nodes, PersistentVolumes,
+//! embedded resource's metadata; a CRD's conversion webhook converts reads and writes through
+//! its other versions (`webhooks::conversion`), but not a custom resource's `scale` nor what a
+//! `matchPolicy: Equivalent` admission webhook is sent; the specs of some built-in kinds (Nodes, PersistentVolumes,
 //! StorageClasses, ...) are stored without kube's validation, and `validate` leaves out some of
 //! kube's checks of the kinds it covers (volume sources' own fields, probes, security
 //! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,

@@ -102,12 +102,14 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             ));
             (kube::Client::new(service, "default"), extras)
         };
+        let conversions = Conversions::default();
+        tokio::spawn(keep_conversions(client.clone(), conversions.clone()));
         // One time for the cluster and the plugins: the server's test clock.
         let clock = Clock::system();
         tokio::spawn(follow_test_clock(server.clone(), clock.clone()));
         let extras = Extras {
             clock: Some(clock),
-            webhooks: Some(register_webhooks(client.clone())),
+            webhooks: Some(register_webhooks(client.clone(), conversions)),
             ..extras
         };
         serve(host_client, metrics, &args.host, extras, super::shutdown_signal()).await?;
@@ -162,15 +164,7 @@ fn grant(client: kube::Client) -> Grant {
 /// The plurals and scopes of the built-in kinds and of the CRDs the server has now.
 async fn resolver(client: &kube::Client) -> anyhow::Result<Resolver> {
     let mut resolver = Resolver::default();
-    let crds: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-        )),
-    );
-    for crd in crds.list(&Default::default()).await? {
+    for crd in crds(client).list(&Default::default()).await? {
         resolver.add_crd(&serde_json::to_value(&crd)?)?;
     }
     Ok(resolver)
@@ -179,11 +173,11 @@ async fn resolver(client: &kube::Client) -> anyhow::Result<Resolver> {
 /// Registers the plugins' validating and defaulting webhooks with the embedded server (as
 /// `wasmctrl webhooks --url <server> --ca-bundle <its CA>` prints them), after each change of
 /// the plugins: `kubectl apply` of an object a plugin refuses is refused here as on a cluster.
-fn register_webhooks(client: kube::Client) -> RegisterWebhooks {
+fn register_webhooks(client: kube::Client, conversions: Conversions) -> RegisterWebhooks {
     Box::new(move |served, url, pem| {
-        let client = client.clone();
+        let (client, conversions) = (client.clone(), conversions.clone());
         Box::pin(async move {
-            if let Err(e) = apply_webhooks(&client, served, &url, &pem).await {
+            if let Err(e) = apply_webhooks(&client, served, &url, &pem, &conversions).await {
                 tracing::warn!(
                     error = format!("{e:#}"),
                     "could not register the plugins' webhooks"
@@ -202,6 +196,7 @@ async fn apply_webhooks(
     )>,
     url: &str,
     pem: &str,
+    conversions: &Conversions,
 ) -> anyhow::Result<()> {
     use crate::webhooks::{Exposure, Served, Trust};
     let resolver = resolver(client).await?;
@@ -250,11 +245,88 @@ async fn apply_webhooks(
             }
         }
     }
+    *wasmctrl_core::sync::lock(&conversions.0) = configurations.conversions.clone();
+    convert_crds(client, &configurations.conversions, url).await?;
     tracing::info!(
         plugins = served.len(),
         url,
         "registered the plugins' webhooks"
     );
+    Ok(())
+}
+
+/// The CRD conversions the served plugins ask for (merge patches naming their CRDs), kept so
+/// that a CRD installed after its plugin loaded is converted too.
+#[derive(Clone, Default)]
+struct Conversions(Arc<std::sync::Mutex<Vec<Value>>>);
+
+/// Gives each CRD that is created or changed the conversion a served plugin asks for, when it
+/// does not have it (a CRD applied after the plugin that converts it).
+async fn keep_conversions(client: kube::Client, conversions: Conversions) {
+    use futures::StreamExt as _;
+    use kube::runtime::WatchStreamExt as _;
+    let crds = crds(&client);
+    let mut changed = kube::runtime::watcher(crds.clone(), Default::default())
+        .applied_objects()
+        .boxed();
+    while let Some(crd) = changed.next().await {
+        let Ok(crd) = crd else { continue };
+        let name = crd.metadata.name.as_deref().unwrap_or_default();
+        let wanted = (wasmctrl_core::sync::lock(&conversions.0).iter())
+            .find(|c| c["metadata"]["name"] == name)
+            .map(|c| c["spec"]["conversion"].clone());
+        let Some(wanted) = wanted else { continue };
+        let url = &wanted["webhook"]["clientConfig"]["url"];
+        if crd.data["spec"]["conversion"]["webhook"]["clientConfig"]["url"] == *url {
+            continue;
+        }
+        let patch = serde_json::json!({"spec": {"conversion": wanted}});
+        if let Err(e) = crds
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(crd = name, error = %e, "could not set the CRD's conversion webhook");
+        }
+    }
+}
+
+/// The CustomResourceDefinitions.
+fn crds(client: &kube::Client) -> Api<DynamicObject> {
+    let gvk =
+        kube::core::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    Api::all_with(client.clone(), &kube::api::ApiResource::from_gvk(&gvk))
+}
+
+/// Points each CRD a plugin converts at the host's conversion webhook (a merge patch of its
+/// `spec.conversion`; a CRD not installed yet is left to its manifests), and CRDs this session
+/// pointed at it that no plugin converts any more back at `None`.
+async fn convert_crds(
+    client: &kube::Client,
+    conversions: &[Value],
+    url: &str,
+) -> anyhow::Result<()> {
+    let gvk =
+        kube::core::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    let crds: Api<DynamicObject> =
+        Api::all_with(client.clone(), &kube::api::ApiResource::from_gvk(&gvk));
+    let converted: Vec<&str> = (conversions.iter())
+        .filter_map(|c| c["metadata"]["name"].as_str())
+        .collect();
+    for crd in crds.list(&Default::default()).await? {
+        let name = crd.metadata.name.as_deref().unwrap_or_default();
+        let ours = (crd.data["spec"]["conversion"]["webhook"]["clientConfig"]["url"].as_str())
+            .is_some_and(|u| u.starts_with(url));
+        let patch = match conversions.iter().find(|c| c["metadata"]["name"] == name) {
+            Some(conversion) => serde_json::json!({"spec": conversion["spec"]}),
+            None if ours && !converted.contains(&name) => {
+                serde_json::json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})
+            }
+            None => continue,
+        };
+        crds.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("setting the conversion of the CRD {name}"))?;
+    }
     Ok(())
 }
 

@@ -21,15 +21,11 @@ fn vm(name: &str, cpu: i64, memory: &str) -> String {
 #[test]
 fn kubectl_meets_the_virtualmachine_plugins_webhooks_in_dev_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let plugins = common::process::plugin_dir(dir.path(), &[("virtualmachine", None)]);
-    let kubeconfig = dir.path().join("kubeconfig");
-    let host = Process::dev(&plugins, &kubeconfig, dir.path().join("host.log"));
-    wait_for(30, "the kubeconfig", || kubeconfig.exists());
-    let (ok, out) = kubectl(
-        &kubeconfig,
-        &["apply", "-f", "examples/virtualmachine/crd.yaml"],
+    let (host, kubeconfig) = Process::dev_with_crd(
+        dir.path(),
+        "virtualmachine",
+        "examples/virtualmachine/crd.yaml",
     );
-    assert!(ok, "{out}");
     wait_for(30, "the plugin's webhooks to be registered", || {
         let (ok, out) = kubectl(
             &kubeconfig,
@@ -196,4 +192,131 @@ fn wasmctrl_test_answers_an_admission_review_offline() {
         response["status"]["message"],
         "spec.resource.cpu must be positive, got 0"
     );
+}
+
+/// A line read from a child's stdout, or `None` when it ended.
+fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn kubectl_reads_and_writes_memcacheds_through_both_versions_in_dev_mode() {
+    const ALPHA: &str = "memcacheds.v1alpha1.cache.example.com";
+    const BETA: &str = "memcacheds.v1beta1.cache.example.com";
+    let dir = tempfile::tempdir().unwrap();
+    let (host, kubeconfig) =
+        Process::dev_with_crd(dir.path(), "memcached", "examples/memcached/crd.yaml");
+    wait_for(60, "the plugin's conversion webhook on the CRD", || {
+        let path = "jsonpath={.spec.conversion.strategy}";
+        let (ok, out) = kubectl(
+            &kubeconfig,
+            &["get", "crd", "memcacheds.cache.example.com", "-o", path],
+        );
+        ok && out.trim() == "Webhook"
+    });
+
+    // Written through v1beta1, stored as v1alpha1 (read back at the storage version's field).
+    let beta = dir.path().join("beta.yaml");
+    std::fs::write(
+        &beta,
+        "apiVersion: cache.example.com/v1beta1\nkind: Memcached\nmetadata:\n  name: beta\n  namespace: default\nspec:\n  replicas: 2\n",
+    )
+    .unwrap();
+    let (ok, out) = kubectl(&kubeconfig, &["apply", "-f", beta.to_str().unwrap()]);
+    assert!(ok, "{out}\n{}", host.log());
+    let field = |resource: &str, path: &str| {
+        let (ok, out) = kubectl(
+            &kubeconfig,
+            &[
+                "get",
+                resource,
+                "beta",
+                "-o",
+                &format!("jsonpath={{{path}}}"),
+            ],
+        );
+        assert!(ok, "{out}");
+        out.trim().to_string()
+    };
+    assert_eq!(field(ALPHA, ".spec.size"), "2");
+    assert_eq!(field(BETA, ".spec.replicas"), "2");
+    assert_eq!(field(BETA, ".apiVersion"), "cache.example.com/v1beta1");
+
+    // Listed through v1beta1 with that version's columns.
+    let (ok, out) = kubectl(&kubeconfig, &["get", BETA]);
+    assert!(ok, "{out}");
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "REPLICAS", "AVAILABLE", "AGE"], "{out}");
+    assert!(out.lines().nth(1).unwrap().starts_with("beta "), "{out}");
+
+    // The controller reconciles it at v1alpha1, whatever version it was written through.
+    wait_for(60, "the Deployment of 2 replicas", || {
+        let (ok, out) = kubectl(
+            &kubeconfig,
+            &[
+                "get",
+                "deployment",
+                "beta",
+                "-o",
+                "jsonpath={.spec.replicas}",
+            ],
+        );
+        ok && out.trim() == "2"
+    });
+
+    // Watched through v1beta1: a change made through v1alpha1 arrives converted.
+    let mut watch = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "get",
+            BETA,
+            "beta",
+            "--watch",
+            "-o",
+            "jsonpath={.spec.replicas}{\"\\n\"}",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = lines_of(&mut watch);
+    let first = lines.recv_timeout(std::time::Duration::from_secs(30));
+    assert_eq!(first.as_deref(), Ok("2"), "the watch's first event");
+    let (ok, out) = kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            ALPHA,
+            "beta",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"size":3}}"#,
+        ],
+    );
+    assert!(ok, "{out}");
+    let next = loop {
+        match lines.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(line) if line == "2" => continue,
+            other => break other,
+        }
+    };
+    let _ = watch.kill();
+    assert_eq!(next.as_deref(), Ok("3"), "{}", host.log());
+    let converted =
+        host.sample(r#"controller_runtime_webhook_requests_total{webhook="/convert",code="200"}"#);
+    assert!(converted.is_some_and(|n| n >= 3.0), "{converted:?}");
 }

@@ -70,12 +70,8 @@ fn apply_memcached(kubeconfig: &Path, dir: &Path, size: &str) -> (bool, String) 
 #[test]
 fn the_memcached_tutorial_runs_end_to_end_in_dev_mode() {
     let dir = tempfile::tempdir().unwrap();
-    let plugins = common::process::plugin_dir(dir.path(), &[("memcached", None)]);
-    let kubeconfig = dir.path().join("kubeconfig");
-    let host = Process::dev(&plugins, &kubeconfig, dir.path().join("host.log"));
-    wait_for(30, "the kubeconfig", || kubeconfig.exists());
-    let (ok, out) = kubectl(&kubeconfig, &["apply", "-f", "examples/memcached/crd.yaml"]);
-    assert!(ok, "{out}");
+    let (host, kubeconfig) =
+        Process::dev_with_crd(dir.path(), "memcached", "examples/memcached/crd.yaml");
     wait_for(30, "the CRD to be served", || {
         kubectl(&kubeconfig, &["get", "memcached"]).0
     });

@@ -7,9 +7,13 @@
 //! holds the Memcached with the finalizer `cache.example.com/finalizer`, added by hand in the
 //! first pass, and on deletion reports `Degraded`, records a `Deleting` Warning Event and removes
 //! the finalizer, all in one reconcile (the SDK's docs, "Finalizers: two patterns").
+//!
+//! The kind is also served as `v1beta1` ([`v1beta1`], `size` renamed `replicas`), stored as
+//! `v1alpha1`; the plugin's conversion webhook converts between the two.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use wasmctrl_sdk::conditions::{find_condition, set_condition};
 use wasmctrl_sdk::k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use wasmctrl_sdk::k8s_openapi::api::core::v1::{
@@ -19,6 +23,7 @@ use wasmctrl_sdk::k8s_openapi::api::core::v1::{
 use wasmctrl_sdk::k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use wasmctrl_sdk::kube::child_meta;
 use wasmctrl_sdk::tracing;
+use wasmctrl_sdk::webhooks::{Converter, HubAndSpoke};
 use wasmctrl_sdk::{
     Action, Condition, Context, CustomResource, Error, Manifest, NoSettings, Outcome, Reconcile,
     Reconciler, ResourceExt,
@@ -90,7 +95,8 @@ impl Reconciler for MemcachedController {
         // Deployment's changes reach it through `owns`.
         Ok(Manifest::for_::<Memcached>("memcached")
             .version(env!("CARGO_PKG_VERSION"))
-            .owns::<Deployment>())
+            .owns::<Deployment>()
+            .converting(&["v1alpha1", "v1beta1"]))
     }
 
     fn reconcile(event: Reconcile<Memcached>, ctx: &Context<'_>) -> Result<Outcome, Error> {
@@ -103,7 +109,15 @@ impl Reconciler for MemcachedController {
     }
 }
 
-wasmctrl_sdk::export!(MemcachedController);
+impl Converter for MemcachedController {
+    fn convert(object: Value, api_version: &str, _settings: &NoSettings) -> Result<Value, String> {
+        HubAndSpoke::<Memcached>::new("cache.example.com", "v1alpha1")
+            .spoke::<v1beta1::Memcached>("v1beta1")
+            .convert(object, api_version)
+    }
+}
+
+wasmctrl_sdk::export!(MemcachedController, convert);
 
 /// A live Memcached: its finalizer, its Deployment at `size` replicas, its `Available`
 /// condition from that Deployment's status.
@@ -242,6 +256,8 @@ pub fn deployment(memcached: &Memcached) -> Deployment {
 pub fn available(status: &MemcachedStatus) -> Option<&Condition> {
     find_condition(&status.conditions, "Available")
 }
+
+pub mod v1beta1;
 
 #[cfg(test)]
 mod tests;

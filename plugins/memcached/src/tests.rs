@@ -116,8 +116,33 @@ fn a_deleted_object_someone_else_holds_is_left_alone() {
 
 #[test]
 fn crd_is_generated_from_the_types() {
-    wasmctrl_sdk::testing::check_crd::<Memcached>(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/memcached/crd.yaml"
-    ));
+    use wasmctrl_sdk::kube_core::CustomResourceExt as _;
+    wasmctrl_sdk::testing::check_crd_versions(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/memcached/crd.yaml"
+        ),
+        vec![Memcached::crd(), v1beta1::Memcached::crd()],
+        "v1alpha1",
+    );
+}
+
+#[test]
+fn v1beta1_converts_to_and_from_the_stored_v1alpha1() {
+    let mut stored = memcached(json!({"size": 2}), &[FINALIZER]);
+    stored["metadata"]["labels"] = json!({"team": "cache"});
+    stored["status"] = json!({"conditions": []});
+    let h = harness();
+    let beta = h
+        .convert::<MemcachedController>(std::slice::from_ref(&stored), "cache.example.com/v1beta1")
+        .unwrap();
+    assert_eq!(beta[0]["apiVersion"], "cache.example.com/v1beta1");
+    assert_eq!(beta[0]["spec"], json!({"replicas": 2}));
+    assert_eq!(beta[0]["metadata"], stored["metadata"], "metadata kept");
+    let back = h
+        .convert::<MemcachedController>(&beta, "cache.example.com/v1alpha1")
+        .unwrap();
+    assert_eq!(back[0], stored, "a round trip changes nothing");
+    let refused = h.convert::<MemcachedController>(&beta, "cache.example.com/v2");
+    assert!(refused.is_err(), "{refused:?}");
 }

@@ -46,6 +46,37 @@ pub fn check_crd_trimmed<K: kube_core::CustomResourceExt>(
     check_generated(path.as_ref(), &crd, std::any::type_name::<K>(), by);
 }
 
+/// [`check_crd`] for a kind served at several versions, each its own Rust type: their CRDs
+/// merged into one (kube's `merge_crds`), `storage` the version objects are stored at.
+///
+/// ```ignore
+/// check_crd_versions(
+///     concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/memcached/crd.yaml"),
+///     vec![Memcached::crd(), v1beta1::Memcached::crd()],
+///     "v1alpha1",
+/// );
+/// ```
+///
+/// # Panics
+///
+/// As [`check_crd`], and when the CRDs are not versions of one kind.
+pub fn check_crd_versions(
+    path: impl AsRef<std::path::Path>,
+    crds: Vec<CustomResourceDefinition>,
+    storage: &str,
+) {
+    let name = crds
+        .first()
+        .and_then(|c| c.metadata.name.clone())
+        .unwrap_or_default();
+    let crd = match kube_core::crd::merge_crds(crds, storage) {
+        Ok(crd) => crd,
+        Err(e) => panic!("merging the versions of {name}: {e}"),
+    };
+    let what = format!("the versions of {name}");
+    check_generated(path.as_ref(), &crd, &what, "check_crd_versions");
+}
+
 fn check_generated(
     path: &std::path::Path,
     crd: &CustomResourceDefinition,

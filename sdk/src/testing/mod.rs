@@ -535,4 +535,4 @@ fn check_action(scope: &Scope, request: &Request, action: &Action) -> Result<(),
 #[cfg(not(target_arch = "wasm32"))]
 mod crd;
 #[cfg(not(target_arch = "wasm32"))]
-pub use crd::{check_crd, check_crd_trimmed};
+pub use crd::{check_crd, check_crd_trimmed, check_crd_versions};

@@ -186,6 +186,19 @@ impl Process {
         Self::dev_with(plugins, kubeconfig, log, &[])
     }
 
+    /// `wasmctrl dev` over the one plugin `name` (a copy in `dir`), with the CRD file `crd`
+    /// (relative to the repository) applied by kubectl once the server is up: the host and its
+    /// kubeconfig.
+    pub fn dev_with_crd(dir: &Path, name: &str, crd: &str) -> (Self, PathBuf) {
+        let plugins = plugin_dir(dir, &[(name, None)]);
+        let kubeconfig = dir.join("kubeconfig");
+        let host = Self::dev(&plugins, &kubeconfig, dir.join("host.log"));
+        wait_for(30, "the kubeconfig", || kubeconfig.exists());
+        let (ok, out) = kubectl(&kubeconfig, &["apply", "-f", crd]);
+        assert!(ok, "kubectl apply -f {crd}: {out}\n{}", host.log());
+        (host, kubeconfig)
+    }
+
     /// [`dev`](Self::dev) with more arguments.
     pub fn dev_with(plugins: &Path, kubeconfig: &Path, log: PathBuf, extra: &[&str]) -> Self {
         let args = [

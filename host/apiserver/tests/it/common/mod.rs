@@ -83,19 +83,18 @@ pub fn refusal<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::Sta
 /// (base64 PEM) that verifies it, and the server task.
 pub async fn https(app: axum::Router) -> (String, String, tokio::task::JoinHandle<()>) {
     use base64::Engine as _;
-    let key = rcgen::KeyPair::generate().unwrap();
+    let key = rcgen::KeyPair::generate().expect("a key");
     let cert = wasmctrl_tls::leaf(&["127.0.0.1"], "webhooks")
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
+        .and_then(|c| c.self_signed(&key).map_err(wasmctrl_tls::io_error))
+        .expect("a certificate");
     let bundle = base64::engine::general_purpose::STANDARD.encode(cert.pem());
     let (chain, key) = wasmctrl_tls::der(cert.der().to_vec(), &key);
-    let tls = wasmctrl_tls::Server::new(chain, key, wasmctrl_tls::HTTP1).unwrap();
-    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = tcp.local_addr().unwrap();
-    let listener = tls.listener(tcp).unwrap();
+    let tls = wasmctrl_tls::Server::new(chain, key, wasmctrl_tls::HTTP1).expect("TLS");
+    let tcp = (tokio::net::TcpListener::bind("127.0.0.1:0").await).expect("a port");
+    let addr = tcp.local_addr().expect("its address");
+    let listener = tls.listener(tcp).expect("a TLS listener");
     let served = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
+        axum::serve(listener, app).await.expect("serving");
     });
     (format!("https://{addr}"), bundle, served)
 }
