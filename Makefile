@@ -113,7 +113,8 @@ test: deps fmt-check clippy plugins test-plugins image sdk-package ## Everything
 # WASMCTRL_BENCH_OBJECTS (convergence, 10000), WASMCTRL_BENCH_VMS (convergence, 5000),
 # WASMCTRL_BENCH_VMS_LARGE (convergence, 100000; 0 skips), WASMCTRL_BENCH_LARGE_ROUNDS (1),
 # WASMCTRL_BENCH_WORKLOADS (convergence, things,vm), WASMCTRL_BENCH_STORM (convergence, 10; 0 skips), WASMCTRL_BENCH_CACHE_OBJECTS (memory, 100000),
-# WASMCTRL_BENCH_RELOADS (lifecycle, 20), WASMCTRL_BENCH_ROUNDS (5).
+# WASMCTRL_BENCH_RELOADS (lifecycle, 20), WASMCTRL_BENCH_ADMISSION_RATES (admission, 200,1000),
+# WASMCTRL_BENCH_ADMISSION_SECONDS (admission, 10), WASMCTRL_BENCH_ROUNDS (5; admission 3).
 # Cargo runs bench targets in name order; convergence goes last, so that its VirtualMachine
 # comparison's `convergence(vm): ...` line ends the output.
 HOST_BENCHES := $(filter-out convergence,$(basename $(notdir $(wildcard host/benches/*.rs))))

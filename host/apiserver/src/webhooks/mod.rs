@@ -57,6 +57,9 @@ pub(crate) struct Attributes {
     /// The request's options (`CreateOptions`, `UpdateOptions`, `PatchOptions`,
     /// `DeleteOptions`).
     pub(crate) options: Value,
+    /// A custom resource whose CRD converts through a webhook: what an equivalent version's
+    /// webhook is sent is converted by it.
+    pub(crate) converted: Option<Resource>,
 }
 
 /// An admission operation.
@@ -114,6 +117,7 @@ impl Attributes {
             user: user.clone(),
             dry_run,
             options,
+            converted: res.conversion.is_some().then(|| res.clone()),
         }
     }
 
@@ -246,10 +250,9 @@ impl Webhooks {
                 hook.name
             )));
         }
-        let request_version = object["apiVersion"].clone();
-        let mut patched = at_version(object, &attrs.group, &invocation.version);
+        let mut patched = self.at_version(attrs, object, &invocation.version).await?;
         json_patch::patch(&mut patched, &patch.0).map_err(|e| ApiError::internal(e.to_string()))?;
-        patched["apiVersion"] = request_version;
+        let patched = self.at_version(attrs, &patched, &attrs.version).await?;
         let changed = patched != *object;
         *object = patched;
         Ok(changed)
@@ -298,10 +301,15 @@ impl Webhooks {
             )));
         }
         let uid = uuid::Uuid::new_v4().to_string();
-        let (object, old) = (
-            object.map(|o| at_version(o, &attrs.group, &invocation.version)),
-            old.map(|o| at_version(o, &attrs.group, &invocation.version)),
-        );
+        let version = &invocation.version;
+        let object = match object {
+            Some(o) => Some(self.at_version(attrs, o, version).await?),
+            None => None,
+        };
+        let old = match old {
+            Some(o) => Some(self.at_version(attrs, o, version).await?),
+            None => None,
+        };
         let request = review::request(
             &uid,
             attrs,
@@ -361,18 +369,24 @@ fn matching_version(hook: &Hook, attrs: &Attributes) -> Option<String> {
     })
 }
 
-/// `obj` as the `version` of its group: the versions of one resource this server serves
-/// differ only in their `apiVersion` (a CRD's without a conversion webhook, `None`).
-fn at_version(obj: &Value, group: &str, version: &str) -> Value {
-    let mut out = obj.clone();
-    if obj.get("apiVersion").is_some() {
-        out["apiVersion"] = json!(if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        });
+impl Webhooks {
+    /// `obj` as the `version` of the resource written: converted by its CRD's webhook when it
+    /// has one; else the versions differ only in their `apiVersion` (the built-in kinds this
+    /// server serves at several versions, a CRD without a conversion webhook).
+    async fn at_version(&self, attrs: &Attributes, obj: &Value, version: &str) -> ApiResult<Value> {
+        if let Some(res) = &attrs.converted {
+            return self.convert_one(res, version, obj.clone()).await;
+        }
+        let mut out = obj.clone();
+        if obj.get("apiVersion").is_some() {
+            out["apiVersion"] = json!(if attrs.group.is_empty() {
+                version.to_string()
+            } else {
+                format!("{}/{version}", attrs.group)
+            });
+        }
+        Ok(out)
     }
-    out
 }
 
 /// kube's `rules.Matcher`: scope, operation, group, version and resource (with subresource);

@@ -36,6 +36,12 @@ async fn convert(
 ) -> Json<Value> {
     seen.0.lock().unwrap().push(review.clone());
     let request = &review["request"];
+    if review["kind"] == "AdmissionReview" {
+        return Json(
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": request["uid"], "allowed": true}}),
+        );
+    }
     let desired = request["desiredAPIVersion"].as_str().unwrap().to_string();
     let mut response = json!({"uid": request["uid"], "result": {"status": "Success"}});
     if path == "refuse" {
@@ -84,8 +90,8 @@ fn crd(url: &str, bundle: &str) -> Value {
 }
 
 /// The test webhook served, the CRD registered with its `path`: the client, what the
-/// webhook saw, and what keeps both running.
-async fn setup(path: &str) -> (kube::Client, Arc<Seen>, impl Drop) {
+/// webhook saw, its base URL and CA bundle, and what keeps both running.
+async fn setup(path: &str) -> (kube::Client, Arc<Seen>, (String, String), impl Drop) {
     let server = ApiServer::new().unwrap();
     let (client, http) = common::http_client(&server).await;
     let seen = Arc::new(Seen::default());
@@ -102,7 +108,7 @@ async fn setup(path: &str) -> (kube::Client, Arc<Seen>, impl Drop) {
         "{created:?}"
     );
     let keep = Keep(server, http, served);
-    (client, seen, keep)
+    (client, seen, (base, bundle), keep)
 }
 
 struct Keep<A, B>(A, B, tokio::task::JoinHandle<()>);
@@ -134,7 +140,7 @@ fn a_box(version: &str, name: &str, spec: Value) -> DynamicObject {
 
 #[tokio::test]
 async fn objects_stored_as_one_version_are_read_and_written_through_another() {
-    let (client, seen, _keep) = setup("convert").await;
+    let (client, seen, _, _keep) = setup("convert").await;
     let (alpha, beta) = (boxes(&client, "v1alpha1"), boxes(&client, "v1beta1"));
     let pp = PostParams::default();
 
@@ -216,8 +222,43 @@ async fn objects_stored_as_one_version_are_read_and_written_through_another() {
 }
 
 #[tokio::test]
+async fn an_equivalent_admission_webhook_is_sent_the_object_converted_to_its_version() {
+    let (client, seen, (base, bundle), _keep) = setup("convert").await;
+    let config = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "beta-boxes"},
+        "webhooks": [{"name": "boxes.example.com",
+            "clientConfig": {"url": format!("{base}/admit"), "caBundle": bundle},
+            "rules": [{"operations": ["CREATE"], "apiGroups": ["example.com"],
+                "apiVersions": ["v1beta1"], "resources": ["boxes"]}],
+            "matchPolicy": "Equivalent",
+            "sideEffects": "None", "admissionReviewVersions": ["v1"]}]});
+    let request = http::Request::post(
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+    )
+    .header("content-type", "application/json")
+    .body(serde_json::to_vec(&config).unwrap())
+    .unwrap();
+    let _: Value = client.request(request).await.unwrap();
+    boxes(&client, "v1alpha1")
+        .create(
+            &PostParams::default(),
+            &a_box("v1alpha1", "a", json!({"size": 2})),
+        )
+        .await
+        .unwrap();
+    let seen = seen.0.lock().unwrap().clone();
+    let admitted = (seen.iter())
+        .find(|r| r["kind"] == "AdmissionReview")
+        .expect("the webhook was called");
+    let object = &admitted["request"]["object"];
+    assert_eq!(object["apiVersion"], "example.com/v1beta1");
+    assert_eq!(object["spec"], json!({"replicas": 2}));
+    assert_eq!(admitted["request"]["kind"]["version"], "v1beta1");
+}
+
+#[tokio::test]
 async fn a_table_of_a_version_prints_that_versions_columns() {
-    let (client, _seen, _keep) = setup("convert").await;
+    let (client, _, _, _keep) = setup("convert").await;
     boxes(&client, "v1alpha1")
         .create(
             &PostParams::default(),
@@ -239,7 +280,7 @@ async fn a_table_of_a_version_prints_that_versions_columns() {
 
 #[tokio::test]
 async fn a_failed_conversion_answers_as_kube_does() {
-    let (client, seen, _keep) = setup("refuse").await;
+    let (client, seen, _, _keep) = setup("refuse").await;
     let (alpha, beta) = (boxes(&client, "v1alpha1"), boxes(&client, "v1beta1"));
     alpha
         .create(
