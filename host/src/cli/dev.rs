@@ -267,10 +267,19 @@ async fn keep_conversions(client: kube::Client, conversions: Conversions) {
     use kube::runtime::WatchStreamExt as _;
     let crds = crds(&client);
     let mut changed = kube::runtime::watcher(crds.clone(), Default::default())
+        .default_backoff()
         .applied_objects()
         .boxed();
     while let Some(crd) = changed.next().await {
-        let Ok(crd) = crd else { continue };
+        let crd = match crd {
+            Ok(crd) => crd,
+            // Backed off: the in-process client ends with the server, and a watcher that
+            // retried at once would spin on the runtime that is shutting down.
+            Err(e) => {
+                tracing::debug!(error = %e, "watching CRDs for their conversion");
+                continue;
+            }
+        };
         let name = crd.metadata.name.as_deref().unwrap_or_default();
         let wanted = (wasmctrl_core::sync::lock(&conversions.0).iter())
             .find(|c| c["metadata"]["name"] == name)
