@@ -40,20 +40,6 @@ const GOAL_MS: f64 = 1.0;
 /// The seed plugin's validating webhook path (kubebuilder's form).
 const VALIDATE: &str = "/validate-cloudnative-tw-v1alpha1-virtualmachine";
 
-/// A certificate for 127.0.0.1: the PEM the webhook configuration trusts, and the files a
-/// server reads (`tls.crt`, `tls.key` in `dir`).
-fn certificate(dir: &Path) -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = wasmctrl_tls::leaf(&["127.0.0.1"], "admission-bench")
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(dir.join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
-    cert.pem()
-}
-
 /// The native validator: the AdmissionReview's VirtualMachine judged by the plugin crate's own
 /// `invalid`, answered as controller-runtime's webhook answers.
 async fn native_validate(Json(review): Json<Value>) -> Json<Value> {
@@ -122,12 +108,7 @@ async fn native_server(dir: &Path) -> String {
 /// The host serving the plugin's webhooks on a free port with the certificate in `dir`: the
 /// process and its base URL, once it answers.
 fn host_server(dir: &Path, kubeconfig: &Path, plugins: &Path) -> (Process, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let bind = format!("127.0.0.1:{port}");
+    let bind = common::free_address();
     let certs = dir.to_str().unwrap();
     let extra = [
         "--webhook-bind-address",
@@ -269,7 +250,7 @@ fn main() {
         let client = kube::Client::try_from(config).unwrap();
         common::process::kubectl(&kubeconfig, &["apply", "-f", "examples/virtualmachine/crd.yaml"]);
         let certs = dir.path().join("certs");
-        let pem = certificate(&certs);
+        let pem = common::certificates(&certs);
         let plugins = common::process::plugin_dir(dir.path(), &[("virtualmachine", None)]);
         let (_host, host_url) = host_server(&certs, &kubeconfig, &plugins);
         let (_native, native_url) = native_process(&certs);

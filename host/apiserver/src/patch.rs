@@ -103,7 +103,11 @@ pub fn merge_key(field: &str, items: &[Value]) -> Option<&'static str> {
         | "ephemeralContainers"
         | "volumes"
         | "env"
-        | "imagePullSecrets" => "name",
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "schedulingGates"
+        // A webhook configuration's webhooks (what `kubectl apply` of a changed one patches).
+        | "webhooks" => "name",
         "ports" => {
             if items.iter().any(|i| i.get("containerPort").is_some()) {
                 "containerPort"
@@ -243,6 +247,20 @@ mod tests {
         assert_eq!(
             out["spec"]["containers"],
             json!([{"name": "b", "image": "b:2"}, {"name": "c", "image": "c:1"}])
+        );
+    }
+
+    #[test]
+    fn strategic_merges_a_configurations_webhooks_by_name() {
+        let doc = json!({"webhooks": [
+            {"name": "a", "failurePolicy": "Fail", "sideEffects": "None"},
+            {"name": "b", "failurePolicy": "Fail", "sideEffects": "None"}]});
+        let patch = br#"{"webhooks": [{"name": "b", "failurePolicy": "Ignore"}]}"#;
+        let out = strategic_patch(&doc, patch).unwrap();
+        assert_eq!(
+            out["webhooks"],
+            json!([{"name": "a", "failurePolicy": "Fail", "sideEffects": "None"},
+                   {"name": "b", "failurePolicy": "Ignore", "sideEffects": "None"}])
         );
     }
 

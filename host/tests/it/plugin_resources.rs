@@ -80,6 +80,19 @@ fn rbac(registry: &Registry, resources: Option<&Path>) -> String {
     wasmctrl(&args)
 }
 
+/// A registry and a cluster with the plugin resources' CRDs, the CRD file `crd` and the
+/// `namespaces`.
+fn registry_and_cluster(dir: &Path, crd: &str, namespaces: &[&str]) -> (Registry, Cluster) {
+    let registry = Registry::start();
+    let cluster = Cluster::start(dir);
+    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
+    cluster.kubectl_ok(&["apply", "-f", crd]);
+    for namespace in namespaces {
+        cluster.kubectl_ok(&["create", "namespace", namespace]);
+    }
+    (registry, cluster)
+}
+
 /// Waits until the resource's condition `type_` has `status` (and `reason`, if given).
 async fn wait_condition(
     cluster: &Cluster,
@@ -488,13 +501,11 @@ async fn a_version_asking_for_more_waits_for_approval_while_the_old_one_serves()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenants_plugin_has_only_the_capabilities_granted_to_its_namespace() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = Registry::start();
-    let cluster = Cluster::start(dir.path());
-    cluster.kubectl_ok(&["apply", "-f", "examples/deploy/crds.yaml"]);
-    cluster.kubectl_ok(&["apply", "-f", "examples/postgres-writer/crd.yaml"]);
-    for namespace in ["team-a", "team-b"] {
-        cluster.kubectl_ok(&["create", "namespace", namespace]);
-    }
+    let (registry, cluster) = registry_and_cluster(
+        dir.path(),
+        "examples/postgres-writer/crd.yaml",
+        &["team-a", "team-b"],
+    );
     push(
         &registry,
         &common::plugin_bytes("postgres-writer"),
@@ -728,5 +739,166 @@ async fn a_tenants_plugin_acts_as_its_service_account_and_never_with_the_hosts_r
     assert!(
         events.iter().all(|u| u == tenant || u == host_user),
         "{events:?}"
+    );
+}
+
+/// A certificate for 127.0.0.1 in `dir` (`tls.crt`, `tls.key`, as `--webhook-cert-path`
+/// reads them): a client that trusts its CA, and the CA's PEM.
+fn webhook_certificate(dir: &Path) -> (reqwest::Client, String) {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let pem = common::certificates(dir);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .build()
+        .unwrap();
+    (client, pem)
+}
+
+/// A validating webhook configuration for VirtualMachines at the host's `base`, trusted by
+/// `pem`, with `policy` as its failure policy.
+fn vm_webhook(base: &str, pem: &str, policy: &str) -> String {
+    use base64::Engine as _;
+    let bundle = base64::engine::general_purpose::STANDARD.encode(pem);
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: vm\nwebhooks:\n- name: vvirtualmachine.cloudnative.tw\n  clientConfig:\n    url: {base}/validate-cloudnative-tw-v1alpha1-virtualmachine\n    caBundle: {bundle}\n  rules:\n  - operations: [CREATE, UPDATE]\n    apiGroups: [cloudnative.tw]\n    apiVersions: [v1alpha1]\n    resources: [virtualmachines]\n  failurePolicy: {policy}\n  sideEffects: None\n  admissionReviewVersions: [v1]\n"
+    )
+}
+
+/// `kubectl apply` of a VirtualMachine in team-a with `cpu` CPUs: whether it was stored, and
+/// what kubectl said.
+fn apply_vm(cluster: &Cluster, dir: &Path, name: &str, cpu: i64) -> (bool, String) {
+    let yaml = format!(
+        "apiVersion: cloudnative.tw/v1alpha1\nkind: VirtualMachine\nmetadata:\n  name: {name}\n  namespace: team-a\nspec:\n  resource:\n    cpu: {cpu}\n    memory: 4Gi\n    rootDisk: 40Gi\n"
+    );
+    let file = manifest(dir, &format!("{name}.yaml"), &yaml);
+    cluster.kubectl(&["apply", "-f", file.to_str().unwrap()])
+}
+
+/// Sends the VirtualMachine validator's path an AdmissionReview of a create with `cpu`: the
+/// HTTP status and the body.
+async fn review_vm(client: &reqwest::Client, base: &str, cpu: i64) -> (u16, Value) {
+    let review = serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u-1", "operation": "CREATE",
+            "kind": {"group": "cloudnative.tw", "version": "v1alpha1", "kind": "VirtualMachine"},
+            "resource": {"group": "cloudnative.tw", "version": "v1alpha1", "resource": "virtualmachines"},
+            "name": "vm", "namespace": "team-a", "userInfo": {"username": "alice"},
+            "object": {"apiVersion": "cloudnative.tw/v1alpha1", "kind": "VirtualMachine",
+                "metadata": {"name": "vm", "namespace": "team-a"},
+                "spec": {"resource": {"cpu": cpu, "memory": "4Gi", "rootDisk": "40Gi"}}}}});
+    let response = client
+        .post(format!(
+            "{base}/validate-cloudnative-tw-v1alpha1-virtualmachine"
+        ))
+        .json(&review)
+        .send()
+        .await
+        .unwrap();
+    let code = response.status().as_u16();
+    let body = response.bytes().await.unwrap();
+    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_plugin_serves_no_webhooks_and_a_cluster_plugin_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, cluster) =
+        registry_and_cluster(dir.path(), "examples/virtualmachine/crd.yaml", &["team-a"]);
+    push(
+        &registry,
+        &common::plugin_bytes("virtualmachine"),
+        "plugins/vm",
+        "1",
+    );
+    let module = format!("oci://{}/plugins/vm:1", registry.addr);
+    let tenant = format!(
+        "apiVersion: wasmctrl.io/v1alpha1\nkind: WasmPlugin\nmetadata:\n  name: vm\n  namespace: team-a\nspec:\n  module: {module}\n"
+    );
+    let file = manifest(dir.path(), "tenant.yaml", &tenant);
+    cluster.apply_yaml(&rbac(&registry, Some(&file)));
+    let (https, pem) = webhook_certificate(&dir.path().join("certs"));
+    let bind = common::free_address();
+    let certs = dir.path().join("certs");
+    let _host = cluster.run_host(
+        &dir.path().join("absent"),
+        &[
+            "--plugin-resources",
+            "--insecure-registry",
+            &registry.addr,
+            "--tenant-registries",
+            &registry.addr,
+            "--webhook-bind-address",
+            &bind,
+            "--webhook-cert-path",
+            certs.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let base = format!("https://{bind}");
+
+    // The tenant's plugin runs, and its validator is not served: a webhook would see every
+    // VirtualMachine of the cluster, beyond the tenant's namespace and rights.
+    cluster.apply_yaml(&tenant);
+    wait_condition(
+        &cluster,
+        &["wasmplugin", "vm", "-n", "team-a"],
+        "Ready",
+        "True",
+        None,
+    )
+    .await;
+    let (code, _) = review_vm(&https, &base, 0).await;
+    assert_eq!(code, 404, "a tenant's plugin serves no webhook");
+
+    // A configuration pointing at a webhook no loaded plugin serves: its failure policy decides.
+    cluster.apply_yaml(&vm_webhook(&base, &pem, "Fail"));
+    let (stored, out) = apply_vm(&cluster, dir.path(), "refused", 2);
+    assert!(
+        !stored && out.contains("failed calling webhook") && out.contains("404"),
+        "{out}"
+    );
+    cluster.apply_yaml(&vm_webhook(&base, &pem, "Ignore"));
+    let (stored, out) = apply_vm(&cluster, dir.path(), "admitted", 2);
+    assert!(stored, "{out}");
+
+    // The same module as a ClusterWasmPlugin serves it.
+    cluster.apply_yaml(&format!(
+        "apiVersion: wasmctrl.io/v1alpha1\nkind: ClusterWasmPlugin\nmetadata:\n  name: vm-cluster\nspec:\n  module: {module}\n"
+    ));
+    wait_condition(
+        &cluster,
+        &["clusterwasmplugin", "vm-cluster"],
+        "Ready",
+        "True",
+        None,
+    )
+    .await;
+    let (code, answer) = review_vm(&https, &base, 0).await;
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "spec.resource.cpu must be positive, got 0"
+    );
+    // ... and the API server hears it. (The CRD's schema refuses a CPU below 1 before any
+    // webhook, so the plugin is shown a memory that is no quantity.)
+    cluster.apply_yaml(&vm_webhook(&base, &pem, "Fail"));
+    let yaml = "apiVersion: cloudnative.tw/v1alpha1\nkind: VirtualMachine\nmetadata:\n  name: lots\n  namespace: team-a\nspec:\n  resource:\n    cpu: 2\n    memory: lots\n    rootDisk: 40Gi\n";
+    let file = manifest(dir.path(), "lots.yaml", yaml);
+    let (stored, out) = cluster.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    assert!(
+        !stored
+            && out.contains("admission webhook \"vvirtualmachine.cloudnative.tw\" denied the request: spec.resource.memory is not a quantity: \"lots\""),
+        "{out}"
     );
 }

@@ -369,6 +369,12 @@ impl Captured {
     }
 }
 
+/// A loopback address with a port free now, for a server the test starts in another process.
+pub fn free_address() -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    format!("{}", probe.local_addr().expect("its address"))
+}
+
 /// A CA and a serving certificate it signed for 127.0.0.1, written as `tls.crt` and `tls.key`
 /// into `dir` (as cert-manager writes a Secret); the CA's PEM.
 pub fn certificates(dir: &std::path::Path) -> String {
