@@ -351,10 +351,10 @@ async fn serve(
         }
         (Method::GET, Some(n)) => {
             let obj = handlers::fetch(inner, &t, &n)?;
-            let obj = (inner.webhooks)
-                .convert_one(&t.res, &t.version, Arc::unwrap_or_clone(obj))
+            let mut obj = (inner.webhooks)
+                .convert(&t.res, &t.version, vec![obj], Batch::One)
                 .await?;
-            Ok(render(200, &obj))
+            Ok(render(200, &obj.pop().unwrap_or_default()))
         }
         (Method::GET, None) if handlers::flag(&q, "watch") => {
             let accept = req
