@@ -890,15 +890,30 @@ async fn a_tenants_plugin_serves_no_webhooks_and_a_cluster_plugin_does() {
         answer["response"]["status"]["message"],
         "spec.resource.cpu must be positive, got 0"
     );
-    // ... and the API server hears it. (The CRD's schema refuses a CPU below 1 before any
-    // webhook, so the plugin is shown a memory that is no quantity.)
-    cluster.apply_yaml(&vm_webhook(&base, &pem, "Fail"));
+    // ... and the API server hears it, through what `wasmctrl webhooks` prints for the plugin
+    // (the configuration above removed). The CRD's schema refuses a CPU below 1 before any
+    // webhook, so the plugin is shown a memory that is no quantity.
+    cluster.kubectl_ok(&["delete", "validatingwebhookconfiguration", "vm"]);
+    let plugins = common::process::plugin_dir(dir.path(), &[("virtualmachine", None)]);
+    let bundle = manifest(dir.path(), "ca.pem", &pem);
+    let printed = wasmctrl(&[
+        "webhooks",
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "--crds",
+        "examples",
+        "--url",
+        &base,
+        "--ca-bundle",
+        bundle.to_str().unwrap(),
+    ]);
+    cluster.apply_yaml(&printed);
     let yaml = "apiVersion: cloudnative.tw/v1alpha1\nkind: VirtualMachine\nmetadata:\n  name: lots\n  namespace: team-a\nspec:\n  resource:\n    cpu: 2\n    memory: lots\n    rootDisk: 40Gi\n";
     let file = manifest(dir.path(), "lots.yaml", yaml);
     let (stored, out) = cluster.kubectl(&["apply", "-f", file.to_str().unwrap()]);
     assert!(
         !stored
-            && out.contains("admission webhook \"vvirtualmachine.cloudnative.tw\" denied the request: spec.resource.memory is not a quantity: \"lots\""),
+            && out.contains("admission webhook \"vvirtualmachine-v1alpha1.virtualmachine.wasmctrl.io\" denied the request: spec.resource.memory is not a quantity: \"lots\""),
         "{out}"
     );
 }
