@@ -101,8 +101,7 @@
 //! `allOf`/`anyOf`/`oneOf`/`not`, kube's typed CEL values (`quantity()`, `url()`, `ip()`) or
 //! CEL cost limits, nor, in a CRD's defaults, the ObjectMeta rules kube applies to defaults of an
 //! embedded resource's metadata; a CRD's conversion webhook converts reads and writes through
-//! its other versions (`webhooks::conversion`), but not a custom resource's `scale` nor what a
-//! `matchPolicy: Equivalent` admission webhook is sent; the specs of some built-in kinds (Nodes, PersistentVolumes,
+//! its other versions (`webhooks::conversion`), but not a custom resource's `scale`; the specs of some built-in kinds (Nodes, PersistentVolumes,
 //! StorageClasses, ...) are stored without kube's validation, and `validate` leaves out some of
 //! kube's checks of the kinds it covers (volume sources' own fields, probes, security
 //! contexts, affinity terms); subresources are `status`, `scale`, `token`, a Pod's `binding`,
