@@ -59,6 +59,10 @@ pub const PERF_MAP_ENV: &str = "WASMCTRL_PERF_MAP";
 /// to 4 MiB).
 const KEEP_RESIDENT: usize = 1 << 20;
 
+/// Core instances one plugin's component may create: a componentize-py (CPython) plugin has
+/// 14, a Rust one 2 to 4.
+const MAX_CORE_INSTANCES: u32 = 32;
+
 /// Limits and resources of the runtime; the defaults suit a controller host.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -677,7 +681,16 @@ impl Plugin {
             .pre
             .instantiate(&mut store)
             .map_err(|e| classify(&store, e, true))?;
-        let result = f(&exports, &mut store).map_err(|e| classify(&store, e, false));
+        let mut result = f(&exports, &mut store).map_err(|e| classify(&store, e, false));
+        // A Rust guest aborts when its memory cannot grow; CPython and SpiderMonkey raise an
+        // out-of-memory error the plugin's code may catch and answer past. A call that hit the
+        // cap is a memory error whatever it then returned, so every language is stopped alike.
+        let limits = &store.data().limits;
+        if limits.exceeded && result.is_ok() {
+            result = Err(ErrorKind::Memory {
+                limit: limits.memory,
+            });
+        }
         self.memory_peak.fetch_max(
             store.data().limits.peak,
             std::sync::atomic::Ordering::Relaxed,
@@ -751,13 +764,16 @@ fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
     if pooling {
         let n = config.max_instances;
         let mut pool = PoolingAllocationConfig::default();
-        // A wit-bindgen component is a handful of core instances (module, shims, fixups) with
-        // one memory and a few tables.
+        // A Rust (wit-bindgen) component is a handful of core instances (module, shims,
+        // fixups) with one memory and a few tables. A language runtime's is more: a
+        // componentize-py plugin links CPython, libc and its bindings as 14 core instances
+        // sharing one memory and two tables. A slot for a core instance costs only address
+        // space until it is used, so the pool has room for every instance to be such a one.
         pool.total_component_instances(n)
-            .total_core_instances(n * 8)
+            .total_core_instances(n * MAX_CORE_INSTANCES)
             .total_memories(n * 2)
             .total_tables(n * 4)
-            .max_core_instances_per_component(8)
+            .max_core_instances_per_component(MAX_CORE_INSTANCES)
             .max_memories_per_component(2)
             .max_tables_per_component(4)
             .max_memory_size(config.memory_limit)
