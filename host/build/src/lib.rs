@@ -11,8 +11,13 @@
 //!
 //! The target is `--target`, else `[package.metadata.wasmctrl] target = "..."` in the crate's
 //! `Cargo.toml`, else `wasm32-unknown-unknown`.
+//!
+//! A directory with a `pyproject.toml` instead is a Python plugin ([`python`]), one with a
+//! `package.json` a TypeScript (or JavaScript) one ([`typescript`]).
 
+pub mod python;
 pub mod toolchain;
+pub mod typescript;
 
 use std::fs;
 use std::io::{self, Write as _};
@@ -45,14 +50,16 @@ pub struct Built {
     pub path: PathBuf,
     /// The component's size in bytes.
     pub size: u64,
+    /// How it was built: `plugin profile`, `plugin-dev profile`, `componentize-py`.
+    pub how: String,
 }
 
 /// Why a plugin could not be built. Every message names the crate (or its directory when the
 /// name is not known yet).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The directory has no `Cargo.toml`.
-    #[error("plugin crate at {}: no Cargo.toml there", dir.display())]
+    /// The directory has no `Cargo.toml` (nor `pyproject.toml`).
+    #[error("plugin at {}: no Cargo.toml or pyproject.toml there", dir.display())]
     NoManifest {
         /// The directory given.
         dir: PathBuf,
@@ -96,8 +103,35 @@ pub enum Error {
         /// What is missing and how to install it.
         missing: Missing,
     },
-    /// Cargo could not be started.
-    #[error("plugin crate `{krate}`: could not run {program}")]
+    /// A project's own description (`pyproject.toml`) is missing something or malformed.
+    #[error("plugin project at {}: {detail}", dir.display())]
+    Project {
+        /// The directory given.
+        dir: PathBuf,
+        /// What is wrong, on one line.
+        detail: String,
+    },
+    /// The scratch directory a build writes its inputs to could not be made.
+    #[error("plugin `{plugin}`: preparing the build's scratch directory")]
+    Scratch {
+        /// The plugin's name.
+        plugin: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A build tool other than cargo (componentize-py) ran and failed.
+    #[error("plugin `{plugin}`: {program} failed ({status}); its errors are printed above")]
+    Tool {
+        /// The plugin's name.
+        plugin: String,
+        /// The tool.
+        program: String,
+        /// Its exit status.
+        status: ExitStatus,
+    },
+    /// Cargo (or another build tool) could not be started.
+    #[error("plugin `{krate}`: could not run {program}")]
     Spawn {
         /// The package name.
         krate: String,
@@ -128,7 +162,7 @@ pub enum Error {
         path: PathBuf,
     },
     /// Reading the core module failed.
-    #[error("plugin crate `{krate}`: reading {}", path.display())]
+    #[error("plugin `{krate}`: reading {}", path.display())]
     Read {
         /// The package name.
         krate: String,
@@ -149,7 +183,7 @@ pub enum Error {
         detail: String,
     },
     /// Writing the component failed.
-    #[error("plugin crate `{krate}`: writing {}", path.display())]
+    #[error("plugin `{krate}`: writing {}", path.display())]
     Write {
         /// The package name.
         krate: String,
@@ -161,14 +195,31 @@ pub enum Error {
     },
 }
 
-/// Builds the plugin crate in `opts.crate_dir` and returns the written component,
-/// `<out_dir>/<package-name>.wasm`. Cargo's output goes to stderr as it happens.
+/// The plugin contract, written where another language's build tool reads it.
+pub const WIT: &str = include_str!("../../../sdk/wit/plugin.wit");
+
+/// The world plugins in other languages are built for: their SDKs answer `declare` with an
+/// empty declaration when the plugin serves no webhooks.
+pub const WORLD: &str = "plugin-with-webhooks";
+
+/// Builds the plugin in `opts.crate_dir` (a Rust crate, or a Python project) and returns the
+/// written component, `<out_dir>/<name>.wasm`. The tools' output goes to stderr as it happens.
 pub fn build(opts: &Options) -> Result<Built, Error> {
     let dir = &opts.crate_dir;
-    let manifest = dir.join("Cargo.toml");
-    if !manifest.is_file() {
-        return Err(Error::NoManifest { dir: dir.clone() });
+    if dir.join("Cargo.toml").is_file() {
+        build_crate(opts)
+    } else if dir.join("pyproject.toml").is_file() {
+        python::build(&absolute(dir), opts.out_dir.as_deref())
+    } else if dir.join("package.json").is_file() {
+        typescript::build(&absolute(dir), opts.out_dir.as_deref())
+    } else {
+        Err(Error::NoManifest { dir: dir.clone() })
     }
+}
+
+/// [`build`] of a Rust crate.
+fn build_crate(opts: &Options) -> Result<Built, Error> {
+    let dir = &opts.crate_dir;
     let (package, meta) = package_at(dir)?;
     let krate = package.name.clone();
     let lib = package
@@ -227,6 +278,7 @@ pub fn build(opts: &Options) -> Result<Built, Error> {
     Ok(Built {
         path: out,
         size: component.len() as u64,
+        how: format!("{profile} profile"),
     })
 }
 
@@ -356,6 +408,12 @@ fn package_at(dir: &Path) -> Result<(Package, Metadata), Error> {
     Ok((package, meta))
 }
 
+/// `dir` from the root: other languages' tools run in the project's directory, where a path
+/// relative to ours would mean something else.
+fn absolute(dir: &Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
 /// Symlinks resolved where possible, so `plugins/x` and `./plugins/x/` compare equal.
 fn canonical(path: &Path) -> PathBuf {
     fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
@@ -373,6 +431,94 @@ fn one_line(stderr: &str) -> String {
         "no error message".to_owned()
     } else {
         lines.join(": ")
+    }
+}
+
+/// The scratch directory of one build by another language's tool: the contract's WIT in
+/// `wit/`, room for what the build writes beside it.
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn wit_dir(&self) -> PathBuf {
+        self.0.path().join("wit")
+    }
+
+    /// Where a build writes the modules it generates.
+    fn entry_dir(&self) -> PathBuf {
+        self.0.path().join("entry")
+    }
+}
+
+/// Builds `plugin` with another language's tool: `command` is given the scratch directory and
+/// the path the tool must write the component to, and returns the tool's command line; the
+/// component is then written to `<out_dir>/<plugin>.wasm`.
+fn in_scratch(
+    plugin: &str,
+    out_dir: &Path,
+    command: impl FnOnce(&Scratch, &Path) -> io::Result<Command>,
+) -> Result<Built, Error> {
+    let scratch_error = |source| Error::Scratch {
+        plugin: plugin.to_owned(),
+        source,
+    };
+    let scratch = tempfile::Builder::new()
+        .prefix("wasmctrl-build-")
+        .tempdir()
+        .map(Scratch)
+        .map_err(scratch_error)?;
+    let component = scratch.0.path().join("plugin.wasm");
+    fs::create_dir_all(scratch.wit_dir())
+        .and_then(|()| fs::write(scratch.wit_dir().join("plugin.wit"), WIT))
+        .map_err(scratch_error)?;
+    let mut cmd = command(&scratch, &component).map_err(scratch_error)?;
+    run_tool(&mut cmd, plugin)?;
+    let bytes = fs::read(&component).map_err(|source| Error::Read {
+        krate: plugin.to_owned(),
+        path: component.clone(),
+        source,
+    })?;
+    let out = out_dir.join(format!("{plugin}.wasm"));
+    write_atomically(&out, &bytes).map_err(|source| Error::Write {
+        krate: plugin.to_owned(),
+        path: out.clone(),
+        source,
+    })?;
+    Ok(Built {
+        path: out,
+        size: bytes.len() as u64,
+        how: String::new(),
+    })
+}
+
+/// Whether `name` can name a plugin built from another language's project (its component's
+/// file name): lowercase letters, digits, '-' and '_', starting with a letter.
+fn is_plugin_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// Runs a build tool other than cargo, its stdout sent to our stderr (our stdout carries only
+/// the written paths).
+fn run_tool(cmd: &mut Command, plugin: &str) -> Result<(), Error> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let status = cmd
+        .stdout(io::stderr())
+        .status()
+        .map_err(|source| Error::Spawn {
+            krate: plugin.to_owned(),
+            program: program.clone(),
+            source,
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::Tool {
+            plugin: plugin.to_owned(),
+            program,
+            status,
+        })
     }
 }
 

@@ -1,4 +1,4 @@
-//! `wasmctrl build`: compile plugin crates to WebAssembly components.
+//! `wasmctrl build`: compile plugin crates (and Python projects) to WebAssembly components.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,11 +9,13 @@ use crate::build::{self, Built, Options, Profile, Target};
 /// Arguments of `wasmctrl build`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Plugin crate directories (each holding a Cargo.toml with a cdylib library).
-    #[arg(required = true, value_name = "CRATE_DIR")]
+    /// Plugin directories: Rust crates (a Cargo.toml with a cdylib library) or Python projects
+    /// (a pyproject.toml whose `[tool.wasmctrl] plugin` names the reconciler class, built with
+    /// componentize-py: `$WASMCTRL_COMPONENTIZE_PY`, else the one on PATH).
+    #[arg(required = true, value_name = "PLUGIN_DIR")]
     pub crate_dir: Vec<PathBuf>,
-    /// Where to write `<package-name>.wasm` (default: `<target dir>/plugins` of each crate's
-    /// workspace).
+    /// Where to write `<name>.wasm` (default: `<target dir>/plugins` of each crate's
+    /// workspace; `<project>/target/plugins` for a Python project).
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
     /// The wasm target (wasm32-unknown-unknown, wasm32-wasip1 or wasm32-wasip2; default: the
@@ -22,7 +24,8 @@ pub struct Args {
     pub target: Option<Target>,
     /// Build with the `plugin-dev` profile (opt-level 1, no LTO, incremental): seconds per edit
     /// instead of most of a minute, for `wasmctrl dev`'s hot reload. Without it, the `plugin`
-    /// profile (opt-level 3, LTO): what `wasmctrl push` and images should carry.
+    /// profile (opt-level 3, LTO): what `wasmctrl push` and images should carry. Python
+    /// projects have one build.
     #[arg(long)]
     pub dev: bool,
 }
@@ -50,10 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let started = Instant::now();
         match build::build(&opts) {
             Ok(built) => {
-                eprintln!(
-                    "{}",
-                    summary(&built, profile, started.elapsed().as_secs_f64())
-                );
+                eprintln!("{}", summary(&built, started.elapsed().as_secs_f64()));
                 super::say(built.path.display());
             }
             Err(err) => failures.push(err),
@@ -72,12 +72,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// One line saying what was built, with which profile, how long it took and its size:
+/// One line saying what was built, how (the profile), how long it took and its size:
 /// `built target/plugins/vm.wasm (plugin-dev profile) in 6.4 s, 1.2 MiB`.
-fn summary(built: &Built, profile: Profile, seconds: f64) -> String {
+fn summary(built: &Built, seconds: f64) -> String {
     format!(
-        "built {} ({profile} profile) in {seconds:.1} s, {}",
+        "built {} ({}) in {seconds:.1} s, {}",
         built.path.display(),
+        built.how,
         size(built.size)
     )
 }
@@ -103,9 +104,10 @@ mod tests {
         let built = Built {
             path: PathBuf::from("out/vm.wasm"),
             size: 1_258_291,
+            how: format!("{} profile", Profile::Dev),
         };
         assert_eq!(
-            summary(&built, Profile::Dev, 6.44),
+            summary(&built, 6.44),
             "built out/vm.wasm (plugin-dev profile) in 6.4 s, 1.2 MiB"
         );
         assert_eq!(size(512), "512 B");

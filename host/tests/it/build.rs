@@ -90,13 +90,13 @@ fn builds_a_guest_into_a_component_exporting_the_contract() {
 }
 
 #[test]
-fn a_directory_without_cargo_toml_fails_with_one_line() {
+fn a_directory_without_a_project_file_fails_with_one_line() {
     let empty = tempfile::tempdir().unwrap();
     let output = wasmctrl(&[empty.path()]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("error: plugin crate at "), "{stderr}");
+    assert!(stderr.starts_with("error: plugin at "), "{stderr}");
     assert!(stderr.contains("no Cargo.toml"), "{stderr}");
     assert!(output.stdout.is_empty());
 }
