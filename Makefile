@@ -19,6 +19,19 @@ PLUGIN_DIRS := WASMCTRL_PLUGIN_DIR=$(PLUGIN_OUT) WASMCTRL_TEST_PLUGIN_DIR=$(TEST
 # Every crate directory that has a Cargo.toml; empty lists make the plugin targets no-ops.
 PLUGINS := $(patsubst %/Cargo.toml,%,$(wildcard plugins/*/Cargo.toml))
 TEST_PLUGINS := $(patsubst %/Cargo.toml,%,$(wildcard tests/plugins/*/Cargo.toml))
+# Plugins written in Python (a pyproject.toml) and TypeScript (a package.json): the seeds beside
+# the Rust ones, and test plugins. All go with the test plugins: `make dev` serves the Rust
+# seeds, and a second VirtualMachine controller beside the first would write the same statuses
+# twice.
+PY_PLUGINS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml tests/plugins/*/pyproject.toml))
+TS_PLUGINS := $(patsubst %/package.json,%,$(wildcard plugins/*/package.json tests/plugins/*/package.json))
+TS_SDK := sdk/typescript
+
+# What builds and tests plugins in other languages (scripts/install-plugin-tools.sh, run by
+# `make deps`): componentize-py and pytest in a virtual environment, and each npm project's
+# dependencies (componentize-js, esbuild, TypeScript).
+TOOLS := $(TARGET_DIR)/tools
+PYTHON_TOOLS := $(TOOLS)/python/bin
 
 # Build plugin crates into the shared target directory: standalone plugin crates (own
 # [workspace]) would otherwise each compile their own wasm std, which takes minutes on the
@@ -26,19 +39,20 @@ TEST_PLUGINS := $(patsubst %/Cargo.toml,%,$(wildcard tests/plugins/*/Cargo.toml)
 # PLUGIN_BUILD_FLAGS: `make dev` builds with `--dev` (the `plugin-dev` profile: seconds per edit);
 # everything else, `make test`, images and deploy manifests, with the release `plugin` profile.
 PLUGIN_BUILD_FLAGS ?=
-BUILD_PLUGINS = CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build $(PLUGIN_BUILD_FLAGS)
+BUILD_PLUGINS = WASMCTRL_COMPONENTIZE_PY=$(PYTHON_TOOLS)/componentize-py CARGO_TARGET_DIR=$(TARGET_DIR) $(WASMCTRL) build $(PLUGIN_BUILD_FLAGS)
 
 # Steps run in the order written: cargo parallelises inside each step, and `test` must end with
 # the test run's summary.
 .NOTPARALLEL:
 .DEFAULT_GOAL := help
-.PHONY: help deps host plugins test-plugins image deploy-manifests sdk-package test bench dev fmt fmt-check clippy clean clean-plugins
+.PHONY: help deps host plugins test-plugins sdk-tests image deploy-manifests sdk-package test bench dev fmt fmt-check clippy clean clean-plugins
 
 help: ## List the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-deps: ## Install missing system dependencies (wasm32 toolchain, PostgreSQL, kubectl, umoci, skopeo)
+deps: ## Install missing system dependencies (wasm32 toolchain, PostgreSQL, kubectl, umoci, skopeo) and the Python plugin tools
 	@scripts/install-deps.sh
+	@scripts/install-plugin-tools.sh $(TOOLS) $(TS_SDK) $(TS_PLUGINS)
 
 # How `host` builds the binary. `make test` builds it within the test build instead: tests'
 # dev-dependencies turn on features (tokio's test-util, k8s-openapi's schemars, ...), and a
@@ -54,9 +68,11 @@ else
 	@echo "plugins: no plugin crates under plugins/ yet, nothing to build"
 endif
 
-test-plugins: deps host ## Build every tests/plugins/*/ crate into target/test-plugins/<name>.wasm
-ifneq ($(TEST_PLUGINS),)
-	$(BUILD_PLUGINS) --out-dir $(TEST_PLUGIN_OUT) $(TEST_PLUGINS)
+# The TypeScript plugins import the SDK's compiled JavaScript (`tsc`, a few seconds).
+test-plugins: deps host ## Build every tests/plugins/*/ crate and every Python and TypeScript plugin into target/test-plugins/<name>.wasm
+ifneq ($(TEST_PLUGINS)$(PY_PLUGINS)$(TS_PLUGINS),)
+	$(if $(TS_PLUGINS),cd $(TS_SDK) && npm run --silent prepare)
+	$(BUILD_PLUGINS) --out-dir $(TEST_PLUGIN_OUT) $(TEST_PLUGINS) $(PY_PLUGINS) $(TS_PLUGINS)
 else
 	@echo "test-plugins: no test plugin crates under tests/plugins/, nothing to build"
 endif
@@ -105,14 +121,24 @@ test: IMAGE_PROFILE = dev
 test: HOST_BUILD = test --workspace --no-run
 # Tests run under cargo-nextest, each in a process of its own (host/tests/it/main.rs says why);
 # the doc tests, which nextest does not run, go first so that nextest's summary ends the output.
-test: deps fmt-check clippy plugins test-plugins image sdk-package ## Everything CI runs: format, lints, plugins, all tests
+# The Python and TypeScript SDKs' and plugins' own tests, natively: pytest and node's test
+# runner, each directory its own run (each has its own configuration).
+sdk-tests: deps ## Run the Python and TypeScript SDKs' and plugins' native tests (pytest, node --test)
+	@for dir in sdk/python $(PY_PLUGINS); do \
+	  echo "pytest $$dir"; (cd $$dir && $(PYTHON_TOOLS)/python -m pytest -q) || exit 1; \
+	done
+	@for dir in $(TS_SDK) $(TS_PLUGINS); do \
+	  echo "npm test $$dir"; (cd $$dir && npm test --silent) || exit 1; \
+	done
+
+test: deps fmt-check clippy sdk-tests plugins test-plugins image sdk-package ## Everything CI runs: format, lints, plugins, all tests
 	$(CARGO) test --workspace --doc
 	$(PLUGIN_DIRS) $(CARGO) nextest run --workspace --no-fail-fast
 
 # Whole-controller benchmarks take knobs from the environment for quicker runs:
 # WASMCTRL_BENCH_OBJECTS (convergence, 10000), WASMCTRL_BENCH_VMS (convergence, 5000),
 # WASMCTRL_BENCH_VMS_LARGE (convergence, 100000; 0 skips), WASMCTRL_BENCH_LARGE_ROUNDS (1),
-# WASMCTRL_BENCH_WORKLOADS (convergence, things,vm), WASMCTRL_BENCH_STORM (convergence, 10; 0 skips), WASMCTRL_BENCH_CACHE_OBJECTS (memory, 100000),
+# WASMCTRL_BENCH_WORKLOADS (convergence, things,languages,vm), WASMCTRL_BENCH_CALLS (convergence's languages, 300), WASMCTRL_BENCH_STORM (convergence, 10; 0 skips), WASMCTRL_BENCH_CACHE_OBJECTS (memory, 100000),
 # WASMCTRL_BENCH_RELOADS (lifecycle, 20), WASMCTRL_BENCH_ADMISSION_RATES (admission, 200,1000),
 # WASMCTRL_BENCH_ADMISSION_SECONDS (admission, 10), WASMCTRL_BENCH_ROUNDS (5; admission 3).
 # Cargo runs bench targets in name order; convergence goes last, so that its VirtualMachine

@@ -12,6 +12,8 @@
 #   - python3-prometheus-client, the exposition parser the metrics tests use
 #   - umoci, skopeo, binutils and ca-certificates, which `make image` (scripts/image.sh) builds
 #     the OCI image with and the image test unpacks it with
+#   - Node.js and npm, for the TypeScript SDK and plugins (scripts/install-plugin-tools.sh then
+#     installs the Python and npm packages themselves)
 #   - cargo-nextest, which `make test` runs the tests with (built from crates.io if missing)
 set -euo pipefail
 
@@ -104,7 +106,18 @@ if ! command -v docker-registry >/dev/null 2>&1; then
     fi
 fi
 
-# 7. cargo-nextest: `make test` runs every test in a process of its own with it (see
+# 7. Node.js and npm, which build and test the TypeScript SDK and plugins (componentize-js runs on
+#    Node); machine images usually carry them.
+if ! command -v npm >/dev/null 2>&1; then
+    if $have_dpkg; then
+        want nodejs "Node.js, to build and test the TypeScript plugins"
+        want npm "npm, to install the TypeScript SDK's build tools"
+    else
+        missing_elsewhere+=("Node.js and npm, for the TypeScript plugins")
+    fi
+fi
+
+# 8. cargo-nextest: `make test` runs every test in a process of its own with it (see
 #    host/tests/it/main.rs). Machine images usually carry it; otherwise it is built once.
 if ! cargo nextest --version >/dev/null 2>&1; then
     log "building cargo-nextest from crates.io (make test runs the tests with it)"

@@ -34,6 +34,7 @@ mod faults;
 mod hostile_registry;
 mod image;
 mod inspect;
+mod languages;
 mod leader;
 mod loader;
 mod logs;

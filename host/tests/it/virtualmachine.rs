@@ -9,19 +9,9 @@ use crate::common;
 
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use wasmctrl::apiserver::ApiServer;
-
-fn vm_api(client: &kube::Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("cloudnative.tw", "v1alpha1", "VirtualMachine");
-    Api::namespaced_with(
-        client.clone(),
-        "default",
-        &ApiResource::from_gvk_with_plural(&gvk, "virtualmachines"),
-    )
-}
 
 async fn install_vm_crd(client: &kube::Client) {
     common::install_crd(
@@ -38,7 +28,7 @@ async fn virtualmachine_status_follows_spec_and_delete_is_quiet() {
     let server = ApiServer::new().unwrap();
     let client = server.client();
     install_vm_crd(&client).await;
-    let vms = vm_api(&client);
+    let vms = common::vms::api(&client, "default");
     let vm = common::yaml_objects("examples/virtualmachine/test-vm.yaml").remove(0);
     vms.create(&PostParams::default(), &serde_json::from_value(vm).unwrap())
         .await

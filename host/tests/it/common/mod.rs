@@ -58,6 +58,15 @@ pub fn short_lease(name: &str) -> wasmctrl::replicas::leader::Config {
     config
 }
 
+/// Where tests keep compiled components for the whole test run (`Config::cache_dir`): beside
+/// the built test plugins, so a fresh build directory starts empty. A language runtime's
+/// component (CPython's) takes tens of seconds to compile; each test process would otherwise
+/// compile it again.
+pub fn artifact_cache() -> PathBuf {
+    let [_, test_plugins] = plugin_dirs();
+    test_plugins.with_file_name("test-artifacts")
+}
+
 /// A built plugin's bytes.
 pub fn plugin_bytes(name: &str) -> Vec<u8> {
     std::fs::read(plugin_path(name)).expect("read plugin")
@@ -254,8 +263,11 @@ pub async fn host_of(
     name: &str,
     settings: &serde_json::Value,
 ) -> wasmctrl::reconcile::controller::Manager {
-    let runtime =
-        wasmctrl::runtime::Runtime::new(wasmctrl::runtime::Config::default()).expect("a runtime");
+    let config = wasmctrl::runtime::Config {
+        cache_dir: Some(artifact_cache()),
+        ..Default::default()
+    };
+    let runtime = wasmctrl::runtime::Runtime::new(config).expect("a runtime");
     let plugin = load_plugin(&runtime, name, settings);
     let host = wasmctrl::reconcile::controller::Manager::new(rbac_client(server, &[&plugin]).await);
     host.upsert(
