@@ -1,7 +1,8 @@
-//! `wasmctrl new`: a standalone plugin crate to start from, as `kubebuilder create api` gives a
-//! Go operator one. It builds, tests and runs as written: a reconciler that applies an owned
-//! child and reports a `Ready` condition, native tests, the CRD generated from its types (a test
-//! keeps it current), a sample object and a README with the commands.
+//! `wasmctrl new`: a standalone plugin to start from, as `kubebuilder create api` gives a Go
+//! operator one, in Rust (a crate), Python or TypeScript (`--lang`). It builds, tests and runs as
+//! written: a reconciler that applies an owned child and reports a `Ready` condition, native
+//! tests, its CRD (in Rust generated from its types, a test keeping it current), a sample object
+//! and a README with the commands.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -32,20 +33,92 @@ pub struct Args {
     /// Default: `v1/ConfigMap`.
     #[arg(long = "owns", value_name = "GROUP/VERSION/KIND")]
     owns: Vec<String>,
-    /// Depend on `wasmctrl-sdk` at this path (a checkout of wasmctrl's `sdk/`) instead of the
-    /// crates.io release.
+    /// Take the SDK from a checkout of wasmctrl's `sdk/` at this path instead of the package
+    /// registry's release: `wasmctrl-sdk` there, its `python/src` for Python, its `typescript`
+    /// for TypeScript.
     #[arg(long)]
     sdk_path: Option<PathBuf>,
+    /// The language to write the plugin in.
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    lang: Lang,
     /// Where to write the crate; by default `./<name>`. It must not exist or be empty.
     #[arg(long)]
     dir: Option<PathBuf>,
 }
 
-const CARGO_TOML: &str = include_str!("new/Cargo.toml.tmpl");
-const LIB_RS: &str = include_str!("new/lib.rs.tmpl");
-const CRD_YAML: &str = include_str!("new/crd.yaml.tmpl");
+/// The languages `wasmctrl new` writes plugins in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A cdylib crate on `wasmctrl-sdk` (built by cargo).
+    Rust,
+    /// A project on the `wasmctrl` Python package (built by componentize-py).
+    Python,
+    /// An npm project on the `wasmctrl` npm package (built by componentize-js).
+    Typescript,
+}
+
 const SAMPLE_YAML: &str = include_str!("new/sample.yaml.tmpl");
-const README_MD: &str = include_str!("new/README.md.tmpl");
+
+/// Each file written for `lang`, as a path in the project (`__CRATE_IDENT__` filled in too)
+/// and its template.
+fn templates(lang: Lang) -> &'static [(&'static str, &'static str)] {
+    match lang {
+        Lang::Rust => &[
+            ("Cargo.toml", include_str!("new/Cargo.toml.tmpl")),
+            ("src/lib.rs", include_str!("new/lib.rs.tmpl")),
+            ("crd.yaml", include_str!("new/crd.yaml.tmpl")),
+            ("sample.yaml", SAMPLE_YAML),
+            ("README.md", include_str!("new/README.md.tmpl")),
+        ],
+        Lang::Python => &[
+            (
+                "pyproject.toml",
+                include_str!("new/python/pyproject.toml.tmpl"),
+            ),
+            (
+                "__CRATE_IDENT__.py",
+                include_str!("new/python/plugin.py.tmpl"),
+            ),
+            (
+                "tests/test___CRATE_IDENT__.py",
+                include_str!("new/python/test_plugin.py.tmpl"),
+            ),
+            ("crd.yaml", include_str!("new/python/crd.yaml.tmpl")),
+            ("sample.yaml", SAMPLE_YAML),
+            ("README.md", include_str!("new/python/README.md.tmpl")),
+        ],
+        Lang::Typescript => &[
+            (
+                "package.json",
+                include_str!("new/typescript/package.json.tmpl"),
+            ),
+            (
+                "tsconfig.json",
+                include_str!("new/typescript/tsconfig.json.tmpl"),
+            ),
+            (
+                "tsconfig.test.json",
+                include_str!("new/typescript/tsconfig.test.json.tmpl"),
+            ),
+            (".gitignore", include_str!("new/typescript/gitignore.tmpl")),
+            (
+                "src/controller.ts",
+                include_str!("new/typescript/src/controller.ts.tmpl"),
+            ),
+            (
+                "src/index.ts",
+                include_str!("new/typescript/src/index.ts.tmpl"),
+            ),
+            (
+                "test/controller.test.ts",
+                include_str!("new/typescript/test/controller.test.ts.tmpl"),
+            ),
+            ("crd.yaml", include_str!("new/typescript/crd.yaml.tmpl")),
+            ("sample.yaml", SAMPLE_YAML),
+            ("README.md", include_str!("new/typescript/README.md.tmpl")),
+        ],
+    }
+}
 
 /// A `group/version/Kind` from the command line (`--owns`).
 fn parse_kind(text: &str) -> anyhow::Result<Gvk> {
@@ -142,30 +215,32 @@ fn plural(kind: &str) -> String {
     format!("{lower}s")
 }
 
-/// Writes the crate; prints its directory and the next commands.
+/// Writes the plugin; prints its directory and the next commands.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (plural, owns) = checked(&args)?;
     let dir = empty_dir(&args)?;
-    let sdk = sdk_dependency(&args)?;
-    let values = placeholders(&args, &plural, &owns, &sdk);
+    let mut values = placeholders(&args, &plural, &owns);
+    values.extend(match args.lang {
+        Lang::Rust => rust_placeholders(&owns, &sdk_dependency(&args)?),
+        Lang::Python => python_placeholders(&owns, &sdk_checkout(&args, "python/src")?),
+        Lang::Typescript => typescript_placeholders(&owns, &sdk_checkout(&args, "typescript")?),
+    });
     let fill = |template: &str| {
         (values.iter()).fold(template.to_string(), |text, (key, value)| {
             text.replace(key, value)
         })
     };
-    let files: [(&str, &str); 5] = [
-        ("Cargo.toml", CARGO_TOML),
-        ("src/lib.rs", LIB_RS),
-        ("crd.yaml", CRD_YAML),
-        ("sample.yaml", SAMPLE_YAML),
-        ("README.md", README_MD),
-    ];
-    for (path, template) in files {
-        write(&dir.join(path), &fill(template))?;
+    for (path, template) in templates(args.lang) {
+        write(&dir.join(fill(path)), &fill(template))?;
     }
     super::say(dir.display());
+    let test = match args.lang {
+        Lang::Rust => "cargo test",
+        Lang::Python => "python -m pytest",
+        Lang::Typescript => "npm install && npm test",
+    };
     tracing::info!(
-        "next: cd {} && cargo test && wasmctrl build --dev . --out-dir plugins && wasmctrl test plugins/{}.wasm --object sample.yaml",
+        "next: cd {} && {test} && wasmctrl build --dev . --out-dir plugins && wasmctrl test plugins/{}.wasm --object sample.yaml",
         dir.display(),
         args.name
     );
@@ -210,6 +285,20 @@ fn empty_dir(args: &Args) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// `<--sdk-path>/<part>` (the SDK of a language in a checkout of wasmctrl's `sdk/`), made
+/// absolute; none without `--sdk-path`.
+fn sdk_checkout(args: &Args, part: &str) -> anyhow::Result<Option<PathBuf>> {
+    let Some(path) = &args.sdk_path else {
+        return Ok(None);
+    };
+    let sdk = std::path::absolute(path.join(part))
+        .with_context(|| format!("--sdk-path {}", path.display()))?;
+    if !sdk.is_dir() {
+        bail!("--sdk-path {}: no {part} there", path.display());
+    }
+    Ok(Some(sdk))
+}
+
 /// How the plugin's Cargo.toml names the SDK: a path (`--sdk-path`) or this version.
 fn sdk_dependency(args: &Args) -> anyhow::Result<String> {
     Ok(match &args.sdk_path {
@@ -225,26 +314,12 @@ fn sdk_dependency(args: &Args) -> anyhow::Result<String> {
     })
 }
 
-/// Each template placeholder and what it becomes, in the order they are replaced.
-fn placeholders(args: &Args, plural: &str, owns: &[Gvk], sdk: &str) -> Vec<(&'static str, String)> {
+/// Each template placeholder every language shares and what it becomes. No placeholder is part
+/// of another, and no value holds one, so the order of replacement does not matter.
+fn placeholders(args: &Args, plural: &str, owns: &[Gvk]) -> Vec<(&'static str, String)> {
     let child = &owns[0];
-    let more_owns: String = owns[1..]
-        .iter()
-        .map(|k| format!("\n            .owns_kind({})", gvk_expr(k)))
-        .collect();
-    let (child_use, child_kind_fn, child_build) = child_code(child);
-    // A Kubernetes kind is owned by its type; a CRD's by its group, version and kind.
-    let child_owns = match crate::kinds::rust_path(&child.group, &child.kind) {
-        Some(_) => format!("owns::<{}>()", child.kind),
-        None => "owns_kind(child_kind())".to_string(),
-    };
     let singular = args.kind.to_ascii_lowercase();
     vec![
-        ("__CHILD_OWNS__", child_owns),
-        ("__MORE_OWNS__", more_owns),
-        ("__CHILD_USE__", child_use),
-        ("__CHILD_BUILD__", child_build),
-        ("__CHILD_KIND_FN__", child_kind_fn),
         ("__CHILD_GROUP__", child.group.clone()),
         ("__CHILD_VERSION__", child.version.clone()),
         ("__CHILD_KIND__", child.kind.clone()),
@@ -257,7 +332,98 @@ fn placeholders(args: &Args, plural: &str, owns: &[Gvk], sdk: &str) -> Vec<(&'st
         ("__PLURAL__", plural.to_string()),
         ("__SINGULAR__", singular.clone()),
         ("__SAMPLE__", format!("{singular}-sample")),
+    ]
+}
+
+/// The Rust templates' own placeholders: the child's code, the further owned kinds, the SDK
+/// dependency.
+fn rust_placeholders(owns: &[Gvk], sdk: &str) -> Vec<(&'static str, String)> {
+    let child = &owns[0];
+    let more_owns: String = owns[1..]
+        .iter()
+        .map(|k| format!("\n            .owns_kind({})", gvk_expr(k)))
+        .collect();
+    let (child_use, child_kind_fn, child_build) = child_code(child);
+    // A Kubernetes kind is owned by its type; a CRD's by its group, version and kind.
+    let child_owns = match crate::kinds::rust_path(&child.group, &child.kind) {
+        Some(_) => format!("owns::<{}>()", child.kind),
+        None => "owns_kind(child_kind())".to_string(),
+    };
+    vec![
+        ("__CHILD_OWNS__", child_owns),
+        ("__MORE_OWNS__", more_owns),
+        ("__CHILD_USE__", child_use),
+        ("__CHILD_BUILD__", child_build),
+        ("__CHILD_KIND_FN__", child_kind_fn),
         ("__SDK__", sdk.to_string()),
+    ]
+}
+
+/// The Python templates' own placeholders: the further owned kinds, and where the SDK's
+/// sources are (`[tool.wasmctrl] sdk-path` and pytest's path) when it is taken from a checkout.
+fn python_placeholders(owns: &[Gvk], sdk: &Option<PathBuf>) -> Vec<(&'static str, String)> {
+    let more_owns: String = (owns[1..].iter())
+        .map(|k| {
+            format!(
+                "\n            .owns_kind({:?}, {:?})",
+                k.api_version(),
+                k.kind
+            )
+        })
+        .collect();
+    let (sdk_line, test_path) = match sdk {
+        Some(path) => (
+            format!(
+                "# The wasmctrl SDK's sources, bundled into the component (and on pytest's path).\n\
+                 sdk-path = {:?}",
+                path.display().to_string()
+            ),
+            format!("\".\", {:?}", path.display().to_string()),
+        ),
+        None => (
+            "# The wasmctrl SDK is bundled from the environment (`pip install wasmctrl`).".into(),
+            "\".\"".into(),
+        ),
+    };
+    vec![
+        ("__MORE_OWNS_PY__", more_owns),
+        ("__SDK_PATH_LINE__", sdk_line),
+        ("__TEST_PATH__", test_path),
+    ]
+}
+
+/// The TypeScript templates' own placeholders: the child's type and body, the further owned
+/// kinds, the SDK dependency (`file:` a checkout's, else this version).
+fn typescript_placeholders(owns: &[Gvk], sdk: &Option<PathBuf>) -> Vec<(&'static str, String)> {
+    let child = &owns[0];
+    let child_type = match (child.group.as_str(), child.kind.as_str()) {
+        ("", kind @ ("ConfigMap" | "Secret")) => kind.to_string(),
+        _ => "KubeObject".to_string(),
+    };
+    let child_body = if child.group.is_empty() && child.kind == "ConfigMap" {
+        "      data: { message: object.spec.message ?? \"\" },\n"
+    } else {
+        "      // The rest of the desired object (spec, ...) goes here.\n"
+    };
+    let more_owns: String = (owns[1..].iter())
+        .map(|k| {
+            format!(
+                "\n        .owns(Gvk.of({:?}, {:?}))",
+                k.api_version(),
+                k.kind
+            )
+        })
+        .collect();
+    let sdk = match sdk {
+        Some(path) => format!("file:{}", path.display()),
+        None => format!("^{}", env!("CARGO_PKG_VERSION")),
+    };
+    vec![
+        ("__CHILD_API_VERSION__", child.api_version()),
+        ("__CHILD_TYPE__", child_type),
+        ("__CHILD_BODY__", child_body.to_string()),
+        ("__MORE_OWNS__", more_owns),
+        ("__SDK__", sdk),
     ]
 }
 

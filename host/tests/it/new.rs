@@ -1,6 +1,10 @@
-//! `wasmctrl new` as a user runs it: the crate it writes (SDK by path, in a temporary
-//! directory) passes its own `cargo test` (CRD drift included), builds into a component, and
-//! `wasmctrl test` on its sample applies the owned child and reports a Ready condition.
+//! `wasmctrl new` as a user runs it, in each language: the plugin it writes (SDK by path, in a
+//! temporary directory) passes its own tests (`cargo test`, CRD drift included; pytest; `npm
+//! test`), builds into a component, and `wasmctrl test` on its sample applies the owned child
+//! and reports a Ready condition.
+
+// Helpers outside #[test] fns panic on failure too: they are part of the tests.
+#![allow(clippy::unwrap_used)]
 
 use crate::common;
 
@@ -34,25 +38,8 @@ fn wasmctrl(args: &[&str]) -> Command {
 fn a_new_plugin_crate_tests_builds_and_reconciles_its_sample_as_generated() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("website");
-    let sdk = common::repo_root().join("sdk");
     let dir_arg = dir.to_str().unwrap();
-    let out = run(&mut wasmctrl(&[
-        "new",
-        "website",
-        "--group",
-        "apps.example.com",
-        "--kind",
-        "Website",
-        "--owns",
-        "v1/ConfigMap",
-        "--owns",
-        "apps/v1/Deployment",
-        "--sdk-path",
-        sdk.to_str().unwrap(),
-        "--dir",
-        dir_arg,
-    ]));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), dir_arg);
+    new_in("rust", &dir);
     for file in [
         "Cargo.toml",
         "src/lib.rs",
@@ -93,7 +80,13 @@ fn a_new_plugin_crate_tests_builds_and_reconciles_its_sample_as_generated() {
     let wasm = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     assert_eq!(wasm, plugins.join("website.wasm"));
 
-    let sample = dir.join("sample.yaml");
+    reconciles_its_sample(&wasm, &dir.join("sample.yaml"));
+    embedding_kubernetes_types_needs_only_the_sdk(&dir, &native);
+}
+
+/// `wasmctrl test` of the plugin `new` wrote, on its sample: it applies the owned ConfigMap
+/// with the sample's message and reports `Ready`.
+fn reconciles_its_sample(wasm: &Path, sample: &Path) {
     let report = common::process::wasmctrl_test_report(&[
         wasm.to_str().unwrap(),
         "--object",
@@ -123,9 +116,104 @@ fn a_new_plugin_crate_tests_builds_and_reconciles_its_sample_as_generated() {
         (&ready["type"], &ready["status"]),
         (&"Ready".into(), &"True".into())
     );
-    assert!(Path::new(&dir.join("README.md")).is_file());
+}
 
-    embedding_kubernetes_types_needs_only_the_sdk(&dir, &native);
+/// `wasmctrl new --lang <lang>` of the Website plugin owning a ConfigMap and a Deployment, on
+/// the checkout's SDK, into `dir`.
+fn new_in(lang: &str, dir: &Path) {
+    let sdk = common::repo_root().join("sdk");
+    let dir_arg = dir.to_str().unwrap();
+    let out = run(&mut wasmctrl(&[
+        "new",
+        "website",
+        "--group",
+        "apps.example.com",
+        "--kind",
+        "Website",
+        "--owns",
+        "v1/ConfigMap",
+        "--owns",
+        "apps/v1/Deployment",
+        "--sdk-path",
+        sdk.to_str().unwrap(),
+        "--lang",
+        lang,
+        "--dir",
+        dir_arg,
+    ]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), dir_arg);
+}
+
+/// Builds the plugin in `dir` into `<tmp>/plugins/website.wasm` with `wasmctrl build`.
+fn build(dir: &Path, tmp: &Path, envs: &[(&str, PathBuf)]) -> PathBuf {
+    let plugins = tmp.join("plugins");
+    let mut command = wasmctrl(&[
+        "build",
+        dir.to_str().unwrap(),
+        "--out-dir",
+        plugins.to_str().unwrap(),
+    ]);
+    command.envs(envs.iter().map(|(k, v)| (k, v)));
+    let wasm = PathBuf::from(String::from_utf8_lossy(&run(&mut command).stdout).trim());
+    assert_eq!(wasm, plugins.join("website.wasm"));
+    wasm
+}
+
+#[test]
+fn a_new_python_plugin_tests_builds_and_reconciles_its_sample_as_generated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("website");
+    new_in("python", &dir);
+    for file in [
+        "pyproject.toml",
+        "website.py",
+        "tests/test_website.py",
+        "crd.yaml",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} written");
+    }
+    // `make deps` installs pytest and componentize-py there.
+    let python = target_dir().join("tools/python/bin");
+    run(Command::new(python.join("python"))
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .current_dir(&dir));
+    let componentize = python.join("componentize-py");
+    let wasm = build(
+        &dir,
+        tmp.path(),
+        &[("WASMCTRL_COMPONENTIZE_PY", componentize)],
+    );
+    reconciles_its_sample(&wasm, &dir.join("sample.yaml"));
+}
+
+#[test]
+fn a_new_typescript_plugin_tests_builds_and_reconciles_its_sample_as_generated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("website");
+    new_in("typescript", &dir);
+    for file in [
+        "package.json",
+        "src/controller.ts",
+        "test/controller.test.ts",
+        "crd.yaml",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} written");
+    }
+    // From npm's cache only: `make deps` installed the same TypeScript and Node types for the
+    // repository's TypeScript plugins, and tests do not reach beyond loopback.
+    let npm = |args: &[&str]| {
+        run(Command::new("npm").args(args).current_dir(&dir));
+    };
+    npm(&[
+        "install",
+        "--offline",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+    ]);
+    npm(&["test", "--silent"]);
+    let wasm = build(&dir, tmp.path(), &[]);
+    reconciles_its_sample(&wasm, &dir.join("sample.yaml"));
 }
 
 /// Kubebuilder's CronJob embeds a `JobTemplateSpec`: the crate as generated (the SDK its only
