@@ -16,7 +16,9 @@
 //!
 //! Then the VirtualMachine workload ([`vm`]): the seed plugin against a plain kube-runtime
 //! controller doing what it does, each against its own API server process, at 100,000 VMs and
-//! at 5,000. `WASMCTRL_BENCH_WORKLOADS` (default `things,vm`) picks the workloads.
+//! at 5,000; and the VirtualMachine seed in each language the SDKs serve ([`languages`]): per
+//! reconcile and converging 5,000 VMs. `WASMCTRL_BENCH_WORKLOADS` (default
+//! `things,languages,vm`) picks the workloads.
 //!
 //! The native controller is written as kube-rs users write one: it applies its child on every
 //! reconcile (server-side apply is idempotent) and patches its status only when it differs from
@@ -27,6 +29,8 @@
 
 #[path = "../tests/it/common/mod.rs"]
 mod common;
+#[path = "convergence/languages.rs"]
+mod languages;
 mod support;
 #[path = "convergence/vm.rs"]
 mod vm;
@@ -565,13 +569,17 @@ fn print_requests(label: &str, last: Option<&BTreeMap<(String, String), Tally>>)
 async fn main() {
     let n = env_or("WASMCTRL_BENCH_OBJECTS", 10_000);
     let rounds = env_or("WASMCTRL_BENCH_ROUNDS", 5).max(1);
-    let workloads = std::env::var("WASMCTRL_BENCH_WORKLOADS").unwrap_or("things,vm".into());
+    let workloads =
+        std::env::var("WASMCTRL_BENCH_WORKLOADS").unwrap_or("things,languages,vm".into());
     let runtime = Runtime::new(Config::default()).unwrap();
     if workloads.split(',').any(|w| w == "things") {
         things(&runtime, n, rounds).await;
     }
+    let vms = env_or("WASMCTRL_BENCH_VMS", 5_000);
+    if workloads.split(',').any(|w| w == "languages") {
+        languages::compare(vms, rounds.min(3)).await;
+    }
     if workloads.split(',').any(|w| w == "vm") {
-        let vms = env_or("WASMCTRL_BENCH_VMS", 5_000);
         let vm_plugin = Arc::new(
             runtime
                 .load(

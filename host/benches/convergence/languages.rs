@@ -1,0 +1,159 @@
+//! The VirtualMachine seed in each language the SDKs serve (Rust, Python, TypeScript; each found among
+//! the built plugins), side by side in one run:
+//!
+//! - **per reconcile**: one VM reconciled `WASMCTRL_BENCH_CALLS` times (default 300) on one
+//!   thread, each call in a fresh instance as the host makes them: p50 and p99 of a call
+//!   (instantiation included), the largest linear memory an instance grew to, the component's
+//!   size and its compile time;
+//! - **convergence**: 5,000 VMs (`WASMCTRL_BENCH_VMS`) driven to `Active` by the host with each
+//!   seed, as `vm::round` measures the Rust seed against native code, rounds rotated so that
+//!   drift in the machine's speed hits every language alike.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use wasmctrl::plugin::wit;
+use wasmctrl::runtime::{Plugin, Runtime};
+use wasmctrl::view::{EmptyView, View};
+
+use super::Side;
+use super::support::{env_or, mib, percentile, sorted, spread};
+use super::vm;
+
+/// The seeds, by the language they are written in.
+const SEEDS: [(&str, &str); 3] = [
+    ("Rust", "virtualmachine"),
+    ("Python", "virtualmachine-py"),
+    ("TypeScript", "virtualmachine-ts"),
+];
+
+/// A seed loaded, with what loading it cost.
+struct Seed {
+    language: &'static str,
+    plugin: Arc<Plugin>,
+    bytes: usize,
+    compile: f64,
+}
+
+/// The built seeds (a seed not built is said and skipped), each compiled afresh and timed.
+fn seeds() -> Vec<Seed> {
+    let runtime = Runtime::new(wasmctrl::runtime::Config::default()).unwrap();
+    let dirs = super::common::plugin_dirs();
+    SEEDS
+        .iter()
+        .filter_map(|&(language, name)| {
+            let Some(path) = dirs
+                .iter()
+                .map(|d| d.join(format!("{name}.wasm")))
+                .find(|p| p.exists())
+            else {
+                println!("languages: {name}.wasm is not built; {language} skipped");
+                return None;
+            };
+            let bytes = std::fs::read(path).unwrap();
+            let started = Instant::now();
+            let plugin = runtime.load(&format!("{name}.wasm"), &bytes, "{}").unwrap();
+            let compile = started.elapsed().as_secs_f64();
+            Some(Seed {
+                language,
+                plugin: Arc::new(plugin),
+                bytes: bytes.len(),
+                compile,
+            })
+        })
+        .collect()
+}
+
+fn request() -> wit::Request {
+    let vm = json!({"apiVersion": "cloudnative.tw/v1alpha1", "kind": "VirtualMachine",
+        "metadata": {"name": "vm-0", "namespace": "default", "uid": "u-0", "generation": 1,
+            "resourceVersion": "1", "creationTimestamp": "2026-11-22T00:00:00Z"},
+        "spec": {"resource": {"cpu": 2, "memory": "4Gi", "rootDisk": "40Gi"}}});
+    wit::Request {
+        namespace: "default".into(),
+        name: "vm-0".into(),
+        object: Some(vm.to_string()),
+        deleting: false,
+        settings: String::new(),
+        now: wit::Timestamp::parse("2026-11-22T00:00:00Z").unwrap(),
+        previous: Vec::new(),
+    }
+}
+
+/// Milliseconds of each of `calls` reconciles of one VM, in order.
+fn call_times(plugin: &Plugin, calls: usize) -> Vec<f64> {
+    let view: Arc<dyn View> = Arc::new(EmptyView);
+    (0..calls)
+        .map(|_| {
+            let started = Instant::now();
+            let done = plugin.reconcile(request(), view.clone()).unwrap();
+            assert_eq!(done.intents.len(), 2, "a status and an Event");
+            started.elapsed().as_secs_f64() * 1e3
+        })
+        .collect()
+}
+
+/// Prints both tables: per reconcile, then convergence.
+pub async fn compare(n: usize, rounds: usize) {
+    let seeds = seeds();
+    let calls = env_or("WASMCTRL_BENCH_CALLS", 300);
+    println!(
+        "languages: the VirtualMachine seed per language; per reconcile: {calls} calls of one VM \
+         on one thread, a fresh instance each"
+    );
+    println!(
+        "  {:<8} {:>10} {:>10} {:>12} {:>12} {:>12}",
+        "", "p50 ms", "p99 ms", "memory MiB", "size MiB", "compile s"
+    );
+    for seed in &seeds {
+        call_times(&seed.plugin, calls / 10 + 1);
+        let times = sorted(call_times(&seed.plugin, calls));
+        println!(
+            "  {:<8} {:>10.3} {:>10.3} {:>12.1} {:>12.1} {:>12.1}",
+            seed.language,
+            percentile(&times, 0.5),
+            percentile(&times, 0.99),
+            mib(seed.plugin.memory_peak() as f64),
+            mib(seed.bytes as f64),
+            seed.compile,
+        );
+    }
+    converge(&seeds, n, rounds).await;
+}
+
+/// `rounds` rounds of each seed converging `n` VMs, the order rotated each round; prints the
+/// medians and each language's ratio to the first (Rust).
+async fn converge(seeds: &[Seed], n: usize, rounds: usize) {
+    println!("languages: {n} VirtualMachines to Active, {rounds} rounds, order rotated");
+    let mut results: Vec<Vec<vm::Round>> = seeds.iter().map(|_| Vec::new()).collect();
+    for r in 0..rounds {
+        for i in (0..seeds.len()).map(|i| (i + r) % seeds.len()) {
+            let round = vm::round(Side::Wasmctrl, &seeds[i].plugin, n).await;
+            println!(
+                "  round {}: {}: all Active in {:.2} s, controller CPU {:.2} s, resident +{:.1} MiB",
+                r + 1,
+                seeds[i].language,
+                round.converge,
+                round.controller_cpu,
+                mib(round.resident)
+            );
+            results[i].push(round);
+        }
+    }
+    let median = |i: usize, f: fn(&vm::Round) -> f64| spread(results[i].iter().map(f).collect()).1;
+    println!(
+        "  {:<8} {:>14} {:>18} {:>14} {:>10} {:>10}",
+        "", "all Active s", "controller CPU s", "resident MiB", "time x", "CPU x"
+    );
+    for (i, seed) in seeds.iter().enumerate() {
+        let (time, cpu) = (median(i, |r| r.converge), median(i, |r| r.controller_cpu));
+        println!(
+            "  {:<8} {time:>14.2} {cpu:>18.2} {:>14.1} {:>10.2} {:>10.2}",
+            seed.language,
+            median(i, |r| mib(r.resident)),
+            time / median(0, |r| r.converge),
+            cpu / median(0, |r| r.controller_cpu),
+        );
+    }
+}
