@@ -3,8 +3,10 @@
 //!
 //! - **per reconcile**: one VM reconciled `WASMCTRL_BENCH_CALLS` times (default 300) on one
 //!   thread, each call in a fresh instance as the host makes them: p50 and p99 of a call
-//!   (instantiation included), the largest linear memory an instance grew to, the component's
-//!   size and its compile time;
+//!   (instantiation included), the page faults it took, the largest linear memory an instance
+//!   grew to, the component's size and its compile time; once per size of the memory a pool
+//!   slot keeps resident between calls (`WASMCTRL_BENCH_KEEP_RESIDENT`, MiB, default `1`, the
+//!   host's: `1,16,32` compares);
 //! - **convergence**: 5,000 VMs (`WASMCTRL_BENCH_VMS`) driven to `Active` by the host with each
 //!   seed, as `vm::round` measures the Rust seed against native code, rounds rotated so that
 //!   drift in the machine's speed hits every language alike.
@@ -18,7 +20,7 @@ use wasmctrl::runtime::{Plugin, Runtime};
 use wasmctrl::view::{EmptyView, View};
 
 use super::Side;
-use super::support::{env_or, mib, percentile, sorted, spread};
+use super::support::{env_or, mib, minor_faults, percentile, sorted, spread};
 use super::vm;
 
 /// The seeds, by the language they are written in.
@@ -36,9 +38,15 @@ struct Seed {
     compile: f64,
 }
 
-/// The built seeds (a seed not built is said and skipped), each compiled afresh and timed.
-fn seeds() -> Vec<Seed> {
-    let runtime = Runtime::new(wasmctrl::runtime::Config::default()).unwrap();
+/// The built seeds (a seed not built is said and skipped) in a runtime keeping `keep_resident`
+/// bytes of each slot resident, each compiled afresh (or read from `cache`) and timed.
+fn seeds(keep_resident: usize, cache: &std::path::Path) -> Vec<Seed> {
+    let runtime = Runtime::new(wasmctrl::runtime::Config {
+        keep_resident,
+        cache_dir: Some(cache.to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
     let dirs = super::common::plugin_dirs();
     SEEDS
         .iter()
@@ -81,45 +89,64 @@ fn request() -> wit::Request {
     }
 }
 
-/// Milliseconds of each of `calls` reconciles of one VM, in order.
-fn call_times(plugin: &Plugin, calls: usize) -> Vec<f64> {
+/// Milliseconds of each of `calls` reconciles of one VM, in order, and the page faults they
+/// took in all.
+fn call_times(plugin: &Plugin, calls: usize) -> (Vec<f64>, u64) {
     let view: Arc<dyn View> = Arc::new(EmptyView);
-    (0..calls)
+    let faults = minor_faults();
+    let times = (0..calls)
         .map(|_| {
             let started = Instant::now();
             let done = plugin.reconcile(request(), view.clone()).unwrap();
             assert_eq!(done.intents.len(), 2, "a status and an Event");
             started.elapsed().as_secs_f64() * 1e3
         })
-        .collect()
+        .collect();
+    (times, minor_faults() - faults)
 }
 
-/// Prints both tables: per reconcile, then convergence.
+/// Prints the per-reconcile table for each size kept resident, then the convergence table
+/// (with the host's default).
 pub async fn compare(n: usize, rounds: usize) {
-    let seeds = seeds();
     let calls = env_or("WASMCTRL_BENCH_CALLS", 300);
-    println!(
-        "languages: the VirtualMachine seed per language; per reconcile: {calls} calls of one VM \
-         on one thread, a fresh instance each"
-    );
-    println!(
-        "  {:<8} {:>10} {:>10} {:>12} {:>12} {:>12}",
-        "", "p50 ms", "p99 ms", "memory MiB", "size MiB", "compile s"
-    );
-    for seed in &seeds {
-        call_times(&seed.plugin, calls / 10 + 1);
-        let times = sorted(call_times(&seed.plugin, calls));
+    let cache = tempfile::tempdir().unwrap();
+    let sizes = std::env::var("WASMCTRL_BENCH_KEEP_RESIDENT").unwrap_or("1".into());
+    for mib_kept in sizes
+        .split(',')
+        .filter_map(|s| s.trim().parse::<usize>().ok())
+    {
         println!(
-            "  {:<8} {:>10.3} {:>10.3} {:>12.1} {:>12.1} {:>12.1}",
+            "languages: the VirtualMachine seed per language; per reconcile: {calls} calls of \
+             one VM on one thread, a fresh instance each, {mib_kept} MiB kept resident per slot"
+        );
+        per_reconcile(&seeds(mib_kept << 20, cache.path()), calls);
+    }
+    if n > 0 {
+        let seeds = seeds(wasmctrl::runtime::KEEP_RESIDENT, cache.path());
+        converge(&seeds, n, rounds).await;
+    }
+}
+
+fn per_reconcile(seeds: &[Seed], calls: usize) {
+    println!(
+        "  {:<10} {:>8} {:>8} {:>14} {:>11} {:>9} {:>10}",
+        "", "p50 ms", "p99 ms", "faults/call", "memory MiB", "size MiB", "compile s"
+    );
+    for seed in seeds {
+        call_times(&seed.plugin, calls / 10 + 1);
+        let (times, faults) = call_times(&seed.plugin, calls);
+        let times = sorted(times);
+        println!(
+            "  {:<10} {:>8.3} {:>8.3} {:>14.0} {:>11.1} {:>9.1} {:>10.1}",
             seed.language,
             percentile(&times, 0.5),
             percentile(&times, 0.99),
+            faults as f64 / calls as f64,
             mib(seed.plugin.memory_peak() as f64),
             mib(seed.bytes as f64),
             seed.compile,
         );
     }
-    converge(&seeds, n, rounds).await;
 }
 
 /// `rounds` rounds of each seed converging `n` VMs, the order rotated each round; prints the

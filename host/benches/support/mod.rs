@@ -67,6 +67,16 @@ pub fn process_cpu_seconds(pid: &str) -> f64 {
     ticks as f64 / 100.0
 }
 
+/// Minor page faults this process has taken (field 10 of /proc/self/stat, the 8th after the
+/// command name).
+pub fn minor_faults() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    (after.split_whitespace().nth(7))
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Bytes in MiB.
 pub fn mib(bytes: f64) -> f64 {
     bytes / (1024.0 * 1024.0)

@@ -57,7 +57,7 @@ pub const PERF_MAP_ENV: &str = "WASMCTRL_PERF_MAP";
 /// call that writes them, several times dearer per page than resetting one, so it stays large
 /// enough for a reconcile's working set (a trivial plugin's fixed cost is the same from 64 KiB
 /// to 4 MiB).
-const KEEP_RESIDENT: usize = 1 << 20;
+pub const KEEP_RESIDENT: usize = 1 << 20;
 
 /// Core instances one plugin's component may create: a componentize-py (CPython) plugin has
 /// 14, a Rust one 2 to 4.
@@ -70,6 +70,9 @@ pub struct Config {
     pub deadline: Duration,
     /// Largest linear memory one instance may grow to.
     pub memory_limit: usize,
+    /// Linear memory per pooled slot kept resident and reset in place between calls (see
+    /// [`KEEP_RESIDENT`], the default); pages written past it are given back after each call.
+    pub keep_resident: usize,
     /// Largest result (sum of the actions' JSON) accepted from one reconcile.
     pub max_result_bytes: usize,
     /// Instances alive at once across all plugins; further calls wait for a slot.
@@ -86,6 +89,7 @@ impl Default for Config {
         Self {
             deadline: Duration::from_secs(2),
             memory_limit: 64 << 20,
+            keep_resident: KEEP_RESIDENT,
             max_result_bytes: 4 << 20,
             max_instances: 64,
             cache_dir: None,
@@ -782,7 +786,7 @@ fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
             // 6.7+) with memset and keep them resident, instead of madvise-ing the memory away
             // and faulting it back in on the next call. Measured: sandbox overhead 32 -> 17 us
             // per call.
-            .linear_memory_keep_resident(KEEP_RESIDENT)
+            .linear_memory_keep_resident(config.keep_resident)
             .table_keep_resident(64 << 10)
             .pagemap_scan(Enabled::Auto);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

@@ -917,3 +917,37 @@ async fn a_tenants_plugin_serves_no_webhooks_and_a_cluster_plugin_does() {
         "{out}"
     );
 }
+
+/// A plugin written in Python is an artifact like any other: `wasmctrl push` sends it, a
+/// `ClusterWasmPlugin` names it, the host pulls, checks and serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_plugin_is_pushed_and_served_as_a_cluster_plugin_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, cluster) =
+        registry_and_cluster(dir.path(), "examples/virtualmachine/crd.yaml", &[]);
+    let digest = push(
+        &registry,
+        &common::plugin_bytes("virtualmachine-py"),
+        "plugins/vm-py",
+        "v1",
+    );
+    let resource = manifest(
+        dir.path(),
+        "vm-py.yaml",
+        &format!(
+            "apiVersion: wasmctrl.io/v1alpha1\nkind: ClusterWasmPlugin\nmetadata:\n  name: vm-py\nspec:\n  module: oci://{}/plugins/vm-py:v1\n",
+            registry.addr
+        ),
+    );
+    cluster.apply_yaml(&rbac(&registry, Some(&resource)));
+    let cache = dir.path().join("cache");
+    let _host = start_host(&cluster, &registry.addr, &cache, dir.path());
+    cluster.kubectl_ok(&["apply", "-f", resource.to_str().unwrap()]);
+    let cwp = ["clusterwasmplugin", "vm-py"];
+    wait_condition(&cluster, &cwp, "Ready", "True", None).await;
+    let status = cluster.get_json(&cwp).unwrap()["status"].clone();
+    assert_eq!(status["digest"], digest.as_str(), "{status}");
+    create_vm(&cluster, "vm-1");
+    let vm = vm_reconciled(&cluster, "vm-1").await;
+    assert_eq!(vm["status"]["server"]["cpu"], 2, "{vm}");
+}
