@@ -115,3 +115,21 @@ def test_free_form_settings_are_the_object() -> None:
     assert parse(dict, "null") == {}
     with pytest.raises(SettingsError, match="expected an object, got an array"):
         parse(dict, "[]")
+
+
+@dataclass
+class Inner:
+    size: int
+
+
+@dataclass
+class Outer:
+    inner: Inner
+
+
+def test_prepare_works_out_each_dataclass_of_a_module_once_ahead_of_time() -> None:
+    codec._shape.cache_clear()
+    codec.prepare({"Inner": Inner, "Outer": Outer, "not_a_class": 1, "Any": Any})
+    assert codec._shape.cache_info().currsize == 2
+    assert codec.decode(Outer, {"inner": {"size": 3}}) == Outer(Inner(3))
+    assert codec._shape.cache_info().misses == 2, "decoding found both shapes worked out"

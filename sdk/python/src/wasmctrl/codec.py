@@ -16,6 +16,7 @@ Field names follow Kubernetes: the dataclass field ``root_disk`` is the JSON key
 from __future__ import annotations
 
 import dataclasses
+import functools
 import enum
 import types
 import typing
@@ -191,9 +192,7 @@ class _Decoder:
     def dataclass(self, cls: Any, data: Any, path: str) -> Any:
         if not isinstance(data, dict):
             raise DecodeError(path, f"expected an object, got {describe(data)}")
-        hints = typing.get_type_hints(cls)
-        fields = [f for f in dataclasses.fields(cls) if f.init]
-        by_key = {json_name(f): f for f in fields}
+        hints, by_key = _shape(cls)
         if self.unknown is Unknown.REJECT:
             for key in data:
                 if key not in by_key:
@@ -206,3 +205,25 @@ class _Decoder:
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise DecodeError(path, f"missing field {key!r}")
         return cls(**values)
+
+
+@functools.cache
+def _shape(cls: Any) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
+    """A dataclass's field types and its fields by JSON name, worked out once per class:
+    ``typing.get_type_hints`` evaluates every annotation, the dearest part of a decode."""
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    return hints, {json_name(f): f for f in fields}
+
+
+def prepare(namespace: dict[str, Any]) -> None:
+    """Works out the shape of every dataclass in ``namespace`` (a module's ``vars()``) ahead of
+    time. The guest does this for the plugin's module when the component is built, so the
+    shapes are part of the interpreter's snapshot and no call pays for them again (each call
+    starts from the snapshot, in a fresh instance)."""
+    for value in list(namespace.values()):
+        if isinstance(value, type) and dataclasses.is_dataclass(value):
+            try:
+                _shape(value)
+            except (NameError, TypeError):
+                continue  # an annotation that only resolves later: worked out at first use

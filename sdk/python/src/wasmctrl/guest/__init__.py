@@ -21,11 +21,12 @@ Nothing a plugin raises traps the sandbox.
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .. import _json, log
+from .. import _json, codec, log
 from .. import settings as settings_
 from ..context import Context
 from ..error import Error, SettingsError
@@ -210,6 +211,8 @@ def export(plugin: type[Reconciler[Any]], wire: Wire | None = None) -> tuple[typ
     wire = wire or Wire.load()
     guest = Guest(plugin, wire)
     log.install()
+    # Part of the snapshot: the decoders of the plugin module's types.
+    codec.prepare(vars(sys.modules[plugin.__module__]))
     from wit_world import exports
 
     class ReconcilerExport(exports.Reconciler):
