@@ -138,7 +138,7 @@ test: deps fmt-check clippy sdk-tests plugins test-plugins image sdk-package ## 
 # Whole-controller benchmarks take knobs from the environment for quicker runs:
 # WASMCTRL_BENCH_OBJECTS (convergence, 10000), WASMCTRL_BENCH_VMS (convergence, 5000),
 # WASMCTRL_BENCH_VMS_LARGE (convergence, 100000; 0 skips), WASMCTRL_BENCH_LARGE_ROUNDS (1),
-# WASMCTRL_BENCH_WORKLOADS (convergence, things,languages,vm), WASMCTRL_BENCH_CALLS (convergence's languages, 300), WASMCTRL_BENCH_STORM (convergence, 10; 0 skips), WASMCTRL_BENCH_CACHE_OBJECTS (memory, 100000),
+# WASMCTRL_BENCH_WORKLOADS (convergence, things,languages,vm; vm compares the host with two native baselines), WASMCTRL_BENCH_CALLS (convergence's languages, 300), WASMCTRL_BENCH_STORM (convergence, 10; 0 skips), WASMCTRL_BENCH_CACHE_OBJECTS (memory, 100000),
 # WASMCTRL_BENCH_RELOADS (lifecycle, 20), WASMCTRL_BENCH_ADMISSION_RATES (admission, 200,1000),
 # WASMCTRL_BENCH_ADMISSION_SECONDS (admission, 10), WASMCTRL_BENCH_ROUNDS (5; admission 3).
 # Cargo runs bench targets in name order; convergence goes last, so that its VirtualMachine

@@ -19,7 +19,6 @@ use wasmctrl::plugin::wit;
 use wasmctrl::runtime::{Plugin, Runtime};
 use wasmctrl::view::{EmptyView, View};
 
-use super::Side;
 use super::support::{env_or, mib, minor_faults, percentile, sorted, spread};
 use super::vm;
 
@@ -156,7 +155,7 @@ async fn converge(seeds: &[Seed], n: usize, rounds: usize) {
     let mut results: Vec<Vec<vm::Round>> = seeds.iter().map(|_| Vec::new()).collect();
     for r in 0..rounds {
         for i in (0..seeds.len()).map(|i| (i + r) % seeds.len()) {
-            let round = vm::round(Side::Wasmctrl, &seeds[i].plugin, n).await;
+            let round = vm::round(vm::VmSide::Wasmctrl, &seeds[i].plugin, n).await;
             println!(
                 "  round {}: {}: all Active in {:.2} s, controller CPU {:.2} s, resident +{:.1} MiB",
                 r + 1,

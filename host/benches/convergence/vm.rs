@@ -4,8 +4,11 @@
 //! reports `Active`. (a) the host with the seed `virtualmachine` plugin; (b) a plain kube-runtime
 //! `Controller` over a `watcher` + `reflector` with the `generation` predicate and
 //! `concurrency(4)`, doing per VM what the plugin does, with the plugin's own `desired_status`:
-//! a JSON Patch `add /status` on the status subresource and one events.k8s.io/v1 Event through
-//! kube-runtime's `Recorder`. Each side gets a fresh `wasmctrl apiserver` process over HTTPS
+//! a JSON Patch `add /status` on the status subresource and one events.k8s.io/v1 Event, created
+//! directly (`native-linear`: one POST, as the host's first Event of a series is), or (c) through
+//! kube-runtime's `Recorder` (`native`), whose cache sweep is O(n) per Event: quadratic at
+//! scale, it flatters the host's ratios, so the linear baseline is quoted first. Rounds rotate
+//! the three sides. Each side gets a fresh `wasmctrl apiserver` process over HTTPS
 //! (objects in memory, its default), so the API server's CPU is measured apart from the
 //! controller's (this process: the controller, the driver creating VMs and the observer, the
 //! same for both sides).
@@ -18,6 +21,7 @@
 //! what the controller holds (cache, queue, event series, the host's memory of its writes), per
 //! VM.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -33,8 +37,43 @@ use virtualmachine::{VirtualMachine, desired_status, reports};
 use wasmctrl::runtime::Plugin;
 
 use super::common::process::Cluster;
-use super::support::{cpu_seconds, mib, print_figures, process_cpu_seconds, rss, spread};
-use super::{Requests, Side, Tally, WORKERS, counting, interleaved, start_host};
+use super::support::{Figure, cpu_seconds, mib, process_cpu_seconds, rss, spread};
+use super::{Requests, Tally, WORKERS, counting, start_host};
+
+/// Who converges the VMs in a round.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum VmSide {
+    /// The host with the seed plugin.
+    Wasmctrl,
+    /// The native controller, recording its Events this way.
+    Native(Events),
+}
+
+/// How the native controller records an Event.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Events {
+    /// Created directly: one POST per Event.
+    Direct,
+    /// Through kube-runtime's `Recorder` (series, and a cache swept on every Event).
+    Recorder,
+}
+
+impl VmSide {
+    /// The three sides, in the order the first round runs them.
+    const ALL: [VmSide; 3] = [
+        VmSide::Wasmctrl,
+        VmSide::Native(Events::Direct),
+        VmSide::Native(Events::Recorder),
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            VmSide::Wasmctrl => "wasmctrl",
+            VmSide::Native(Events::Direct) => "native-linear",
+            VmSide::Native(Events::Recorder) => "native",
+        }
+    }
+}
 
 /// What one round of one side measured.
 pub struct Round {
@@ -98,8 +137,51 @@ async fn all_active(client: &kube::Client, n: usize, started: Instant) -> Vec<f6
 /// The native controller's context.
 struct Native {
     client: kube::Client,
-    recorder: Recorder,
+    events: EventSink,
     reconciles: AtomicU64,
+}
+
+/// Where the native controller's Events go.
+enum EventSink {
+    Direct(Reporter),
+    Recorder(Recorder),
+}
+
+impl EventSink {
+    /// Records `event` about `vm`, best effort (as the host records events).
+    async fn publish(&self, client: &kube::Client, event: &Event, vm: &VirtualMachine) {
+        let regarding = vm.object_ref(&());
+        match self {
+            EventSink::Recorder(recorder) => {
+                let _ = recorder.publish(event, &regarding).await;
+            }
+            EventSink::Direct(reporter) => {
+                use k8s_openapi::api::events::v1::Event as KubeEvent;
+                let namespace = vm.namespace().unwrap_or_default();
+                let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                    jiff::Timestamp::now(),
+                );
+                let object = KubeEvent {
+                    metadata: kube::api::ObjectMeta {
+                        generate_name: Some(format!("{}.", vm.name_any())),
+                        namespace: Some(namespace.clone()),
+                        ..Default::default()
+                    },
+                    event_time: Some(now),
+                    action: Some(event.action.clone()),
+                    note: event.note.clone(),
+                    reason: Some(event.reason.clone()),
+                    regarding: Some(regarding),
+                    reporting_controller: Some(reporter.controller.clone()),
+                    reporting_instance: reporter.instance.clone(),
+                    type_: Some("Normal".into()),
+                    ..Default::default()
+                };
+                let api: Api<KubeEvent> = Api::namespaced(client.clone(), &namespace);
+                let _ = api.create(&Default::default(), &object).await;
+            }
+        }
+    }
 }
 
 async fn native_reconcile(
@@ -134,8 +216,7 @@ async fn native_reconcile(
             action: "Reconcile".into(),
             secondary: None,
         };
-        // Best effort, as the host records events.
-        let _ = ctx.recorder.publish(&event, &vm.object_ref(&())).await;
+        ctx.events.publish(&ctx.client, &event, &vm).await;
     }
     Ok(Action::await_change())
 }
@@ -147,6 +228,7 @@ fn native_error(_: Arc<VirtualMachine>, _: &kube::Error, _: Arc<Native>) -> Acti
 /// The native controller, running until the returned task is aborted, and its cache.
 fn start_native(
     client: kube::Client,
+    events: Events,
 ) -> (
     tokio::task::JoinHandle<()>,
     reflector::Store<VirtualMachine>,
@@ -162,8 +244,12 @@ fn start_native(
         controller: "native/virtualmachine".into(),
         instance: Some("bench".into()),
     };
+    let events = match events {
+        Events::Direct => EventSink::Direct(reporter),
+        Events::Recorder => EventSink::Recorder(Recorder::new(client.clone(), reporter)),
+    };
     let ctx = Arc::new(Native {
-        recorder: Recorder::new(client.clone(), reporter),
+        events,
         client,
         reconciles: AtomicU64::new(0),
     });
@@ -200,7 +286,7 @@ fn held() -> f64 {
 }
 
 /// One round of one side against a fresh API server process.
-pub async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
+pub async fn round(side: VmSide, plugin: &Arc<Plugin>, n: usize) -> Round {
     let dir = tempfile::tempdir().unwrap();
     let cluster = Cluster::in_memory(dir.path());
     let server_pid = cluster.server_pid().to_string();
@@ -222,13 +308,13 @@ pub async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
         async move { all_active(&driver, n, started).await }
     });
     let (host, native, synced) = match side {
-        Side::Wasmctrl => {
+        VmSide::Wasmctrl => {
             let host = start_host(client, plugin).await;
             let synced = host_synced(&host, started).await;
             (Some(host), None, synced)
         }
-        Side::Native => {
-            let (native, reader) = start_native(client);
+        VmSide::Native(events) => {
+            let (native, reader) = start_native(client, events);
             let synced = native_synced(&reader, started).await;
             (None, Some(native), synced)
         }
@@ -257,59 +343,95 @@ pub async fn round(side: Side, plugin: &Arc<Plugin>, n: usize) -> Round {
     }
 }
 
-/// Runs `rounds` interleaved rounds of both sides over `n` VMs and prints the comparison,
-/// ending with `<tag>: wasmctrl <s> s, native <s> s, ratio <r>`.
+/// Runs `rounds` rounds of the three sides over `n` VMs, the order rotated each round, and
+/// prints the comparison, ending with `<tag>: wasmctrl <s> s, native-linear <s> s, ratio <r>;
+/// native (Recorder) <s> s, ratio <r>`.
 pub async fn compare(tag: &str, plugin: &Arc<Plugin>, n: usize, rounds: usize) {
     println!(
         "{tag}: {n} VirtualMachines created first, then the controller started; \
-         {WORKERS} workers, {rounds} rounds interleaved, a wasmctrl apiserver process per round"
+         {WORKERS} workers, {rounds} rounds, the sides' order rotated, a wasmctrl apiserver \
+         process per round"
     );
-    let results = interleaved(rounds, |side| async move {
-        let result = round(side, plugin, n).await;
-        let line = format!(
-            "cache synced in {:.2} s, all Active in {:.2} s, controller CPU {:.2} s, API server CPU {:.2} s, latency p50/p90/p99 {:.2}/{:.2}/{:.2} s, controller resident +{:.1} MiB",
-            result.synced,
-            result.converge,
-            result.controller_cpu,
-            result.server_cpu,
-            result.latency.0,
-            result.latency.1,
-            result.latency.2,
-            mib(result.resident)
+    let mut results: BTreeMap<&'static str, Vec<Round>> = BTreeMap::new();
+    for r in 0..rounds {
+        for i in 0..VmSide::ALL.len() {
+            let side = VmSide::ALL[(i + r) % VmSide::ALL.len()];
+            let result = round(side, plugin, n).await;
+            println!(
+                "  round {}: {}: cache synced in {:.2} s, all Active in {:.2} s, controller CPU {:.2} s, API server CPU {:.2} s, latency p50/p90/p99 {:.2}/{:.2}/{:.2} s, controller resident +{:.1} MiB",
+                r + 1,
+                side.label(),
+                result.synced,
+                result.converge,
+                result.controller_cpu,
+                result.server_cpu,
+                result.latency.0,
+                result.latency.1,
+                result.latency.2,
+                mib(result.resident)
+            );
+            results.entry(side.label()).or_default().push(result);
+        }
+    }
+    print_three(&results, &FIGURES);
+    for side in VmSide::ALL {
+        super::print_requests(
+            side.label(),
+            results[side.label()].last().map(|r| &r.requests),
         );
-        (result, line)
-    })
-    .await;
-    print_figures(
-        &results,
-        &[
-            ("cache synced s", |r| r.synced),
-            ("all Active s", |r| r.converge),
-            ("controller CPU s", |r| r.controller_cpu),
-            ("API server CPU s", |r| r.server_cpu),
-            ("latency p50 s", |r| r.latency.0),
-            ("latency p90 s", |r| r.latency.1),
-            ("latency p99 s", |r| r.latency.2),
-            ("resident MiB", |r| mib(r.resident)),
-            ("requests", |r| super::requests_sent(&r.requests).0),
-            ("request bytes sent", |r| {
-                super::requests_sent(&r.requests).1
-            }),
-        ],
-    );
-    super::print_requests("wasmctrl", results["wasmctrl"].last().map(|r| &r.requests));
-    super::print_requests("native", results["native"].last().map(|r| &r.requests));
-    let median = |label: &str| spread(results[label].iter().map(|r| r.converge).collect()).1;
-    let (w, nat) = (median("wasmctrl"), median("native"));
-    let per_vm =
-        |label: &str| spread(results[label].iter().map(|r| r.resident).collect()).1 / n as f64;
+    }
+    let median =
+        |label: &str, f: fn(&Round) -> f64| spread(results[label].iter().map(f).collect()).1;
+    let per_vm = |label: &str| median(label, |r| r.resident) / n as f64;
     println!(
-        "  resident per VM: wasmctrl {:.0} B, native {:.0} B (median)",
+        "  resident per VM: wasmctrl {:.0} B, native-linear {:.0} B, native {:.0} B (median)",
         per_vm("wasmctrl"),
+        per_vm("native-linear"),
         per_vm("native")
     );
+    let time = |label: &str| median(label, |r| r.converge);
+    let (w, lin, rec) = (time("wasmctrl"), time("native-linear"), time("native"));
     println!(
-        "{tag}: wasmctrl {w:.2} s, native {nat:.2} s, ratio {:.2}",
-        w / nat
+        "{tag}: wasmctrl {w:.2} s, native-linear {lin:.2} s, ratio {:.2}; native (Recorder) {rec:.2} s, ratio {:.2}",
+        w / lin,
+        w / rec
     );
+}
+
+/// The figures compared, and how each is read off a round.
+const FIGURES: [Figure<'static, Round>; 10] = [
+    ("cache synced s", |r| r.synced),
+    ("all Active s", |r| r.converge),
+    ("controller CPU s", |r| r.controller_cpu),
+    ("API server CPU s", |r| r.server_cpu),
+    ("latency p50 s", |r| r.latency.0),
+    ("latency p90 s", |r| r.latency.1),
+    ("latency p99 s", |r| r.latency.2),
+    ("resident MiB", |r| mib(r.resident)),
+    ("requests", |r| super::requests_sent(&r.requests).0),
+    ("request bytes sent", |r| {
+        super::requests_sent(&r.requests).1
+    }),
+];
+
+/// Each figure's median (min..max) for the three sides, and the host's ratio to each native
+/// baseline, the linear one first.
+fn print_three(results: &BTreeMap<&'static str, Vec<Round>>, rows: &[Figure<'_, Round>]) {
+    let rounds = results.values().map(Vec::len).max().unwrap_or(0);
+    println!(
+        "  figures: median (min..max) over {rounds} rounds; ratios wasmctrl / native-linear, wasmctrl / native"
+    );
+    for &(what, f) in rows {
+        let stat = |label: &str| spread(results[label].iter().map(f).collect());
+        let cell = |(min, med, max): (f64, f64, f64)| format!("{med:>9.2} ({min:.2}..{max:.2})");
+        let (w, lin, rec) = (stat("wasmctrl"), stat("native-linear"), stat("native"));
+        println!(
+            "  {what:<20} wasmctrl {}   native-linear {}   native {}   ratio {:.2}, {:.2}",
+            cell(w),
+            cell(lin),
+            cell(rec),
+            w.1 / lin.1,
+            w.1 / rec.1
+        );
+    }
 }
