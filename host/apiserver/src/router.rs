@@ -349,27 +349,10 @@ async fn serve(
             let out = scale::handle(inner, &t, &q, &n, &m, &ct, &body, &ua)?;
             Ok(json_response(200, &out))
         }
-        (Method::GET, Some(n)) => {
-            let obj = handlers::fetch(inner, &t, &n)?;
-            let mut obj = (inner.webhooks)
-                .convert(&t.res, &t.version, vec![obj], Batch::One)
-                .await?;
-            Ok(render(200, &obj.pop().unwrap_or_default()))
-        }
-        (Method::GET, None) if handlers::flag(&q, "watch") => {
-            let accept = req
-                .headers()
-                .get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok());
-            let protobuf = protobuf::preferred(accept.unwrap_or(""));
-            watch::watch(inner, t.clone(), &q, shape, protobuf)
-        }
-        (Method::GET, None) => {
-            let (page, meta) = handlers::list(inner, &t, &q)?;
-            let page = (inner.webhooks)
-                .convert(&t.res, &t.version, page, Batch::List)
-                .await?;
-            Ok(handlers::list_response(&t, &page, meta, shape))
+        (Method::GET, name) => {
+            let accept = req.headers().get(header::ACCEPT);
+            let accept = accept.and_then(|v| v.to_str().ok()).unwrap_or("");
+            get(inner, &t, &q, shape, protobuf::preferred(accept), name).await
         }
         (Method::POST, None) if t.sub.is_none() => {
             if t.res.namespaced && t.namespace.is_none() {
@@ -405,6 +388,36 @@ async fn serve(
         }
         (Method::DELETE, None) if t.sub.is_none() => delete_collection(inner, &t, &q),
         (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+/// A GET of a resource: one object, a watch (`protobuf`: the client prefers it) or a list, each
+/// object converted to the version asked for.
+async fn get(
+    inner: &Arc<Inner>,
+    t: &Target,
+    q: &handlers::Query,
+    shape: handlers::Shape,
+    protobuf: bool,
+    name: Option<String>,
+) -> ApiResult<Response<Body>> {
+    match name {
+        Some(n) => {
+            let obj = handlers::fetch(inner, t, &n)?;
+            let mut obj = (inner.webhooks)
+                .convert(&t.res, &t.version, vec![obj], Batch::One)
+                .await?;
+            let obj = obj.pop().unwrap_or_default();
+            Ok(json_response(200, &handlers::render(t, &obj, shape)))
+        }
+        None if handlers::flag(q, "watch") => watch::watch(inner, t.clone(), q, shape, protobuf),
+        None => {
+            let (page, meta) = handlers::list(inner, t, q)?;
+            let page = (inner.webhooks)
+                .convert(&t.res, &t.version, page, Batch::List)
+                .await?;
+            Ok(handlers::list_response(t, &page, meta, shape))
+        }
     }
 }
 
