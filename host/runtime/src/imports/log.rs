@@ -102,13 +102,25 @@ pub(super) fn admit(budget: &mut u32, throttle: &Throttle, plugin: &str) -> bool
     }
 }
 
+/// Whether the host's subscriber records plugin lines of `level`.
+fn recorded(level: Level) -> bool {
+    match level {
+        Level::Trace => tracing::enabled!(target: PLUGIN_LOG_TARGET, tracing::Level::TRACE),
+        Level::Debug => tracing::enabled!(target: PLUGIN_LOG_TARGET, tracing::Level::DEBUG),
+        Level::Info => tracing::enabled!(target: PLUGIN_LOG_TARGET, tracing::Level::INFO),
+        Level::Warn => tracing::enabled!(target: PLUGIN_LOG_TARGET, tracing::Level::WARN),
+        Level::Error => tracing::enabled!(target: PLUGIN_LOG_TARGET, tracing::Level::ERROR),
+    }
+}
+
 impl Host for State {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
         // The SDK's panic hook reports the panic message this way before the guest aborts.
         if fields.iter().any(|(k, v)| k == "panic" && v == "true") {
             self.panic = Some(clip(&message).to_string());
         }
-        if !admit(&mut self.log_budget, &self.log_throttle, &self.plugin) {
+        // A line no subscriber records is neither formatted nor counted against the budget.
+        if !recorded(level) || !admit(&mut self.log_budget, &self.log_throttle, &self.plugin) {
             return;
         }
         let fields = fields
@@ -150,6 +162,46 @@ impl Host for State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records events of `PLUGIN_LOG_TARGET` at `max` and above, and nothing else.
+    struct AtMost(tracing::Level);
+
+    impl tracing::Subscriber for AtMost {
+        fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+            metadata.target() == PLUGIN_LOG_TARGET && *metadata.level() <= self.0
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, _: &tracing::Event<'_>) {}
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn only_levels_a_subscriber_records_are_formatted() {
+        let levels = [
+            Level::Trace,
+            Level::Debug,
+            Level::Info,
+            Level::Warn,
+            Level::Error,
+        ];
+        let recorded_at =
+            |max| tracing::subscriber::with_default(AtMost(max), || levels.map(recorded));
+        assert_eq!(
+            recorded_at(tracing::Level::INFO),
+            [false, false, true, true, true]
+        );
+        assert_eq!(recorded_at(tracing::Level::TRACE), [true; 5]);
+        let none =
+            tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::new(), || {
+                levels.map(recorded)
+            });
+        assert_eq!(none, [false; 5]);
+    }
 
     #[test]
     fn a_plugin_logs_its_burst_then_its_rate_and_drops_are_reported_once_a_second() {
