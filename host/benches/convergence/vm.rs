@@ -20,6 +20,10 @@
 //! started and again once every VM was `Active`, with the controller still running, so it is
 //! what the controller holds (cache, queue, event series, the host's memory of its writes), per
 //! VM.
+//!
+//! To profile one side, `WASMCTRL_BENCH_VM_SIDES` names the sides to run (`wasmctrl`,
+//! `native-linear`, `native`; comma-separated): each round then also prints its converging
+//! window as Unix seconds, for `perf record -k realtime` and `perf report --time <window>`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -72,6 +76,24 @@ impl VmSide {
             VmSide::Native(Events::Direct) => "native-linear",
             VmSide::Native(Events::Recorder) => "native",
         }
+    }
+
+    /// The sides `WASMCTRL_BENCH_VM_SIDES` names (labels, comma-separated; default all three):
+    /// one side alone is what a profiler is pointed at.
+    fn chosen() -> Vec<VmSide> {
+        let Ok(names) = std::env::var("WASMCTRL_BENCH_VM_SIDES") else {
+            return VmSide::ALL.to_vec();
+        };
+        let sides: Vec<VmSide> = names
+            .split(',')
+            .map(|name| {
+                let side = VmSide::ALL.into_iter().find(|s| s.label() == name.trim());
+                side.unwrap_or_else(|| {
+                    panic!("WASMCTRL_BENCH_VM_SIDES: no side {name:?} (wasmctrl, native-linear, native)")
+                })
+            })
+            .collect();
+        sides
     }
 }
 
@@ -280,6 +302,12 @@ async fn native_synced(reader: &reflector::Store<VirtualMachine>, started: Insta
 }
 
 /// This process's resident bytes with the allocator's free pages returned first.
+/// `at` as seconds since the Unix epoch.
+fn unix_seconds(at: std::time::SystemTime) -> f64 {
+    let since = at.duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0.0, |d| d.as_secs_f64())
+}
+
 fn held() -> f64 {
     wasmctrl::memory::trim();
     rss("self") as f64
@@ -321,6 +349,11 @@ pub async fn round(side: VmSide, plugin: &Arc<Plugin>, n: usize) -> Round {
     };
     let mut latencies = observer.await.unwrap();
     let converge = started.elapsed().as_secs_f64();
+    if std::env::var_os("WASMCTRL_BENCH_VM_SIDES").is_some() {
+        // For a profiler's time filter (`perf record -k realtime`, then `perf report --time`).
+        let end = unix_seconds(std::time::SystemTime::now());
+        println!("  profile window: {:.6},{end:.6}", end - converge);
+    }
     let controller_cpu = cpu_seconds() - cpu;
     let server_cpu = process_cpu_seconds(&server_pid) - server_cpu;
     let resident = held() - before;
@@ -352,10 +385,11 @@ pub async fn compare(tag: &str, plugin: &Arc<Plugin>, n: usize, rounds: usize) {
          {WORKERS} workers, {rounds} rounds, the sides' order rotated, a wasmctrl apiserver \
          process per round"
     );
+    let sides = VmSide::chosen();
     let mut results: BTreeMap<&'static str, Vec<Round>> = BTreeMap::new();
     for r in 0..rounds {
-        for i in 0..VmSide::ALL.len() {
-            let side = VmSide::ALL[(i + r) % VmSide::ALL.len()];
+        for i in 0..sides.len() {
+            let side = sides[(i + r) % sides.len()];
             let result = round(side, plugin, n).await;
             println!(
                 "  round {}: {}: cache synced in {:.2} s, all Active in {:.2} s, controller CPU {:.2} s, API server CPU {:.2} s, latency p50/p90/p99 {:.2}/{:.2}/{:.2} s, controller resident +{:.1} MiB",
@@ -372,6 +406,16 @@ pub async fn compare(tag: &str, plugin: &Arc<Plugin>, n: usize, rounds: usize) {
             );
             results.entry(side.label()).or_default().push(result);
         }
+    }
+    if sides.len() < VmSide::ALL.len() {
+        // A side alone (profiling): its own figures, no comparison.
+        for (label, rounds) in &results {
+            for &(what, f) in &FIGURES {
+                let (min, med, max) = spread(rounds.iter().map(f).collect());
+                println!("  {what:<20} {label} {med:>9.2} ({min:.2}..{max:.2})");
+            }
+        }
+        return;
     }
     print_three(&results, &FIGURES);
     for side in VmSide::ALL {
