@@ -84,7 +84,7 @@ impl VmSide {
         let Ok(names) = std::env::var("WASMCTRL_BENCH_VM_SIDES") else {
             return VmSide::ALL.to_vec();
         };
-        let sides: Vec<VmSide> = names
+        names
             .split(',')
             .map(|name| {
                 let side = VmSide::ALL.into_iter().find(|s| s.label() == name.trim());
@@ -92,8 +92,7 @@ impl VmSide {
                     panic!("WASMCTRL_BENCH_VM_SIDES: no side {name:?} (wasmctrl, native-linear, native)")
                 })
             })
-            .collect();
-        sides
+            .collect()
     }
 }
 
@@ -301,13 +300,13 @@ async fn native_synced(reader: &reflector::Store<VirtualMachine>, started: Insta
     started.elapsed().as_secs_f64()
 }
 
-/// This process's resident bytes with the allocator's free pages returned first.
 /// `at` as seconds since the Unix epoch.
 fn unix_seconds(at: std::time::SystemTime) -> f64 {
     let since = at.duration_since(std::time::UNIX_EPOCH);
     since.map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// This process's resident bytes with the allocator's free pages returned first.
 fn held() -> f64 {
     wasmctrl::memory::trim();
     rss("self") as f64
