@@ -211,10 +211,13 @@ impl PageMap {
 ///   a region of memory to store a list of `page_region` structures. Below this
 ///   is always `MAX_REGIONS`. If there are more than this number of disjoint
 ///   regions of memory that need to be reported then the ioctl will also return
-///   early without reaching the end of memory. Note that this means that all
-///   further memory will be `decommit`'d with reported regions still going to
-///   `reset_manually`. This is arguably something we should detect and improve
-///   in Wasmtime, but for now `MAX_REGIONS` is hardcoded.
+///   early without reaching the end of memory. The scan then goes on from
+///   where it stopped (its "walk_end") with what is left of the `keep_resident`
+///   budget, so a working set scattered over many small regions (an
+///   interpreter's reference counts, say) is reset in place like a contiguous
+///   one instead of being decommitted past the first `MAX_REGIONS` regions and
+///   faulted in again by the next instance. [wasmctrl: this resumption and the
+///   category mask below are the vendored copy's change; see vendor/README.md.]
 ///
 /// In the end this ends up being a "more clever" version of this function than
 /// the one in the `pagemap_disabled` module. By using `PAGEMAP_SCAN` we can
@@ -276,74 +279,97 @@ pub unsafe fn reset_with_pagemap(
         },
     };
 
-    // For now use a fixed set of regions on the stack, but in the future this
-    // may want to use a dynamically allocated vector for more regions for
-    // example.
+    // Regions come back through a fixed buffer on the stack. A full buffer
+    // only means the kernel had more to report: scan again from where it
+    // stopped, until the end of memory or until `keep_resident` is spent.
     const MAX_REGIONS: usize = 32;
     let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
-
-    let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(ptr, len.byte_count()))
-        .max_pages(keep_resident.byte_count() / host_page_size)
-        // We specifically want pages that are NOT backed by the zero page or
-        // backed by files. Such pages mean that they haven't changed from their
-        // original contents, so they're inverted.
-        .category_inverted(Categories::PFNZERO | Categories::FILE)
-        // Search for pages that are written and present as those are the dirty
-        // pages. Additionally search for the zero page/file page as those are
-        // inverted above meaning we're searching for pages that specifically
-        // don't have those flags.
-        .category_mask(
-            Categories::WRITTEN | Categories::PRESENT | Categories::PFNZERO | Categories::FILE,
-        )
-        // Don't return any categories back. This helps group regions together
-        // since the reported set of categories is always empty and we otherwise
-        // aren't looking for anything in particular.
-        .return_mask(Categories::empty())
-        .build(&mut storage);
-
-    // SAFETY: this should be a safe ioctl as we control the fd we're operating
-    // on plus all of `scan_arg`, but this relies on `Ioctl` below being the
-    // correct implementation and such.
-    let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
-        Ok(result) => result,
-
-        // If the ioctl fails for whatever reason, we at least tried, so fall
-        // back to the default behavior.
-        //
-        // SAFETY: the safety requirement of
-        // `pagemap_disabled::reset_with_pagemap` is the same as this function.
-        Err(err) => unsafe {
-            log::warn!("failed pagemap scan {err}");
-            return crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
-                None,
-                ptr,
-                len,
-                keep_resident,
-                reset_manually,
-                decommit,
-            );
-        },
-    };
-
-    // For all regions that were written in the scan reset them manually, then
-    // afterwards decommit everything else.
+    let end = ptr.addr() + len.byte_count();
+    let mut cursor = ptr.cast_const();
+    let mut budget_pages = keep_resident.byte_count() / host_page_size;
     let mut bytes_resident = 0;
-    for region in result.regions() {
-        // SAFETY: we're relying on Linux to pass in valid region ranges within
-        // the `ptr/len` we specified to the original syscall.
-        unsafe {
-            reset_manually(&mut *region.region().cast_mut());
+
+    while budget_pages > 0 {
+        let remaining = end - cursor.addr();
+        let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(cursor, remaining))
+            .max_pages(budget_pages)
+            // We specifically want pages that are NOT backed by the zero page or
+            // backed by files. Such pages mean that they haven't changed from
+            // their original contents, so they're inverted.
+            .category_inverted(Categories::PFNZERO | Categories::FILE)
+            // Written pages are the dirty ones, whether present or swapped out:
+            // a written page in swap still holds the last instance's data, and
+            // asking for PRESENT alone would leave it for the next instance to
+            // read. Pages never touched (neither present nor swapped) are not
+            // asked for. The zero page / file page are named here too as they
+            // are inverted above: pages that specifically lack those flags.
+            .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
+            .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
+            // Don't return any categories back. This helps group regions
+            // together since the reported set of categories is always empty and
+            // we otherwise aren't looking for anything in particular.
+            .return_mask(Categories::empty())
+            .build(&mut storage);
+
+        // SAFETY: this should be a safe ioctl as we control the fd we're
+        // operating on plus all of `scan_arg`, but this relies on `Ioctl` below
+        // being the correct implementation and such.
+        let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
+            Ok(result) => result,
+
+            // If the ioctl fails for whatever reason, we at least tried, so
+            // reset what was not scanned yet the default way (everything before
+            // `cursor` is already reset).
+            //
+            // SAFETY: the safety requirement of
+            // `pagemap_disabled::reset_with_pagemap` is the same as this
+            // function's, for the unscanned rest of the memory.
+            Err(err) => unsafe {
+                log::warn!("failed pagemap scan {err}");
+                let rest = HostAlignedByteCount::new(remaining).expect("page-aligned cursor");
+                let keep = HostAlignedByteCount::new(budget_pages * host_page_size)
+                    .expect("whole pages");
+                return bytes_resident
+                    + crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
+                        None,
+                        cursor.cast_mut(),
+                        rest,
+                        keep,
+                        reset_manually,
+                        decommit,
+                    );
+            },
+        };
+
+        // For all regions that were written in the scan reset them manually.
+        // Their pages together are within `max_pages`, so the budget covers
+        // them.
+        for region in result.regions() {
+            // SAFETY: we're relying on Linux to pass in valid region ranges
+            // within the `ptr/len` we specified to the original syscall.
+            unsafe {
+                reset_manually(&mut *region.region().cast_mut());
+            }
+            bytes_resident += region.len();
+            budget_pages -= region.len() / host_page_size;
         }
-        bytes_resident += region.len();
+
+        let buffer_full = result.regions().len() == MAX_REGIONS;
+        cursor = result.walk_end();
+        if cursor.addr() >= end {
+            // All of the memory was scanned: nothing to decommit.
+            return bytes_resident;
+        }
+        if !buffer_full {
+            // The scan stopped at the budget: what it did not reach is
+            // decommitted below.
+            break;
+        }
     }
 
-    // Report everything after `walk_end` to the end of memory as memory that
-    // must be decommitted as the scan didn't reach it. Note that if `walk_end`
-    // is already at the end of memory then the byte size of the decommitted
-    // memory here will be 0 meaning that this is a noop.
-    let scan_size = result.walk_end().addr() - ptr.addr();
-    decommit(result.walk_end().cast_mut(), len.byte_count() - scan_size);
-
+    // Everything past the last scan goes back to the kernel, to be faulted in
+    // pristine by the next instance that touches it.
+    decommit(cursor.cast_mut(), end - cursor.addr());
     bytes_resident
 }
 
@@ -465,7 +491,6 @@ mod ioctl {
         ///
         /// For more detail see the `pagemap_scan_is_interesting_page` function
         /// in the Linux kernel source.
-        #[expect(dead_code, reason = "bindings for the future if we need them")]
         pub fn category_anyof_mask(&mut self, flags: Categories) -> &mut PageMapScanBuilder {
             self.pm_scan_arg.category_anyof_mask = flags;
             self
