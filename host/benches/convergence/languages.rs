@@ -4,12 +4,15 @@
 //! - **per reconcile**: one VM reconciled `WASMCTRL_BENCH_CALLS` times (default 300) on one
 //!   thread, each call in a fresh instance as the host makes them: p50 and p99 of a call
 //!   (instantiation included), the page faults it took, the largest linear memory an instance
-//!   grew to, the component's size and its compile time; once per size of the memory a pool
-//!   slot keeps resident between calls (`WASMCTRL_BENCH_KEEP_RESIDENT`, MiB, default `1`, the
-//!   host's: `1,16,32` compares);
+//!   grew to, the component's size and its compile time; with the host's pools (each plugin in
+//!   the one its memory image needs), or once per size of the memory every slot keeps resident
+//!   between calls (`WASMCTRL_BENCH_KEEP_RESIDENT`, MiB: `1,2,4,8` compares);
 //! - **convergence**: 5,000 VMs (`WASMCTRL_BENCH_VMS`) driven to `Active` by the host with each
 //!   seed, as `vm::round` measures the Rust seed against native code, rounds rotated so that
 //!   drift in the machine's speed hits every language alike.
+//!
+//! `WASMCTRL_BENCH_LANGUAGES` (comma-separated: `Rust,Python,TypeScript`) runs only those, to
+//! profile one; ratios are then to the first named.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,17 +41,24 @@ struct Seed {
 }
 
 /// The built seeds (a seed not built is said and skipped) in a runtime keeping `keep_resident`
-/// bytes of each slot resident, each compiled afresh (or read from `cache`) and timed.
-fn seeds(keep_resident: usize, cache: &std::path::Path) -> Vec<Seed> {
+/// bytes of each slot of either pool resident (`None`: the host's defaults), each compiled
+/// afresh (or read from `cache`) and timed.
+fn seeds(keep_resident: Option<usize>, cache: &std::path::Path) -> Vec<Seed> {
+    let defaults = wasmctrl::runtime::Config::default();
     let runtime = Runtime::new(wasmctrl::runtime::Config {
-        keep_resident,
+        keep_resident: keep_resident.unwrap_or(defaults.keep_resident),
+        keep_resident_snapshot: keep_resident.unwrap_or(defaults.keep_resident_snapshot),
         cache_dir: Some(cache.to_path_buf()),
-        ..Default::default()
+        ..defaults
     })
     .unwrap();
     let dirs = super::common::plugin_dirs();
+    let chosen = std::env::var("WASMCTRL_BENCH_LANGUAGES").ok();
     SEEDS
         .iter()
+        .filter(|(language, _)| {
+            (chosen.as_deref()).is_none_or(|list| list.split(',').any(|l| l.trim() == *language))
+        })
         .filter_map(|&(language, name)| {
             let Some(path) = dirs
                 .iter()
@@ -109,20 +119,26 @@ fn call_times(plugin: &Plugin, calls: usize) -> (Vec<f64>, u64) {
 pub async fn compare(n: usize, rounds: usize) {
     let calls = env_or("WASMCTRL_BENCH_CALLS", 300);
     let cache = tempfile::tempdir().unwrap();
-    let sizes = std::env::var("WASMCTRL_BENCH_KEEP_RESIDENT").unwrap_or("1".into());
-    for mib_kept in sizes
-        .split(',')
-        .filter_map(|s| s.trim().parse::<usize>().ok())
-    {
+    let sizes: Vec<Option<usize>> = match std::env::var("WASMCTRL_BENCH_KEEP_RESIDENT") {
+        Ok(list) => (list.split(','))
+            .filter_map(|s| s.trim().parse::<usize>().ok())
+            .map(|mib| Some(mib << 20))
+            .collect(),
+        Err(_) => vec![None],
+    };
+    for kept in sizes {
+        let pools = match kept {
+            Some(bytes) => format!("{} MiB kept resident per slot", bytes >> 20),
+            None => "the host's pools".to_string(),
+        };
         println!(
             "languages: the VirtualMachine seed per language; per reconcile: {calls} calls of \
-             one VM on one thread, a fresh instance each, {mib_kept} MiB kept resident per slot"
+             one VM on one thread, a fresh instance each, {pools}"
         );
-        per_reconcile(&seeds(mib_kept << 20, cache.path()), calls);
+        per_reconcile(&seeds(kept, cache.path()), calls);
     }
     if n > 0 {
-        let seeds = seeds(wasmctrl::runtime::KEEP_RESIDENT, cache.path());
-        converge(&seeds, n, rounds).await;
+        converge(&seeds(None, cache.path()), n, rounds).await;
     }
 }
 

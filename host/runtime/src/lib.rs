@@ -59,6 +59,21 @@ pub const PERF_MAP_ENV: &str = "WASMCTRL_PERF_MAP";
 /// to 4 MiB).
 pub const KEEP_RESIDENT: usize = 1 << 20;
 
+/// Linear memory per pooled slot kept resident for plugins whose memory starts from a language
+/// runtime's snapshot ([`SNAPSHOT_IMAGE`]): CPython's reference counts and SpiderMonkey's GC
+/// write a few MiB of scattered pages in every call, and a page given back is faulted in again
+/// by the next instance. `cargo bench --bench convergence` (`languages`, kept 1/2/4/8 MiB): the
+/// Python seed writes about 2.2 MiB a call (324 / 49 / 0 / 0 faults, p50 2.29 / 1.42 / 1.18 /
+/// 1.17 ms), the TypeScript one under 1 MiB. Resetting costs what the slot's calls wrote, not
+/// this budget, so it leaves room for larger plugins.
+pub const KEEP_RESIDENT_SNAPSHOT: usize = 8 << 20;
+
+/// A plugin whose core modules initialise at least this much memory starts from a language
+/// runtime's snapshot (componentize-py's CPython, 12.7 MiB; componentize-js's SpiderMonkey,
+/// 9.1 MiB) and runs in the pool that keeps [`KEEP_RESIDENT_SNAPSHOT`]; a Rust plugin's static
+/// data is tens of KiB.
+pub const SNAPSHOT_IMAGE: usize = 2 << 20;
+
 /// Core instances one plugin's component may create: a componentize-py (CPython) plugin has
 /// 14, a Rust one 2 to 4.
 const MAX_CORE_INSTANCES: u32 = 32;
@@ -73,6 +88,9 @@ pub struct Config {
     /// Linear memory per pooled slot kept resident and reset in place between calls (see
     /// [`KEEP_RESIDENT`], the default); pages written past it are given back after each call.
     pub keep_resident: usize,
+    /// The same for plugins that start from a language runtime's snapshot (see
+    /// [`KEEP_RESIDENT_SNAPSHOT`], the default, and [`SNAPSHOT_IMAGE`]).
+    pub keep_resident_snapshot: usize,
     /// Largest result (sum of the actions' JSON) accepted from one reconcile.
     pub max_result_bytes: usize,
     /// Instances alive at once across all plugins; further calls wait for a slot.
@@ -90,6 +108,7 @@ impl Default for Config {
             deadline: Duration::from_secs(2),
             memory_limit: 64 << 20,
             keep_resident: KEEP_RESIDENT,
+            keep_resident_snapshot: KEEP_RESIDENT_SNAPSHOT,
             max_result_bytes: 4 << 20,
             max_instances: 64,
             cache_dir: None,
@@ -125,8 +144,12 @@ pub struct Runtime {
 }
 
 struct Inner {
-    engine: Engine,
-    linker: Linker<State>,
+    /// Where plugins with small memory images run.
+    native: Pool,
+    /// Where plugins that start from a language runtime's snapshot run: a pool that keeps more
+    /// of each slot resident ([`Config::keep_resident_snapshot`]). `None` without pooling,
+    /// where nothing is kept and one engine serves all.
+    snapshot: Option<Pool>,
     config: Config,
     artifacts: artifacts::Artifacts,
     permits: Arc<Permits>,
@@ -137,37 +160,34 @@ impl Runtime {
     /// Builds the engine: epoch interruption, and the pooling allocator when the machine lets us
     /// reserve its address space (falling back to on-demand allocation when it does not).
     pub fn new(config: Config) -> Result<Self, SetupError> {
-        let (engine, pooling) = match Engine::new(&engine_config(&config, true)) {
-            Ok(engine) => (engine, true),
+        let (native, pooling) = match Pool::new(&config, Some(config.keep_resident)) {
+            Ok(pool) => (pool, true),
             Err(e) => {
-                tracing::warn!(error = %e, "instance pool unavailable; allocating on demand");
-                (
-                    Engine::new(&engine_config(&config, false)).map_err(SetupError)?,
-                    false,
-                )
+                tracing::warn!(error = %e.0, "instance pool unavailable; allocating on demand");
+                (Pool::new(&config, None)?, false)
             }
         };
+        let snapshot = if pooling {
+            match Pool::new(&config, Some(config.keep_resident_snapshot)) {
+                Ok(pool) => Some(pool),
+                Err(e) => {
+                    tracing::warn!(error = %e.0, "no second instance pool for plugins that start from a language runtime's snapshot; they share the first");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         // The same code generation and memory settings, without reserving an instance pool.
-        let mut compile_config = engine_config(&config, pooling);
+        let mut compile_config = engine_config(&config, pooling.then_some(config.keep_resident));
         compile_config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-        let mut linker = Linker::new(&engine);
-        type Data = wasmtime::component::HasSelf<State>;
-        current::PluginWithWebhooks::add_to_linker::<State, Data>(&mut linker, |s| s)
-            .map_err(SetupError)?;
-        previous::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s).map_err(SetupError)?;
-        // wasm32-wasip1 (adapted) and wasm32-wasip2 plugins import wasi:*@0.2; a deny-all
-        // context (host/wasi.rs) serves them. Others never touch it.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SetupError)?;
-        // ... with waits on pollables (sleeps) ended at the call's deadline.
-        imports::wasi_poll::add_to_linker(&mut linker).map_err(SetupError)?;
-        start_ticker(&engine);
         let artifacts =
-            artifacts::Artifacts::new(&engine, compile_config, config.cache_dir.clone());
+            artifacts::Artifacts::new(&native.engine, compile_config, config.cache_dir.clone());
         let permits = Arc::new(Permits::new(config.max_instances as usize));
         Ok(Self {
             inner: Arc::new(Inner {
-                engine,
-                linker,
+                native,
+                snapshot,
                 config,
                 artifacts,
                 permits,
@@ -184,7 +204,16 @@ impl Runtime {
     /// The engine every plugin runs in: measurements compare the host's path with wasmtime's
     /// own on the same configuration (`benches/dispatch.rs`).
     pub fn engine(&self) -> &Engine {
-        &self.inner.engine
+        &self.inner.native.engine
+    }
+
+    /// The pool a plugin of these bytes runs in: by the size of the memory image it starts
+    /// from.
+    fn pool_for(&self, bytes: &[u8]) -> &Pool {
+        match &self.inner.snapshot {
+            Some(pool) if memory_image_bytes(bytes) >= SNAPSHOT_IMAGE => pool,
+            _ => &self.inner.native,
+        }
     }
 
     /// The limits in force.
@@ -227,15 +256,16 @@ impl Runtime {
     ) -> Result<Plugin, LoadError> {
         let source_name = source.to_string();
         let digest = digest(bytes);
+        let pool = self.pool_for(bytes);
         let component = self
             .inner
             .artifacts
-            .get(&self.inner.engine, &digest, bytes)
+            .get(&pool.engine, &digest, bytes)
             .map_err(|e| LoadError::Compile {
                 source_name: source_name.clone(),
                 reason: format!("{e:#}"),
             })?;
-        let pre = self.pre_link(&component).map_err(|e| LoadError::Contract {
+        let pre = pre_link(&pool.linker, &component).map_err(|e| LoadError::Contract {
             source_name: source_name.clone(),
             reason: format!("{e:#}"),
         })?;
@@ -254,6 +284,7 @@ impl Runtime {
             log_throttle: Arc::default(),
             memory_peak: Default::default(),
             webhooks: None,
+            keep_resident: pool.keep_resident,
             _share: None,
         };
         let wit_manifest = plugin
@@ -312,22 +343,22 @@ impl Runtime {
     pub fn retain_artifacts(&self, digests: &[&str]) {
         self.inner.artifacts.retain(digests);
     }
+}
 
-    /// Links a component against the contract it implements: the current one, else the
-    /// previous one.
-    fn pre_link(&self, component: &Component) -> wasmtime::Result<Pre> {
-        let pre = self.inner.linker.instantiate_pre(component)?;
-        match Pre::current(pre.clone()) {
-            Ok(pre) => Ok(pre),
-            Err(current) => match previous::PluginPre::new(pre) {
-                Ok(pre) => Ok(Pre::Previous(pre)),
-                Err(_) => Err(current.context(format!(
-                    "it implements neither contract this host serves \
-                     (exports wasmctrl:plugin/reconciler@{CONTRACT} or \
-                     wasmctrl:plugin/reconciler@{PREVIOUS_CONTRACT})"
-                ))),
-            },
-        }
+/// Links a component against the contract it implements: the current one, else the
+/// previous one.
+fn pre_link(linker: &Linker<State>, component: &Component) -> wasmtime::Result<Pre> {
+    let pre = linker.instantiate_pre(component)?;
+    match Pre::current(pre.clone()) {
+        Ok(pre) => Ok(pre),
+        Err(current) => match previous::PluginPre::new(pre) {
+            Ok(pre) => Ok(Pre::Previous(pre)),
+            Err(_) => Err(current.context(format!(
+                "it implements neither contract this host serves \
+                 (exports wasmctrl:plugin/reconciler@{CONTRACT} or \
+                 wasmctrl:plugin/reconciler@{PREVIOUS_CONTRACT})"
+            ))),
+        },
     }
 }
 
@@ -411,6 +442,14 @@ impl Pre {
             },
             Pre::Previous(pre) => Exports::Previous(pre.instantiate(store)?),
         })
+    }
+
+    /// The engine it was compiled for, whose instance pool its instances come from.
+    fn engine(&self) -> &Engine {
+        match self {
+            Pre::Current { pre, .. } => pre.engine(),
+            Pre::Previous(pre) => pre.instance_pre().engine(),
+        }
     }
 
     fn contract(&self) -> &str {
@@ -517,6 +556,8 @@ pub struct Plugin {
     memory_limit: usize,
     /// What it serves as webhooks, as its `declare` said at load (none without the export).
     webhooks: Option<hooks::Declaration>,
+    /// Bytes of each instance's memory its pool keeps resident between instances.
+    keep_resident: usize,
     /// Its part in the sharing of instances among the plugins loaded (from when it is
     /// loaded).
     _share: Option<permits::Loaded>,
@@ -536,6 +577,13 @@ impl Plugin {
     /// The validated manifest.
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// How much of an instance's memory the pool it runs in keeps resident between instances
+    /// ([`KEEP_RESIDENT`], or [`KEEP_RESIDENT_SNAPSHOT`] for a plugin that starts from a
+    /// language runtime's snapshot; 0 without pooling).
+    pub fn keep_resident(&self) -> usize {
+        self.keep_resident
     }
 
     /// The plugin contract it was built against: [`CONTRACT`] (or an earlier patch version of
@@ -670,7 +718,7 @@ impl Plugin {
             panic: None,
             wasi: None,
         };
-        let mut store = Store::new(&inner.engine, state);
+        let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|ctx| {
@@ -754,7 +802,58 @@ fn action_size(action: &wit::Action) -> usize {
     }
 }
 
-fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
+/// An engine with its instance pool (or none), its epoch ticker and the linker for it.
+struct Pool {
+    engine: Engine,
+    linker: Linker<State>,
+    /// Bytes of each slot's memory kept resident between instances (0 without a pool).
+    keep_resident: usize,
+}
+
+impl Pool {
+    /// With `keep_resident`, an engine whose instances come from a pool keeping that much of
+    /// each slot's memory resident; without, one allocating on demand.
+    fn new(config: &Config, keep_resident: Option<usize>) -> Result<Self, SetupError> {
+        let engine = Engine::new(&engine_config(config, keep_resident)).map_err(SetupError)?;
+        let mut linker = Linker::new(&engine);
+        type Data = wasmtime::component::HasSelf<State>;
+        current::PluginWithWebhooks::add_to_linker::<State, Data>(&mut linker, |s| s)
+            .map_err(SetupError)?;
+        previous::Plugin::add_to_linker::<State, Data>(&mut linker, |s| s).map_err(SetupError)?;
+        // wasm32-wasip1 (adapted) and wasm32-wasip2 plugins import wasi:*@0.2; a deny-all
+        // context (host/wasi.rs) serves them. Others never touch it.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(SetupError)?;
+        // ... with waits on pollables (sleeps) ended at the call's deadline.
+        imports::wasi_poll::add_to_linker(&mut linker).map_err(SetupError)?;
+        start_ticker(&engine);
+        Ok(Self {
+            engine,
+            linker,
+            keep_resident: keep_resident.unwrap_or(0),
+        })
+    }
+}
+
+/// Bytes of memory the component's core modules initialise: the image every instance starts
+/// from. Bytes that do not parse count nothing (compiling them reports why).
+fn memory_image_bytes(bytes: &[u8]) -> usize {
+    let mut total = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let Ok(wasmparser::Payload::DataSection(section)) = payload else {
+            continue;
+        };
+        for data in section.into_iter().flatten() {
+            if let wasmparser::DataKind::Active { .. } = data.kind {
+                total += data.data.len();
+            }
+        }
+    }
+    total
+}
+
+/// The engine's configuration; `keep_resident` (bytes kept resident per slot) asks for the
+/// pooling allocator.
+fn engine_config(config: &Config, keep_resident: Option<usize>) -> wasmtime::Config {
     let mut c = wasmtime::Config::new();
     c.wasm_component_model(true);
     c.epoch_interruption(true);
@@ -765,7 +864,7 @@ fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
     if std::env::var_os(PERF_MAP_ENV).is_some() {
         c.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
-    if pooling {
+    if let Some(keep_resident) = keep_resident {
         let n = config.max_instances;
         let mut pool = PoolingAllocationConfig::default();
         // A Rust (wit-bindgen) component is a handful of core instances (module, shims,
@@ -786,7 +885,7 @@ fn engine_config(config: &Config, pooling: bool) -> wasmtime::Config {
             // 6.7+) with memset and keep them resident, instead of madvise-ing the memory away
             // and faulting it back in on the next call. Measured: sandbox overhead 32 -> 17 us
             // per call.
-            .linear_memory_keep_resident(config.keep_resident)
+            .linear_memory_keep_resident(keep_resident)
             .table_keep_resident(64 << 10)
             .pagemap_scan(Enabled::Auto);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::{Value, json};
 use wasmctrl::apiserver::ApiServer;
 use wasmctrl::plugin::wit;
-use wasmctrl::runtime::{ErrorKind, Plugin, Runtime};
+use wasmctrl::runtime::{ErrorKind, KEEP_RESIDENT, KEEP_RESIDENT_SNAPSHOT, Plugin, Runtime};
 use wasmctrl::view::{EmptyView, View};
 
 /// The VirtualMachine seed in each language (its component's name, which its manifest also
@@ -250,4 +250,32 @@ fn a_hostile_python_plugin_is_stopped_as_a_rust_one_is() {
 #[test]
 fn a_hostile_typescript_plugin_is_stopped_as_a_rust_one_is() {
     is_stopped_as_rust_is("hostile-ts");
+}
+
+/// A plugin that starts from a language runtime's snapshot (megabytes of initialised memory)
+/// runs in the pool that keeps more of each slot resident, where the pages its interpreter
+/// writes in every call are reset in place instead of faulted in again; a Rust plugin's small
+/// image runs in the other. Either way the next instance starts from the image as built: the
+/// same call gives the same answer however many times it runs in one slot.
+#[test]
+fn each_plugin_runs_in_the_pool_its_memory_image_needs() {
+    let rt = runtime();
+    let view = || -> Arc<dyn View> { Arc::new(EmptyView) };
+    for (plugin, kept) in [
+        ("hostile", KEEP_RESIDENT),
+        ("hostile-py", KEEP_RESIDENT_SNAPSHOT),
+        ("hostile-ts", KEEP_RESIDENT_SNAPSHOT),
+    ] {
+        let loaded = hostile(&rt, plugin, "ok");
+        assert_eq!(loaded.keep_resident(), kept, "{plugin}");
+        let answer = |call: usize| {
+            let done = (loaded.reconcile(request(), view()))
+                .unwrap_or_else(|e| panic!("{plugin}, call {call}: {e}"));
+            format!("{:?}", done.intents)
+        };
+        let first = answer(0);
+        for call in 1..20 {
+            assert_eq!(answer(call), first, "{plugin}, call {call}");
+        }
+    }
 }
