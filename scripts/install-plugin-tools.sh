@@ -7,6 +7,8 @@
 #   - each npm project given after the tools directory (the TypeScript SDK first, then the
 #     plugins that depend on it): `npm ci`, from its package-lock.json (componentize-js, esbuild,
 #     TypeScript)
+#   - npm's cache: what a project `wasmctrl new --lang typescript` writes installs, so that its
+#     test (host/tests/it/new.rs) installs it with `npm install --offline`
 #
 # Pinned versions; stamp files record what is installed, so a second run only reads them.
 set -euo pipefail
@@ -38,3 +40,21 @@ for project in "$@"; do
         echo "$lock" >"$stamp"
     fi
 done
+
+# `npm ci` fetches the tarballs its lockfile names and nothing else, but `npm install` of a new
+# project (no lockfile) resolves even pinned versions from the registry's package documents,
+# dependencies' included. Install the scaffold's package.json once with the network, when
+# installing it offline fails, so that npm's cache holds all of it.
+if [ $# -gt 0 ]; then
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    scaffold=$(mktemp -d)
+    trap 'rm -rf "$scaffold"' EXIT
+    sed -e "s#__NAME__#scaffold#; s#__KIND__#Scaffold#; s#__SDK__#file:$root/sdk/typescript#" \
+        "$root/host/src/cli/new/typescript/package.json.tmpl" >"$scaffold/package.json"
+    npm_install() { (cd "$scaffold" && npm install --ignore-scripts --no-audit --no-fund "$@"); }
+    if ! npm_install --offline --loglevel=silent >/dev/null 2>&1; then
+        log "caching the npm packages of wasmctrl new's TypeScript projects"
+        rm -rf "$scaffold/node_modules" "$scaffold/package-lock.json"
+        npm_install --loglevel=error
+    fi
+fi
