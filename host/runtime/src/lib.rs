@@ -201,8 +201,9 @@ impl Runtime {
         self.inner.pooling
     }
 
-    /// The engine every plugin runs in: measurements compare the host's path with wasmtime's
-    /// own on the same configuration (`benches/dispatch.rs`).
+    /// The engine plugins with small memory images run in (Rust ones; see [`SNAPSHOT_IMAGE`]):
+    /// measurements compare the host's path with wasmtime's own on the same configuration
+    /// (`benches/dispatch.rs`).
     pub fn engine(&self) -> &Engine {
         &self.inner.native.engine
     }
@@ -917,5 +918,27 @@ fn start_ticker(engine: &Engine) {
     if let Err(e) = spawned {
         // Without ticks deadlines cannot fire; that is a broken invariant, not a user error.
         tracing::error!(error = %e, "could not start the epoch thread; deadlines will not fire");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SNAPSHOT_IMAGE, memory_image_bytes};
+
+    #[test]
+    fn a_memory_image_counts_active_data_and_bytes_that_do_not_parse_count_nothing() {
+        let active = format!(r#"(data (i32.const 0) "{}")"#, "a".repeat(SNAPSHOT_IMAGE));
+        let module = format!(r#"(module (memory 64) {active} (data "passive, not in the image"))"#);
+        assert_eq!(
+            memory_image_bytes(&wat::parse_str(&module).unwrap()),
+            SNAPSHOT_IMAGE
+        );
+        // A registry's bytes may be anything: they choose the small pool, and loading them
+        // reports why they do not compile.
+        assert_eq!(
+            memory_image_bytes(b"\0asm\x01\0\0\0\x0b\xff\xff\xff\xff"),
+            0
+        );
+        assert_eq!(memory_image_bytes(b"not wasm at all"), 0);
     }
 }
