@@ -10,6 +10,7 @@ use crate::runtime::vm::CompiledModuleId;
 use alloc::sync::Arc;
 use core::ops::Range;
 use core::str;
+use wasmtime_environ::prelude::TryPrimaryMap;
 use wasmtime_environ::{
     CompiledFunctionsTable, CompiledModuleInfo, DefinedFuncIndex, FilePos, FuncIndex, FuncKey,
     FunctionLoc, FunctionName, Metadata, Module, ModuleInternedTypeIndex, StaticModuleIndex,
@@ -25,6 +26,13 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
+    /// Where each defined function's body and its array-to-wasm trampoline start in the text
+    /// section (`u32::MAX` when it has none), by function. (wasmctrl patch, see
+    /// `vendor/README.md`.) A fresh instance fills in a `VMFuncRef` for each function its
+    /// code takes a reference to or first calls indirectly; finding both in `index` (a search
+    /// of its namespaces, then a binary search of the sparse trampolines) for each was a
+    /// quarter of a CPython component's reconcile.
+    func_starts: TryPrimaryMap<DefinedFuncIndex, [u32; 2]>,
 }
 
 impl CompiledModule {
@@ -51,13 +59,23 @@ impl CompiledModule {
         index: Arc<CompiledFunctionsTable>,
         profiler: &dyn ProfilingAgent,
     ) -> Result<Self> {
+        let module = info.module;
+        let mut func_starts = TryPrimaryMap::with_capacity(module.num_defined_funcs())?;
+        for i in module.defined_func_indices() {
+            let start = |key| index.func_loc(key).map_or(u32::MAX, |loc| loc.start);
+            func_starts.push([
+                start(FuncKey::DefinedWasmFunction(module.module_index, i)),
+                start(FuncKey::ArrayToWasmTrampoline(module.module_index, i)),
+            ])?;
+        }
         let mut ret = Self {
             unique_id: CompiledModuleId::new(),
             engine_code,
-            module: try_new::<Arc<_>>(info.module)?,
+            module: try_new::<Arc<_>>(module)?,
             meta: info.meta,
             index,
             func_names: info.func_names,
+            func_starts,
         };
         ret.register_profiling(profiler)?;
 
@@ -170,6 +188,23 @@ impl CompiledModule {
         self.index
             .func_loc(key)
             .expect("defined function should be present")
+    }
+
+    /// The offset in the text section where `key`'s function starts: `func_loc(key).start`,
+    /// read from `func_starts` for this module's functions and their array-to-wasm trampolines.
+    #[inline]
+    pub fn func_start(&self, key: FuncKey) -> u32 {
+        let which = match key {
+            FuncKey::DefinedWasmFunction(module, i) if module == self.module_index() => Some((i, 0)),
+            FuncKey::ArrayToWasmTrampoline(module, i) if module == self.module_index() => {
+                Some((i, 1))
+            }
+            _ => None,
+        };
+        match which.and_then(|(i, which)| Some(self.func_starts.get(i)?[which])) {
+            Some(start) if start != u32::MAX => start,
+            _ => self.func_loc(key).start,
+        }
     }
 
     /// Returns the original binary offset in the file that `index` was defined

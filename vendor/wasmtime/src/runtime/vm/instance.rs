@@ -144,6 +144,14 @@ pub struct Instance {
     /// cross-thread stuff used in `InstancePre`)
     store: Option<VMStoreRawPtr>,
 
+    /// Where this module's code starts in its store (the store's `StoreCode` text), when the
+    /// module was registered with the store before this instance was made, as instantiation
+    /// does. (wasmctrl patch, see `vendor/README.md`.) Filling in a `VMFuncRef` needs it;
+    /// finding it in the store's module registry (two B-tree searches) for each funcref a
+    /// fresh instance initialises was a tenth of a CPython component's reconcile. The code
+    /// stays where it is while the store holds the module, and so for this instance's life.
+    store_text: Option<SendSyncPtr<u8>>,
+
     /// Additional context used by compiled wasm code. This field is last, and
     /// represents a dynamically-sized array that extends beyond the nominal
     /// end of the struct (similar to a flexible array member).
@@ -200,8 +208,14 @@ impl Instance {
         // after it succeeds do we transfer ownership of the pool-allocated
         // `memories`/`tables` into the instance (below), so that a failure here
         // leaves them in the caller's deallocation guard to be freed.
+        let store_text = match &req.runtime_info {
+            ModuleRuntimeInfo::Module(m) => req.store.modules().store_code(m.engine_code()),
+            ModuleRuntimeInfo::Bare(_) => None,
+        }
+        .map(|code| SendSyncPtr::new(NonNull::from(code.text()).cast::<u8>()));
         let mut ret = OwnedInstance::new(Instance {
             id: req.id,
+            store_text,
             runtime_info: req.runtime_info.clone(),
             memories: TryPrimaryMap::default(),
             tables: TryPrimaryMap::default(),
@@ -960,26 +974,28 @@ impl Instance {
         // it's better for instantiation performance if we don't have to track
         // "is-initialized" state at all!
 
-        let module_with_code = ModuleWithCode::in_store(
-            registry,
-            self.runtime_module()
-                .expect("funcref impossible in fake module"),
-        )
-        .expect("module not in store");
-
-        let array_call =
-            VmPtr::from(NonNull::from(module_with_code.function(array_to_wasm_key)).cast());
-
-        let wasm_call = Some(VmPtr::from(
-            NonNull::new(
-                module_with_code
-                    .function(wasm_key)
-                    .as_ptr()
-                    .cast::<VMWasmCallFunction>()
-                    .cast_mut(),
-            )
-            .unwrap(),
-        ));
+        let module = self
+            .runtime_module()
+            .expect("funcref impossible in fake module");
+        let (array_call, wasm_call) = match self.store_text {
+            Some(text) => {
+                let at = |key| {
+                    let start = module.compiled_module().func_start(key);
+                    // SAFETY: `text` is the start of this module's code in the store, and
+                    // `func_start` gives offsets within that code.
+                    unsafe { text.as_non_null().add(usize::try_from(start).unwrap()) }
+                };
+                (at(array_to_wasm_key), at(wasm_key))
+            }
+            None => {
+                let module_with_code =
+                    ModuleWithCode::in_store(registry, module).expect("module not in store");
+                let at = |key| NonNull::from(module_with_code.function(key)).cast::<u8>();
+                (at(array_to_wasm_key), at(wasm_key))
+            }
+        };
+        let array_call = VmPtr::from(array_call.cast());
+        let wasm_call = Some(VmPtr::from(wasm_call.cast::<VMWasmCallFunction>()));
 
         let vmctx = VMOpaqueContext::from_vmcontext(self.vmctx()).into();
 
