@@ -185,13 +185,13 @@ async fn converge(seeds: &[Seed], n: usize, rounds: usize) {
     }
     let median = |i: usize, f: fn(&vm::Round) -> f64| spread(results[i].iter().map(f).collect()).1;
     println!(
-        "  {:<8} {:>14} {:>18} {:>14} {:>10} {:>10}",
+        "  {:<10} {:>14} {:>18} {:>14} {:>10} {:>10}",
         "", "all Active s", "controller CPU s", "resident MiB", "time x", "CPU x"
     );
     for (i, seed) in seeds.iter().enumerate() {
         let (time, cpu) = (median(i, |r| r.converge), median(i, |r| r.controller_cpu));
         println!(
-            "  {:<8} {time:>14.2} {cpu:>18.2} {:>14.1} {:>10.2} {:>10.2}",
+            "  {:<10} {time:>14.2} {cpu:>18.2} {:>14.1} {:>10.2} {:>10.2}",
             seed.language,
             median(i, |r| mib(r.resident)),
             time / median(0, |r| r.converge),
