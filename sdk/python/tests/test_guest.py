@@ -197,3 +197,54 @@ def test_calls_import_nothing(bindings: SimpleNamespace) -> None:
         [sys.executable, str(script), str(bindings.path)], capture_output=True, text=True, env=env, check=True
     )
     assert json.loads(ran.stdout) == []
+
+
+
+class Warmed(Plain):
+    """Plain, with samples for the build to reconcile: one that reads the cache, one that asks
+    for a database (there is none at build time), one that logs through the stdlib."""
+
+    SAMPLES = ("read", "sql", "")
+    seen: list[Any] = []
+
+    def warm_up(self) -> list[dict[str, Any]]:
+        return [json.loads(thing(do, name=f"sample-{i}", namespace="a")) for i, do in enumerate(self.SAMPLES)]
+
+    def reconcile(self, event: Reconcile, ctx: Context[Any]) -> Outcome:
+        Warmed.seen.append((ctx.key, ctx.now_rfc3339(), ctx.cache.get("v1", "ConfigMap", ctx.namespace, "c")))
+        logging.getLogger("warm").warning("warming %s", ctx.key)
+        return super().reconcile(event, ctx)
+
+
+class Unwarmable(Plain):
+    def warm_up(self) -> list[dict[str, Any]]:
+        raise RuntimeError("no samples today")
+
+
+def test_warm_up_reconciles_each_sample_once_against_a_host_that_answers_nothing(
+    bindings: SimpleNamespace, host: Host
+) -> None:
+    host.objects[("ConfigMap", "a", "c")] = json.dumps({"data": {"seen": "by the host"}})
+    Warmed.seen = []
+    reconciler, _ = export(Warmed)
+    # Each sample once, in order, at the epoch; the real imports were never called: no log
+    # line reached them and the ConfigMap the host holds was not read.
+    assert Warmed.seen == [(f"a/sample-{i}", "1970-01-01T00:00:00Z", None) for i in range(3)]
+    assert host.logs == []
+    # Calls after the build use the real imports.
+    outcome = reconciler().reconcile(request(bindings, thing("read")))
+    assert Warmed.seen[-1] == ("a/t", "2025-11-24T16:00:00Z", {"data": {"seen": "by the host"}})
+    assert json.loads(outcome.actions[0].value) == {"found": {"data": {"seen": "by the host"}}}
+    assert [line[1] for line in host.logs] == ["warming a/t"]
+
+
+def test_a_warm_up_that_fails_fails_nothing(bindings: SimpleNamespace, host: Host) -> None:
+    from wasmctrl.guest import Guest
+    from wasmctrl.guest.wire import Wire
+
+    wire = Wire(bindings.types, bindings.webhooks, bindings.log, bindings.cache, bindings.sql, bindings.Err)
+    assert Guest(Unwarmable, wire).warm_up() == 0
+    assert Guest(Plain, wire).warm_up() == 0
+    # The sql sample fails (no database at build time) and is not counted.
+    assert Guest(Warmed, wire).warm_up() == 2
+    assert host.logs == []

@@ -4,7 +4,7 @@ import { test } from "node:test";
 import { Action, Outcome } from "../src/action.js";
 import type { Context } from "../src/context.js";
 import { ReconcileError } from "../src/error.js";
-import { exportWith, hostOver, type Imports } from "../src/export/glue.js";
+import { exportWith, hostOver, warmUp, type Imports } from "../src/export/glue.js";
 import { Failure, type AdmissionRequest, type Request as WireRequest } from "../src/export/wire.js";
 import { log } from "../src/logging.js";
 import { Manifest, Mapping, Operation, Predicate } from "../src/manifest.js";
@@ -263,4 +263,54 @@ test("the host's clock, key and previous results reach the context", () => {
     1_795_305_600_000,
     [[0, { target: { apiVersion: "v1", kind: "ConfigMap", namespace: "default", name: "c" }, code: 422, reason: "Invalid", message: "no" }]],
   ]);
+});
+
+test("warm-up reconciles each sample once against a host that answers nothing", () => {
+  const seen: unknown[] = [];
+  const sample = (name: string, mode?: string): Thing => ({
+    apiVersion: "example.com/v1",
+    kind: "Thing",
+    metadata: { name, namespace: "default" },
+    spec: { mode },
+  });
+  const warmed: Reconciler<Thing> = {
+    manifest: () => Manifest.forKind("example.com/v1", "Thing", "warmed"),
+    warmUp: () => [sample("a"), sample("b", "sql"), sample("c")],
+    reconcile: (event, ctx) => {
+      if (event.type !== "apply") return Outcome.done();
+      log.info("warming", { key: ctx.key });
+      seen.push([ctx.key, ctx.cache.get(kinds.Secret, "default", "s"), ctx.cache.list(kinds.Secret)]);
+      if (event.object.spec.mode === "sql") ctx.sql("db").execute(new Statement("SELECT 1"));
+      return Outcome.with([Action.updateStatus({ phase: "Ready" })]);
+    },
+  };
+  // The SQL sample fails (no database at build time) and is not counted; the others are.
+  assert.equal(warmUp(warmed), 2);
+  assert.deepEqual(seen, [
+    ["default/a", undefined, []],
+    ["default/b", undefined, []],
+    ["default/c", undefined, []],
+  ]);
+});
+
+test("warm-up without samples runs nothing, and one that throws fails nothing", () => {
+  let reconciles = 0;
+  const counting = (warm?: () => readonly ConfigMap[]): Reconciler<ConfigMap> => ({
+    manifest: () => Manifest.forKind("v1", "ConfigMap", "counting"),
+    warmUp: warm,
+    reconcile: () => {
+      reconciles += 1;
+      return Outcome.done();
+    },
+  });
+  assert.equal(warmUp(counting()), 0);
+  assert.equal(
+    warmUp(
+      counting(() => {
+        throw new Error("no samples today");
+      }),
+    ),
+    0,
+  );
+  assert.equal(reconciles, 0);
 });

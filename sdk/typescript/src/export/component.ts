@@ -19,14 +19,17 @@ import { execute } from "wasmctrl:plugin/sql@0.3.1";
 
 import type { KubeObject } from "../objects.js";
 import type { Plugin } from "../webhooks.js";
-import { exportWith, hostOver, type PluginExports } from "./glue.js";
+import { exportWith, hostOver, warmUp, type PluginExports } from "./glue.js";
 
 export type { PluginExports } from "./glue.js";
 
 /**
  * The world's exports for `plugin`: its `reconciler` and `webhooks` interfaces (a plugin that
  * implements no webhook declares none). Export both from the entry module under those names.
+ * Reconciles the plugin's `warmUp()` samples first (see `Reconciler.warmUp`).
  */
 export function exportPlugin<T extends KubeObject, S>(plugin: Plugin<T, S>): PluginExports {
+  // The entry module runs when the component is built, before the snapshot.
+  warmUp(plugin);
   return exportWith(hostOver({ log, get, list, children, execute }), plugin);
 }
