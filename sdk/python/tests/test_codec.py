@@ -133,3 +133,29 @@ def test_prepare_works_out_each_dataclass_of_a_module_once_ahead_of_time() -> No
     assert codec._shape.cache_info().currsize == 2
     assert codec.decode(Outer, {"inner": {"size": 3}}) == Outer(Inner(3))
     assert codec._shape.cache_info().misses == 2, "decoding found both shapes worked out"
+
+
+@dataclass
+class Node:
+    name: str
+    children: list[Node] = field(default_factory=list)
+    parent: Node | None = None
+
+
+def test_a_dataclass_that_contains_itself_decodes_and_names_a_deep_misfit() -> None:
+    tree = {"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}], "parent": {"name": "p"}}
+    assert codec.decode(Node, tree) == Node("a", [Node("b", [Node("c")])], Node("p"))
+    tree["children"][0]["children"][0]["name"] = 3  # type: ignore[index]
+    with pytest.raises(codec.DecodeError) as refused:
+        codec.decode(Node, tree, path="spec")
+    assert str(refused.value) == "spec.children[0].children[0].name: expected a string, got number 3"
+    assert refused.value.path == "spec.children[0].children[0].name"
+
+
+def test_each_type_is_compiled_once_and_a_misfit_at_the_top_names_its_index() -> None:
+    codec._compiled.cache_clear()
+    for _ in range(3):
+        codec.decode(list[int] | None, [1, 2])
+    assert codec._compiled.cache_info().misses == 3, "the union, its list and the list's int: once each"
+    with pytest.raises(codec.DecodeError, match=r"^\[1\]: expected an integer, got string 'x'$"):
+        codec.decode(list[int], [1, "x"])

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -174,7 +174,7 @@ def test_only_reconcilers_are_exported(bindings: SimpleNamespace, host: Host) ->
 
 
 def test_apply_is_what_a_live_object_gets(bindings: SimpleNamespace, host: Host) -> None:
-    seen: list[Any] = []
+    seen: ClassVar[list[Any]] = []
 
     class Looks(Plain):
         def reconcile(self, event: Reconcile, ctx: Context[Any]) -> Outcome:
@@ -199,13 +199,12 @@ def test_calls_import_nothing(bindings: SimpleNamespace) -> None:
     assert json.loads(ran.stdout) == []
 
 
-
 class Warmed(Plain):
     """Plain, with samples for the build to reconcile: one that reads the cache, one that asks
     for a database (there is none at build time), one that logs through the stdlib."""
 
     SAMPLES = ("read", "sql", "")
-    seen: list[Any] = []
+    seen: ClassVar[list[Any]] = []
 
     def warm_up(self) -> list[dict[str, Any]]:
         return [json.loads(thing(do, name=f"sample-{i}", namespace="a")) for i, do in enumerate(self.SAMPLES)]

@@ -16,8 +16,8 @@ Field names follow Kubernetes: the dataclass field ``root_disk`` is the JSON key
 from __future__ import annotations
 
 import dataclasses
-import functools
 import enum
+import functools
 import types
 import typing
 from typing import Any, TypeVar, overload
@@ -64,19 +64,29 @@ def decode(cls: Any, data: Any, *, unknown: Unknown = ..., path: str = ...) -> A
 def decode(cls: Any, data: Any, *, unknown: Unknown = Unknown.IGNORE, path: str = "") -> Any:
     """``data`` (parsed JSON) as ``cls`` (a class, or a type such as ``Status | None``),
     checked all the way down; :class:`DecodeError` names the first place it does not fit."""
-    return _Decoder(unknown).value(cls, data, path)
+    try:
+        return _decoder(cls, unknown)(data)
+    except _Misfit as misfit:
+        for key in reversed(misfit.keys):
+            path = _join(path, key)
+        raise DecodeError(path, misfit.reason) from None
 
 
 def encode(value: Any) -> Any:
     """``value`` as JSON data: dataclasses become objects keyed by :func:`json_name`, their
     ``None`` fields left out (Kubernetes' ``omitempty`` for optional fields); enums become
     their values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            json_name(f): encode(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if getattr(value, f.name) is not None
-        }
+    kind: Any = type(value)
+    if kind in _PLAIN:
+        return value
+    keys = _keys(kind)
+    if keys is not None:
+        encoded = {}
+        for name, key in keys:
+            item = getattr(value, name)
+            if item is not None:
+                encoded[key] = encode(item)
+        return encoded
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, dict):
@@ -84,6 +94,19 @@ def encode(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [encode(item) for item in value]
     return value
+
+
+#: Types :func:`encode` returns as they are (exactly these: a subclass may be an enum).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.cache
+def _keys(kind: Any) -> tuple[tuple[str, str], ...] | None:
+    """A dataclass's fields as (attribute, JSON key) pairs, worked out once per class; ``None``
+    for any other class."""
+    if not dataclasses.is_dataclass(kind):
+        return None
+    return tuple((f.name, json_name(f)) for f in dataclasses.fields(kind))
 
 
 def describe(data: Any) -> str:
@@ -108,103 +131,248 @@ def _join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-class _Decoder:
-    """One decoding: the policy for unknown keys, and a method per shape of type."""
+class _Misfit(Exception):
+    """A value that does not fit, on its way out of the decoders: ``keys`` is where, relative
+    to the value being decoded, innermost first (each container adds its own on the way out),
+    so that no path is built unless a value fails."""
 
-    def __init__(self, unknown: Unknown) -> None:
-        self.unknown = unknown
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.keys: list[str | int] = []
 
-    def value(self, cls: Any, data: Any, path: str) -> Any:
-        if cls is Any or cls is object:
-            return data
-        origin = typing.get_origin(cls)
-        if origin in (typing.Union, types.UnionType):
-            return self.union(typing.get_args(cls), data, path)
-        if origin is typing.Literal:
-            return self.literal(typing.get_args(cls), data, path)
-        if origin in (list, list) or cls is list:
-            return self.array(typing.get_args(cls), data, path)
-        if origin in (dict, dict) or cls is dict:
-            return self.object(typing.get_args(cls), data, path)
-        if dataclasses.is_dataclass(cls):
-            return self.dataclass(cls, data, path)
-        if isinstance(cls, type) and issubclass(cls, enum.Enum):
-            return self.enum(cls, data, path)
-        return self.scalar(cls, data, path)
+    def at(self, key: str | int) -> _Misfit:
+        self.keys.append(key)
+        return self
 
-    def scalar(self, cls: Any, data: Any, path: str) -> Any:
-        # bool is an int in Python, never in JSON: checked first, and refused as a number.
-        if cls is bool and isinstance(data, bool):
-            return data
-        if cls is int and isinstance(data, int) and not isinstance(data, bool):
-            return data
-        if cls is float and isinstance(data, (int, float)) and not isinstance(data, bool):
-            return float(data)
-        if cls is str and isinstance(data, str):
-            return data
-        if cls is type(None) and data is None:
-            return None
-        if cls not in (bool, int, float, str, type(None)):
+
+#: A compiled decoder: the JSON data as the type it was compiled for, or :class:`_Misfit`.
+Decoder = typing.Callable[[Any], Any]
+
+
+def _decoder(cls: Any, unknown: Unknown) -> Decoder:
+    """The decoder of ``cls``: compiled once per type and policy (types that cannot be hashed,
+    rare, are compiled each time)."""
+    try:
+        hash(cls)
+    except TypeError:
+        return _compile(cls, unknown)
+    return _compiled(cls, unknown)
+
+
+@functools.cache
+def _compiled(cls: Any, unknown: Unknown) -> Decoder:
+    return _compile(cls, unknown)
+
+
+def _compile(cls: Any, unknown: Unknown) -> Decoder:
+    """A function decoding JSON data as ``cls``: the type's shape is looked at here, once, not
+    at every value (a decoder per value's type, as serde derives one per Rust type)."""
+    if cls is Any or cls is object:
+        return _anything
+    origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType):
+        return _union(typing.get_args(cls), unknown)
+    if origin is typing.Literal:
+        return _literal(typing.get_args(cls))
+    if origin is list or cls is list:
+        args = typing.get_args(cls)
+        return _array(args[0] if args else Any, unknown)
+    if origin is dict or cls is dict:
+        args = typing.get_args(cls)
+        return _object(args[1] if len(args) == 2 else Any, unknown)
+    if dataclasses.is_dataclass(cls):
+        return _dataclass(cls, unknown)
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
+        return _enum(cls)
+    return _scalar(cls)
+
+
+def _anything(data: Any) -> Any:
+    return data
+
+
+_EXPECTED = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+
+
+def _scalar(cls: Any) -> Decoder:
+    if cls not in _EXPECTED:
+
+        def unsupported(data: Any) -> Any:
             raise TypeError(f"wasmctrl.codec cannot decode into {cls!r}")
-        expected = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
-        raise DecodeError(path, f"expected {expected.get(cls, 'null')}, got {describe(data)}")
 
-    def union(self, options: tuple[Any, ...], data: Any, path: str) -> Any:
-        if data is None and type(None) in options:
+        return unsupported
+    expected = _EXPECTED[cls]
+
+    def misfit(data: Any) -> _Misfit:
+        return _Misfit(f"expected {expected}, got {describe(data)}")
+
+    # bool is an int in Python, never in JSON: checked first, and refused as a number.
+    if cls is bool:
+
+        def boolean(data: Any) -> Any:
+            if isinstance(data, bool):
+                return data
+            raise misfit(data)
+
+        return boolean
+    if cls is int:
+
+        def integer(data: Any) -> Any:
+            if isinstance(data, int) and not isinstance(data, bool):
+                return data
+            raise misfit(data)
+
+        return integer
+    if cls is float:
+
+        def number(data: Any) -> Any:
+            if isinstance(data, (int, float)) and not isinstance(data, bool):
+                return float(data)
+            raise misfit(data)
+
+        return number
+    if cls is str:
+
+        def string(data: Any) -> Any:
+            if isinstance(data, str):
+                return data
+            raise misfit(data)
+
+        return string
+
+    def null(data: Any) -> Any:
+        if data is None:
             return None
-        failures: list[DecodeError] = []
-        for option in options:
-            if option is type(None):
-                continue
+        raise misfit(data)
+
+    return null
+
+
+def _union(options: tuple[Any, ...], unknown: Unknown) -> Decoder:
+    nullable = type(None) in options
+    decoders = [_decoder(o, unknown) for o in options if o is not type(None)]
+
+    def union(data: Any) -> Any:
+        if data is None and nullable:
+            return None
+        failures: list[_Misfit] = []
+        for decoder in decoders:
             try:
-                return self.value(option, data, path)
-            except DecodeError as e:
+                return decoder(data)
+            except _Misfit as e:
                 failures.append(e)
         if len(failures) == 1:
             raise failures[0]
-        raise DecodeError(path, f"{describe(data)} fits none of the allowed types")
+        raise _Misfit(f"{describe(data)} fits none of the allowed types")
 
-    def literal(self, allowed: tuple[Any, ...], data: Any, path: str) -> Any:
-        if data in allowed and type(data) in {type(a) for a in allowed}:
+    return union
+
+
+def _literal(allowed: tuple[Any, ...]) -> Decoder:
+    types_allowed = {type(a) for a in allowed}
+    choices = ", ".join(repr(a) for a in allowed)
+
+    def literal(data: Any) -> Any:
+        if data in allowed and type(data) in types_allowed:
             return data
-        choices = ", ".join(repr(a) for a in allowed)
-        raise DecodeError(path, f"expected one of {choices}, got {describe(data)}")
+        raise _Misfit(f"expected one of {choices}, got {describe(data)}")
 
-    def array(self, args: tuple[Any, ...], data: Any, path: str) -> list[Any]:
+    return literal
+
+
+def _array(item: Any, unknown: Unknown) -> Decoder:
+    element = _decoder(item, unknown)
+
+    def array(data: Any) -> list[Any]:
         if not isinstance(data, list):
-            raise DecodeError(path, f"expected an array, got {describe(data)}")
-        item = args[0] if args else Any
-        return [self.value(item, element, _join(path, i)) for i, element in enumerate(data)]
+            raise _Misfit(f"expected an array, got {describe(data)}")
+        decoded = []
+        for i, value in enumerate(data):
+            try:
+                decoded.append(element(value))
+            except _Misfit as e:
+                raise e.at(i) from None
+        return decoded
 
-    def object(self, args: tuple[Any, ...], data: Any, path: str) -> dict[str, Any]:
+    return array
+
+
+def _object(item: Any, unknown: Unknown) -> Decoder:
+    element = _decoder(item, unknown)
+
+    def object_(data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
-            raise DecodeError(path, f"expected an object, got {describe(data)}")
-        item = args[1] if len(args) == 2 else Any
-        return {key: self.value(item, element, _join(path, key)) for key, element in data.items()}
+            raise _Misfit(f"expected an object, got {describe(data)}")
+        decoded = {}
+        for key, value in data.items():
+            try:
+                decoded[key] = element(value)
+            except _Misfit as e:
+                raise e.at(key) from None
+        return decoded
 
-    def enum(self, cls: type[enum.Enum], data: Any, path: str) -> enum.Enum:
+    return object_
+
+
+def _enum(cls: type[enum.Enum]) -> Decoder:
+    choices = ", ".join(repr(m.value) for m in cls)
+
+    def enum_(data: Any) -> Any:
         for member in cls:
             if member.value == data and type(member.value) is type(data):
                 return member
-        choices = ", ".join(repr(m.value) for m in cls)
-        raise DecodeError(path, f"expected one of {choices}, got {describe(data)}")
+        raise _Misfit(f"expected one of {choices}, got {describe(data)}")
 
-    def dataclass(self, cls: Any, data: Any, path: str) -> Any:
+    return enum_
+
+
+def _dataclass(cls: Any, unknown: Unknown) -> Decoder:
+    # Its fields' decoders are compiled at its first value, not with it: a dataclass may
+    # contain itself (a tree), and compiling them here would never end.
+    plan: list[Plan] = []
+
+    def dataclass(data: Any) -> Any:
         if not isinstance(data, dict):
-            raise DecodeError(path, f"expected an object, got {describe(data)}")
-        hints, by_key = _shape(cls)
-        if self.unknown is Unknown.REJECT:
+            raise _Misfit(f"expected an object, got {describe(data)}")
+        if not plan:
+            plan.append(_plan(cls, unknown))
+        fields, known = plan[0]
+        if unknown is Unknown.REJECT:
             for key in data:
-                if key not in by_key:
-                    known = ", ".join(by_key) or "none"
-                    raise DecodeError(path, f"unknown field {key!r} (known: {known})")
+                if key not in known:
+                    raise _Misfit(f"unknown field {key!r} (known: {', '.join(known) or 'none'})")
         values: dict[str, Any] = {}
-        for key, f in by_key.items():
+        for key, name, decoder, required in fields:
             if key in data:
-                values[f.name] = self.value(hints[f.name], data[key], _join(path, key))
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise DecodeError(path, f"missing field {key!r}")
+                try:
+                    values[name] = decoder(data[key])
+                except _Misfit as e:
+                    raise e.at(key) from None
+            elif required:
+                raise _Misfit(f"missing field {key!r}")
         return cls(**values)
+
+    return dataclass
+
+
+#: How a dataclass decodes: per field, its JSON key, attribute, decoder and whether it must be
+#: given; and its JSON keys.
+Plan = tuple[tuple[tuple[str, str, Decoder, bool], ...], tuple[str, ...]]
+
+
+@functools.cache
+def _plan(cls: Any, unknown: Unknown) -> Plan:
+    hints, by_key = _shape(cls)
+    fields = tuple(
+        (
+            key,
+            f.name,
+            _decoder(hints[f.name], unknown),
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+        )
+        for key, f in by_key.items()
+    )
+    return fields, tuple(by_key)
 
 
 @functools.cache
@@ -217,13 +385,15 @@ def _shape(cls: Any) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]
 
 
 def prepare(namespace: dict[str, Any]) -> None:
-    """Works out the shape of every dataclass in ``namespace`` (a module's ``vars()``) ahead of
-    time. The guest does this for the plugin's module when the component is built, so the
+    """Works out the shape, encoder and decoder of every dataclass in ``namespace`` (a module's
+    ``vars()``) ahead of time. The guest does this for the plugin's module when the component is built, so the
     shapes are part of the interpreter's snapshot and no call pays for them again (each call
     starts from the snapshot, in a fresh instance)."""
     for value in list(namespace.values()):
         if isinstance(value, type) and dataclasses.is_dataclass(value):
             try:
                 _shape(value)
+                _keys(value)
+                _plan(value, Unknown.IGNORE)
             except (NameError, TypeError):
                 continue  # an annotation that only resolves later: worked out at first use

@@ -21,6 +21,7 @@ Nothing a plugin raises traps the sandbox.
 
 from __future__ import annotations
 
+import builtins
 import sys
 import traceback
 from collections.abc import Callable
@@ -69,13 +70,13 @@ class Nothing:
     def get(self, kind: Gvk, namespace: str, name: str) -> str | None:
         return None
 
-    def list(self, kind: Gvk, namespace: str, labels: str) -> list[str]:
+    def list(self, kind: Gvk, namespace: str, labels: str) -> builtins.list[str]:
         return []
 
-    def children(self, kind: Gvk, namespace: str, owner_uid: str) -> list[str]:
+    def children(self, kind: Gvk, namespace: str, owner_uid: str) -> builtins.list[str]:
         return []
 
-    def sql(self, database: str, statements: list[Statement]) -> list[Rows]:
+    def sql(self, database: str, statements: builtins.list[Statement]) -> builtins.list[Rows]:
         raise SqlError("no database while the component is built")
 
 
