@@ -86,9 +86,10 @@ class Reconciler(abc.ABC, Generic[S]):
         (or return) an :class:`Error`."""
 
     def warm_up(self) -> Sequence[dict[str, Any]]:
-        """Sample objects for the component's build to reconcile, each once, before it
-        snapshots the interpreter: every call starts from the snapshot, so what the samples'
-        reconciles left warm (specialised bytecode, attribute caches) no call pays for again.
+        """Sample objects for the component's build to reconcile, each 200 times (CPython
+        specialises and caches as code runs again), before it snapshots the interpreter:
+        every call starts from the snapshot, so what the samples' reconciles left warm
+        (specialised bytecode, attribute caches) no call pays for again.
         The build's reconciles see no settings, no cached objects and no databases, and what
         they return or raise is dropped; but whatever they change in module-level state
         starts every call changed. None by default: nothing of the plugin runs at build time
