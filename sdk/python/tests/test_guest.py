@@ -220,7 +220,7 @@ class Unwarmable(Plain):
         raise RuntimeError("no samples today")
 
 
-def test_warm_up_reconciles_each_sample_once_against_a_host_that_answers_nothing(
+def test_warm_up_reconciles_each_sample_its_rounds_against_a_host_that_answers_nothing(
     bindings: SimpleNamespace, host: Host
 ) -> None:
     host.objects[("ConfigMap", "a", "c")] = json.dumps({"data": {"seen": "by the host"}})
