@@ -191,61 +191,32 @@ def _anything(data: Any) -> Any:
     return data
 
 
-_EXPECTED = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", type(None): "null"}
+#: Per JSON scalar: what the message says was expected, whether a value fits, and the value
+#: decoded. bool is an int in Python, never in JSON: refused as a number.
+_SCALARS: dict[Any, tuple[str, typing.Callable[[Any], bool], Decoder]] = {
+    bool: ("a boolean", lambda data: isinstance(data, bool), _anything),
+    int: ("an integer", lambda data: isinstance(data, int) and not isinstance(data, bool), _anything),
+    float: ("a number", lambda data: isinstance(data, (int, float)) and not isinstance(data, bool), float),
+    str: ("a string", lambda data: isinstance(data, str), _anything),
+    type(None): ("null", lambda data: data is None, _anything),
+}
 
 
 def _scalar(cls: Any) -> Decoder:
-    if cls not in _EXPECTED:
+    if cls not in _SCALARS:
 
         def unsupported(data: Any) -> Any:
             raise TypeError(f"wasmctrl.codec cannot decode into {cls!r}")
 
         return unsupported
-    expected = _EXPECTED[cls]
+    expected, fits, value = _SCALARS[cls]
 
-    def misfit(data: Any) -> _Misfit:
-        return _Misfit(f"expected {expected}, got {describe(data)}")
+    def scalar(data: Any) -> Any:
+        if fits(data):
+            return value(data)
+        raise _Misfit(f"expected {expected}, got {describe(data)}")
 
-    # bool is an int in Python, never in JSON: checked first, and refused as a number.
-    if cls is bool:
-
-        def boolean(data: Any) -> Any:
-            if isinstance(data, bool):
-                return data
-            raise misfit(data)
-
-        return boolean
-    if cls is int:
-
-        def integer(data: Any) -> Any:
-            if isinstance(data, int) and not isinstance(data, bool):
-                return data
-            raise misfit(data)
-
-        return integer
-    if cls is float:
-
-        def number(data: Any) -> Any:
-            if isinstance(data, (int, float)) and not isinstance(data, bool):
-                return float(data)
-            raise misfit(data)
-
-        return number
-    if cls is str:
-
-        def string(data: Any) -> Any:
-            if isinstance(data, str):
-                return data
-            raise misfit(data)
-
-        return string
-
-    def null(data: Any) -> Any:
-        if data is None:
-            return None
-        raise misfit(data)
-
-    return null
+    return scalar
 
 
 def _union(options: tuple[Any, ...], unknown: Unknown) -> Decoder:
