@@ -9,6 +9,7 @@
 //! the plugin and every other call carry on.
 
 mod artifacts;
+mod blocking;
 mod error;
 pub mod fence;
 mod imports;
@@ -270,9 +271,11 @@ impl Runtime {
             source_name: source_name.clone(),
             reason: format!("{e:#}"),
         })?;
+        let waits_in_wasi = imports_waiting_wasi(&component, &pool.engine);
         let mut plugin = Plugin {
             runtime: self.clone(),
             pre,
+            waits_in_wasi,
             manifest: Arc::new(Manifest::placeholder()),
             scope: None,
             name: Arc::from(source),
@@ -543,6 +546,8 @@ pub struct Reconciled {
 pub struct Plugin {
     runtime: Runtime,
     pre: Pre,
+    /// Whether it imports WASI interfaces whose calls may wait ([`WAITING_WASI`]).
+    waits_in_wasi: bool,
     manifest: Arc<Manifest>,
     /// What it may touch; `None` only while `manifest()` runs during [`Runtime::load_with`].
     scope: Option<Arc<Scope>>,
@@ -691,7 +696,28 @@ impl Plugin {
 
     /// One call in a fresh store: instantiate from the pre-linked component, run `f` under the
     /// deadline and memory cap, and classify any failure.
+    ///
+    /// wasmtime-wasi serves a WASI call that may wait (a write to stdout, dropping a stream, a
+    /// poll, creating a socket) by blocking on the async runtime, which tokio refuses with a
+    /// panic on a thread that is driving tasks, as the host's workers do when they run a short
+    /// call in place. A plugin that imports such interfaces has its calls moved off the
+    /// runtime's worker first ([`blocking::wait`]; nothing to do on any other thread).
     fn call<R>(
+        &self,
+        key: &str,
+        scope: Option<Arc<Scope>>,
+        view: Arc<dyn View>,
+        f: impl FnOnce(&Exports, &mut Store<State>) -> wasmtime::Result<R>,
+    ) -> Result<R, ErrorKind> {
+        if self.waits_in_wasi {
+            blocking::wait(|| self.call_here(key, scope, view, f))
+        } else {
+            self.call_here(key, scope, view, f)
+        }
+    }
+
+    /// [`call`](Self::call) on this thread.
+    fn call_here<R>(
         &self,
         key: &str,
         scope: Option<Arc<Scope>>,
@@ -750,6 +776,20 @@ impl Plugin {
         );
         result
     }
+}
+
+/// The WASI interfaces with functions that may wait, which wasmtime-wasi serves by blocking on
+/// the async runtime: streams and polls (stdout and stderr are streams), sockets, files. Clocks,
+/// random and the environment answer at once.
+const WAITING_WASI: [&str; 3] = ["wasi:io/", "wasi:sockets/", "wasi:filesystem/"];
+
+/// Whether `component` imports any of [`WAITING_WASI`] (a Rust plugin built for
+/// `wasm32-unknown-unknown` imports none; CPython's and SpiderMonkey's components do).
+fn imports_waiting_wasi(component: &Component, engine: &Engine) -> bool {
+    component
+        .component_type()
+        .imports(engine)
+        .any(|(name, _)| WAITING_WASI.iter().any(|prefix| name.starts_with(prefix)))
 }
 
 /// An object's key: `namespace/name`, or `name` for a cluster-scoped one.

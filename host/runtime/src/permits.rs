@@ -112,10 +112,15 @@ impl Permits {
     /// A permit for a call of `plugin`, once it may take one.
     pub(crate) fn acquire(&self, plugin: &Arc<str>) -> Permit<'_> {
         let mut counts = self.counts();
-        while !counts.may_take(plugin, self.total) {
-            counts.waiting += 1;
-            counts = self.freed.wait(counts).unwrap_or_else(|p| p.into_inner());
-            counts.waiting -= 1;
+        if !counts.may_take(plugin, self.total) {
+            counts = crate::blocking::wait(move || {
+                while !counts.may_take(plugin, self.total) {
+                    counts.waiting += 1;
+                    counts = self.freed.wait(counts).unwrap_or_else(|p| p.into_inner());
+                    counts.waiting -= 1;
+                }
+                counts
+            });
         }
         counts.free -= 1;
         counts.plugins.entry(plugin.clone()).or_default().held += 1;

@@ -21,15 +21,19 @@ struct Fixture {
     runtime: Runtime,
     databases: Databases,
     // Runs the queries; kept alive for the test.
-    _io: tokio::runtime::Runtime,
+    io: tokio::runtime::Runtime,
 }
 
 fn fixture() -> Fixture {
+    fixture_on(tokio::runtime::Runtime::new().unwrap())
+}
+
+/// The fixture with its queries run on `io`.
+fn fixture_on(io: tokio::runtime::Runtime) -> Fixture {
     let pg = Postgres::start();
     pg.psql(
         "CREATE TABLE t (id text PRIMARY KEY, n smallint, f double precision, b boolean, j jsonb)",
     );
-    let io = tokio::runtime::Runtime::new().unwrap();
     let databases = {
         let _entered = io.enter();
         Databases::new(vec![
@@ -46,7 +50,7 @@ fn fixture() -> Fixture {
         pg,
         runtime,
         databases,
-        _io: io,
+        io,
     }
 }
 
@@ -130,6 +134,29 @@ fn values_are_bound_identifiers_quoted_and_types_converted() {
     );
     assert_eq!(status["transient"], false);
     assert_eq!(f.pg.psql("SELECT n FROM t"), "7");
+}
+
+/// The host runs a plugin's short calls in place, on a worker thread of the runtime whose tasks
+/// also send the queries. With that runtime's only worker running the call, the query's task
+/// must still run: the call hands the worker's tasks to another thread while it waits.
+#[test]
+fn a_query_from_a_call_on_the_only_runtime_worker_is_answered() {
+    let one_worker = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let f = Arc::new(fixture_on(one_worker));
+    let call = f.clone();
+    let status =
+        f.io.block_on(f.io.spawn(async move {
+            via_plugin(
+                &call,
+                json!({"declare": "main", "use": "main", "query": "SELECT 41 + 1 AS n"}),
+            )
+        }))
+        .unwrap();
+    assert_eq!(status["rows"], json!([[42]]), "{status}");
 }
 
 #[test]

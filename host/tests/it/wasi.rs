@@ -142,3 +142,43 @@ fn a_wasi_plugin_has_clocks_and_random_and_no_files_environment_or_sockets() {
         }]
     );
 }
+
+/// The host runs a plugin's short calls directly on a runtime worker thread, inside the worker's
+/// task (`reconcile/controller/worker.rs`). wasmtime-wasi serves a blocking WASI call (a write to
+/// stdout, dropping the stream) by blocking on the runtime, which tokio refuses on a thread that
+/// is driving tasks: the call must still complete, and its output still be logged.
+#[test]
+fn a_wasi_plugin_writes_its_output_when_called_on_a_runtime_worker_thread() {
+    let rt = Runtime::new(Config::default()).unwrap();
+    let probe = Arc::new(
+        rt.load("wasi-probe.wasm", &common::plugin_bytes("wasi-probe"), "{}")
+            .expect("the probe loads"),
+    );
+    let log = common::Captured::default();
+    let writer = log.clone();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Inside a task, as a worker runs a call in place: not handed to another thread.
+    let task = tokio.spawn(async move {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            probe.reconcile(request(), view()).map(|_| ())
+        })
+    });
+    let called = tokio.block_on(task);
+    assert!(
+        matches!(called, Ok(Ok(()))),
+        "the call on a worker thread: {called:?}"
+    );
+    let log = log.text();
+    assert!(
+        log.contains("wasi-probe stdout default/t1"),
+        "not in the host log:\n{log}"
+    );
+}

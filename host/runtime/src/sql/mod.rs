@@ -208,7 +208,7 @@ impl Databases {
             let _ = tx.send(result);
         });
         // The task enforces the timeout; the margin only covers a runtime too busy to run it.
-        match rx.recv_timeout(timeout + Duration::from_secs(1)) {
+        match crate::blocking::wait(|| rx.recv_timeout(timeout + Duration::from_secs(1))) {
             Ok(result) => result,
             Err(RecvTimeoutError::Timeout) => {
                 Err(error(format!("no answer within {timeout:?}"), true))
