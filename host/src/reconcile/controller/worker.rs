@@ -95,12 +95,20 @@ pub(super) struct Worker {
     pub(super) clock: Clock,
 }
 
-/// Calls expected to take less than this run on the worker's own thread; longer ones are
-/// handed to another ([`sandboxed_call`]). Tokio's guidance for time between awaits is 10 to
-/// 100 µs; a typical reconcile call takes 30 to 80 µs (`benches/dispatch.rs`).
-const INLINE_UNDER: std::time::Duration = std::time::Duration::from_micros(100);
+/// Calls expected to hold the thread for less CPU time than this run on the worker's own
+/// thread; longer ones are handed to another ([`sandboxed_call`]), which costs two thread
+/// wake-ups per call: on two busy cores, converging 5,000 VirtualMachines took 1.2-1.4x the CPU
+/// of the same calls run in place (`benches/convergence`, `docs/performance.md`). A reconcile
+/// call takes 20 to 80 µs alone and 100 to 300 µs on a loaded machine, where its pages are cold;
+/// tokio's guidance for time between awaits is 10 to 100 µs, and a call in place holds only its
+/// own worker (the others steal its tasks). CPU time, not the clock: preemption on a busy
+/// machine stretches any call's wall time and would hand off every call after it, and a call
+/// that waits (a query, a WASI write, an instance of the pool) moves off the worker itself while
+/// it waits (`wasmctrl_runtime`'s `blocking`).
+const INLINE_UNDER: std::time::Duration = std::time::Duration::from_micros(500);
 
-/// How long a worker's sandboxed calls have lately taken, as a decaying maximum (nanoseconds):
+/// How much CPU time a worker's sandboxed calls have lately taken, as a decaying maximum
+/// (nanoseconds):
 /// one slow call counts at once, and its weight fades by an eighth with each call after it, so a
 /// plugin that turned slow is handed off from its next call on and is run in place again only
 /// after a run of short calls. It starts at the threshold: a plugin's first call is handed off.
@@ -419,12 +427,17 @@ impl Worker {
         let view: Arc<dyn View> = self.caches.clone();
         let sandboxed = plugin.clone();
         let called = move || {
-            let started = std::time::Instant::now();
-            (sandboxed.reconcile(request, view), started.elapsed())
+            let (started, cpu) = (std::time::Instant::now(), thread_cpu_time());
+            let result = sandboxed.reconcile(request, view);
+            (
+                result,
+                started.elapsed(),
+                thread_cpu_time().saturating_sub(cpu),
+            )
         };
         match sandboxed_call(called, self.call_time.short()).await {
-            Ok((result, took)) => {
-                self.call_time.record(took);
+            Ok((result, took, cpu)) => {
+                self.call_time.record(cpu);
                 self.metrics.sandbox_call(&plugin.manifest().name, took);
                 Some(result)
             }
@@ -517,6 +530,16 @@ impl Worker {
     }
 }
 
+/// The CPU time this thread has used (zero where the clock cannot be read, which makes every
+/// call count as short: the same as before calls were judged).
+fn thread_cpu_time() -> std::time::Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    std::time::Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or_default(),
+        u32::try_from(t.tv_nsec).unwrap_or_default(),
+    )
+}
+
 /// Runs one sandboxed call (CPU-bound, bounded by the plugin's deadline) off the async code's
 /// way, unless it is expected to be `short`: then on the worker's own thread, as any short
 /// piece of async code runs.
@@ -557,13 +580,13 @@ mod tests {
         assert!(calls.short(), "short calls run in place");
         calls.record(Duration::from_millis(200));
         assert!(!calls.short(), "one slow call: the next is handed off");
-        // Its weight fades by an eighth per call: 200 ms to under 100 µs takes 57 short calls.
+        // Its weight fades by an eighth per call: 200 ms to under 500 µs takes 45 short calls.
         let mut short_calls = 0;
         while !calls.short() {
             calls.record(Duration::from_micros(40));
             short_calls += 1;
         }
-        assert_eq!(short_calls, 57);
+        assert_eq!(short_calls, 45);
         calls.record(INLINE_UNDER);
         assert!(
             !calls.short(),
