@@ -108,10 +108,10 @@ pub(super) struct Worker {
 const INLINE_UNDER: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// How much CPU time a worker's sandboxed calls have lately taken, as a decaying maximum
-/// (nanoseconds):
-/// one slow call counts at once, and its weight fades by an eighth with each call after it, so a
-/// plugin that turned slow is handed off from its next call on and is run in place again only
-/// after a run of short calls. It starts at the threshold: a plugin's first call is handed off.
+/// (nanoseconds): one slow call counts at once, and its weight fades by an eighth with each call
+/// after it, so a plugin that turned slow is handed off from its next call on and is run in
+/// place again only after a run of short calls. It starts at the threshold: a plugin's first
+/// call is handed off.
 pub(super) struct CallTime(AtomicU64);
 
 impl Default for CallTime {
