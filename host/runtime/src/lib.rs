@@ -621,6 +621,13 @@ impl Plugin {
         self.memory_peak.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether its calls may wait in WASI ([`WAITING_WASI`]), so that each call moves off an
+    /// async runtime's worker thread first: a caller deciding where to run a call need not
+    /// count it among the calls run in place.
+    pub fn waits_in_wasi(&self) -> bool {
+        self.waits_in_wasi
+    }
+
     /// The per-call deadline this version runs under.
     pub fn deadline(&self) -> Duration {
         self.deadline

@@ -182,3 +182,23 @@ fn a_wasi_plugin_writes_its_output_when_called_on_a_runtime_worker_thread() {
         "not in the host log:\n{log}"
     );
 }
+
+/// A worker runs a plugin's short calls in place and counts them, leaving one runtime thread to
+/// the other tasks; a plugin whose calls may wait in WASI moves each call off the worker itself,
+/// so the worker must be able to tell it apart and not count that call as one in place.
+#[test]
+fn a_plugin_says_whether_its_calls_may_wait_in_wasi() {
+    let rt = Runtime::new(Config::default()).unwrap();
+    let load = |name: &str| {
+        rt.load(&format!("{name}.wasm"), &common::plugin_bytes(name), "{}")
+            .unwrap_or_else(|e| panic!("{name} loads: {e}"))
+    };
+    assert!(
+        load("wasi-probe").waits_in_wasi(),
+        "wasi-probe imports wasi:io streams"
+    );
+    assert!(
+        !load("trivial").waits_in_wasi(),
+        "trivial is built for wasm32-unknown-unknown and imports no WASI"
+    );
+}

@@ -435,7 +435,11 @@ impl Worker {
                 thread_cpu_time().saturating_sub(cpu),
             )
         };
-        match sandboxed_call(called, self.call_time.short()).await {
+        // A call that moves itself off the worker (it may wait in WASI) is not run in place:
+        // counted among the calls in place, it would keep another plugin's short call from
+        // running so while it runs elsewhere.
+        let short = self.call_time.short() && !plugin.waits_in_wasi();
+        match sandboxed_call(called, short).await {
             Ok((result, took, cpu)) => {
                 self.call_time.record(cpu);
                 self.metrics.sandbox_call(&plugin.manifest().name, took);
