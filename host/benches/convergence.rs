@@ -62,12 +62,15 @@ const STORM: usize = 10;
 // ---------------------------------------------------------------------------------------------
 // Counting what a client sends.
 
-/// Requests of one kind: how many, request and response body bytes.
+/// Requests of one kind: how many, request and response body bytes, how many the server
+/// answered with an error, and the seconds spent waiting for their responses' heads.
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
     count: u64,
     sent: u64,
     received: u64,
+    failed: u64,
+    waited: f64,
 }
 
 /// Requests by (verb, path shape with query keys).
@@ -75,10 +78,12 @@ struct Tally {
 struct Requests(Mutex<BTreeMap<(String, String), Tally>>);
 
 impl Requests {
-    fn record(&self, key: (String, String), sent: u64, received: u64) {
+    fn record(&self, key: (String, String), sent: u64, received: u64, failed: bool, waited: f64) {
         let mut map = self.0.lock().unwrap();
         let t = map.entry(key).or_default();
         t.count += 1;
+        t.failed += u64::from(failed);
+        t.waited += waited;
         t.sent += sent;
         t.received += received;
     }
@@ -181,10 +186,12 @@ where
         let sent = req.body().size_hint().exact().unwrap_or(0);
         let requests = self.requests.clone();
         let response = self.inner.call(req);
+        let start = std::time::Instant::now();
         Box::pin(async move {
             let resp = response.await?;
             let received = resp.body().size_hint().exact().unwrap_or(0);
-            requests.record(key, sent, received);
+            let failed = !resp.status().is_success();
+            requests.record(key, sent, received, failed, start.elapsed().as_secs_f64());
             Ok(resp)
         })
     }
@@ -559,8 +566,12 @@ fn print_requests(label: &str, last: Option<&BTreeMap<(String, String), Tally>>)
     );
     for ((verb, shape), t) in last {
         println!(
-            "    {:>7} {:>9} B {:>11} B  {verb:<12} {shape}",
-            t.count, t.sent, t.received
+            "    {:>7} {:>9} B {:>11} B {:>5} failed {:>8.3} ms mean  {verb:<12} {shape}",
+            t.count,
+            t.sent,
+            t.received,
+            t.failed,
+            t.waited * 1e3 / t.count.max(1) as f64
         );
     }
 }
