@@ -13,6 +13,13 @@
 //!   show the change.
 //! - **Join**: a replica started beside the survivors; the fraction of keys whose owner changed
 //!   (from the Leases' slots and the VMs' uids).
+//! - **Native**: as many processes of the controller one would otherwise write (this binary
+//!   again, running `support::native_vm`'s kube-runtime controller, 4 workers each), sharing the
+//!   keys by the same rule: process `i` of `n` takes the `i`-th `n`th of the slots and lists and
+//!   watches with their `shardSelector`, fixed (no membership). Every VM's spec changed again,
+//!   then they start; the same figures. Each pass flips every VM between `start` and `stop`, so
+//!   every reconcile of either side is a status patch and one Event, as in `convergence`.
+//!   Controller CPU is the processes' own (start-up included), API server CPU this process's.
 //!
 //! From the replicas' cached objects and memory it fits resident bytes per cached object, and
 //! prints the estimate for 1,000,000 objects over 16 replicas.
@@ -38,14 +45,19 @@ use wasmctrl::replicas::sharding::{SLOTS, SlotSet, slot_of};
 use wasmctrl_core::shard::hash;
 
 use common::process::{Process, wait_for};
-use common::vms::{resource, set_cpu};
-use support::{env_or, mib, rss, run_host_with, serve};
+use common::vms::{merge_spec, resource, set_cpu};
+use support::native_vm::{Events, start_native};
+use support::{cpu_seconds, env_or, mib, process_cpu_seconds, rss, run_host_with, serve};
 
 const NAMESPACES: usize = 1000;
 const GROUP: &str = "sharding.wasmctrl.dev/group=wasmctrl";
 const CACHED: &str = r#"wasmctrl_cached_objects{kind="cloudnative.tw/v1alpha1/VirtualMachine"}"#;
 const OWNED: &str = r#"wasmctrl_shard_owned_keys{controller="virtualmachine"}"#;
 const SAMPLE: usize = 1000;
+/// Concurrent reconciles of a native process (the host's default).
+const NATIVE_WORKERS: u16 = 4;
+/// Set in a native process's environment: `<i>/<n>`, its place among `n`.
+const NATIVE_SHARD: &str = "WASMCTRL_BENCH_NATIVE_SHARD";
 
 type Key = (String, String);
 
@@ -130,9 +142,15 @@ impl Drop for Converged {
 }
 
 /// A shard member over `plugins`, logging to `log` (no per-reconcile records: 100,000 of them
-/// would cost the host more than its work).
+/// would cost the host more than its work), serving no webhooks (replicas on one machine
+/// cannot all bind `:9443`).
 fn member(kubeconfig: &Path, plugins: &Path, log: std::path::PathBuf) -> Process {
-    let args = ["--metrics-secure=false", "--sharding"];
+    let args = [
+        "--metrics-secure=false",
+        "--sharding",
+        "--webhook-bind-address",
+        "0",
+    ];
     run_host_with(kubeconfig, plugins, &args, &[("RUST_LOG", "info")], log)
 }
 
@@ -181,7 +199,10 @@ async fn settled(client: &kube::Client, live: &[String]) -> BTreeMap<String, Slo
         if claims.len() == live.len() && union.len() == SLOTS && even {
             return claims;
         }
-        assert!(started.elapsed() < Duration::from_secs(180), "{claims:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "{claims:?} of {live:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -194,6 +215,77 @@ fn owner_of(claims: &BTreeMap<String, SlotSet>, uid: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Gives every VM in `which` CPU `cpu` and the action its parity picks (even: `start`, odd:
+/// `stop`), so that each pass changes every VM's phase: its reconcile patches the status and
+/// records an Event.
+async fn change(client: &kube::Client, which: &[Key], cpu: i64) {
+    let action = if cpu % 2 == 0 { "start" } else { "stop" };
+    merge_spec(
+        client,
+        which,
+        json!({"resource": {"cpu": cpu}, "action": action}),
+    )
+    .await;
+}
+
+/// The slots native process `i` of `n` takes: the `i`-th of `n` equal runs.
+fn native_slots(i: usize, n: usize) -> SlotSet {
+    let mut slots = SlotSet::default();
+    (i * SLOTS / n..(i + 1) * SLOTS / n).for_each(|s| slots.insert(s));
+    slots
+}
+
+/// Native process `i` of `n` over the API server `kubeconfig` names, logging to `log`.
+fn native_member(kubeconfig: &Path, i: usize, n: usize, log: std::path::PathBuf) -> Process {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .env(NATIVE_SHARD, format!("{i}/{n}"))
+        .env("KUBECONFIG", kubeconfig);
+    Process::spawn(command, log)
+}
+
+/// The body of a native process (`WASMCTRL_BENCH_NATIVE_SHARD=<i>/<n>`): the native controller
+/// over its slots' share of the VMs, until killed. Its lists and watches carry the slots'
+/// `shardSelector`, added to every GET as a native author would (kube-rs has no field for it).
+async fn native_process(place: &str) {
+    let (i, n) = place.split_once('/').unwrap();
+    let (i, n): (usize, usize) = (i.parse().unwrap(), n.parse().unwrap());
+    let selector = native_slots(i, n)
+        .selector(wasmctrl_core::shard::Field::Uid)
+        .unwrap()
+        .to_string();
+    let with_selector = move |mut request: http::Request<kube::client::Body>| {
+        if request.method() == http::Method::GET {
+            let added = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("shardSelector", &selector)
+                .finish();
+            let uri = request.uri();
+            let joined = match uri.query() {
+                Some(query) => format!("{}?{query}&{added}", uri.path()),
+                None => format!("{}?{added}", uri.path()),
+            };
+            let mut parts = uri.clone().into_parts();
+            parts.path_and_query = Some(joined.parse().unwrap());
+            *request.uri_mut() = http::Uri::from_parts(parts).unwrap();
+        }
+        request
+    };
+    let config = kube::Config::infer().await.unwrap();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&tower::util::MapRequestLayer::new(with_selector))
+        .build();
+    let (native, _) = start_native(client, Events::Direct, NATIVE_WORKERS);
+    // Freed memory handed back every 10 s, as the host does.
+    tokio::spawn(async {
+        loop {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            wasmctrl::memory::trim();
+        }
+    });
+    native.await.unwrap();
+}
+
 /// One replica's figures once converged.
 struct Replica {
     cached: f64,
@@ -204,7 +296,15 @@ struct Replica {
 struct Round {
     replicas: usize,
     convergence: Duration,
+    /// CPU seconds of the replicas together (start-up included) and of this process (the API
+    /// server, the driver's watch) from their start until converged; of the first, what the
+    /// replicas spent before serving their plugins (compiling them; 0 for native processes).
+    cpu: f64,
+    startup_cpu: f64,
+    server_cpu: f64,
     each: Vec<Replica>,
+    /// The native processes' figures, for the same count.
+    native: Option<Box<Round>>,
     takeover: Option<Duration>,
     sample: Option<Duration>,
     moved: f64,
@@ -215,7 +315,84 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(bench());
+    match std::env::var(NATIVE_SHARD) {
+        Ok(place) => rt.block_on(native_process(&place)),
+        Err(_) => rt.block_on(bench()),
+    }
+}
+
+/// CPU seconds `processes` have used so far, together.
+fn cpu_of(processes: &[Process]) -> f64 {
+    (processes.iter())
+        .map(|p| process_cpu_seconds(&p.pid().unwrap().to_string()))
+        .sum()
+}
+
+/// CPU seconds `hosts` had used, together, when each began serving its plugins (compiled
+/// them): what a replica spends before its first reconcile.
+async fn startup_cpu(hosts: &[Process]) -> f64 {
+    let mut at: Vec<Option<f64>> = vec![None; hosts.len()];
+    let started = Instant::now();
+    while at.iter().any(Option::is_none) {
+        for (host, at) in hosts.iter().zip(&mut at) {
+            if at.is_none() && host.log().contains("serving plugins") {
+                *at = Some(process_cpu_seconds(&host.pid().unwrap().to_string()));
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "plugins not served"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    at.into_iter().flatten().sum()
+}
+
+/// `n` native processes converging every VM after a pass that changed them to `cpu`; their
+/// figures.
+async fn native_round(
+    client: &kube::Client,
+    kubeconfig: &Path,
+    keys: &[Key],
+    n: usize,
+    cpu: i64,
+    mut log: impl FnMut() -> std::path::PathBuf,
+) -> Round {
+    change(client, keys, cpu).await;
+    let converged = Converged::watch(client, cpu).await;
+    let server_before = cpu_seconds();
+    let started = Instant::now();
+    let natives: Vec<Process> = (0..n)
+        .map(|i| native_member(kubeconfig, i, n, log()))
+        .collect();
+    converged.wait(keys, Duration::from_secs(1800)).await;
+    let convergence = started.elapsed();
+    let (cpu, server_cpu) = (cpu_of(&natives), cpu_seconds() - server_before);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let each = (natives.iter())
+        .map(|p| Replica {
+            cached: f64::NAN,
+            owned: f64::NAN,
+            rss: rss(&p.pid().unwrap().to_string()) as f64,
+        })
+        .collect();
+    println!(
+        "  {n} native process(es): converged in {:.1} s after start, {cpu:.1} s CPU",
+        convergence.as_secs_f64()
+    );
+    natives.into_iter().for_each(Process::kill);
+    Round {
+        replicas: n,
+        convergence,
+        cpu,
+        startup_cpu: 0.0,
+        server_cpu,
+        each,
+        native: None,
+        takeover: None,
+        sample: None,
+        moved: 0.0,
+    }
 }
 
 async fn bench() {
@@ -280,13 +457,19 @@ async fn bench() {
         dir.path().join(format!("host-{logs}.log"))
     };
     for (round, &replicas) in counts.iter().enumerate() {
-        let cpu = 10 + round as i64;
-        set_cpu(&client, &keys, cpu).await;
+        // Two passes a round (the host's, the native processes'), each flipping every VM.
+        let cpu = 10 + 2 * round as i64;
+        change(&client, &keys, cpu).await;
         let converged = Converged::watch(&client, cpu).await;
+        let server_before = cpu_seconds();
+        let started = Instant::now();
         let mut hosts: Vec<Process> = (0..replicas)
             .map(|_| member(&kubeconfig, &plugins, log()))
             .collect();
-        let convergence = converged.wait(&keys, Duration::from_secs(1800)).await;
+        let startup_cpu = startup_cpu(&hosts).await;
+        converged.wait(&keys, Duration::from_secs(1800)).await;
+        let convergence = started.elapsed();
+        let (host_cpu, server_cpu) = (cpu_of(&hosts), cpu_seconds() - server_before);
         let live: Vec<String> = hosts.iter().map(lease_of).collect();
         settled(&client, &live).await;
         // Freed memory handed back (the host does so every 10 s) before it is read.
@@ -337,10 +520,15 @@ async fn bench() {
         for host in hosts {
             host.terminate();
         }
+        let native = native_round(&client, &kubeconfig, &keys, replicas, cpu + 1, &mut log).await;
         rounds.push(Round {
             replicas,
             convergence,
+            cpu: host_cpu,
+            startup_cpu,
+            server_cpu,
             each,
+            native: Some(Box::new(native)),
             takeover,
             sample,
             moved,
@@ -389,6 +577,30 @@ fn report(rounds: &[Round], objects: usize, list_bytes: f64) {
                 mib(e.rss)
             );
         }
+    }
+    println!("  against as many native processes (the same slots each, fixed; start-up included):");
+    println!(
+        "  {:>8} {:>24} {:>24} {:>16} {:>24} {:>24}",
+        "replicas",
+        "converge s (ratio)",
+        "controller CPU s",
+        "of which start",
+        "API server CPU s",
+        "RSS MiB/process (max)"
+    );
+    for r in rounds {
+        let Some(n) = &r.native else { continue };
+        let max_rss = |r: &Round| mib(r.each.iter().map(|e| e.rss).fold(0.0, f64::max));
+        let pair = |w: f64, n: f64| format!("{w:.1} / {n:.1} ({:.2}x)", w / n);
+        println!(
+            "  {:>8} {:>24} {:>24} {:>16.1} {:>24} {:>24}",
+            r.replicas,
+            pair(r.convergence.as_secs_f64(), n.convergence.as_secs_f64()),
+            pair(r.cpu, n.cpu),
+            r.startup_cpu,
+            pair(r.server_cpu, n.server_cpu),
+            pair(max_rss(r), max_rss(n)),
+        );
     }
     // Resident bytes = fixed + per object x cached, fitted over every replica measured.
     let points: Vec<(f64, f64)> = (rounds.iter())

@@ -27,20 +27,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
-use kube::{Resource as _, ResourceExt as _};
+use kube::ResourceExt as _;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
-use virtualmachine::{VirtualMachine, desired_status, reports};
+use virtualmachine::VirtualMachine;
 use wasmctrl::runtime::Plugin;
 
 use super::common::process::Cluster;
+use super::support::native_vm::{Events, start_native};
 use super::support::{Figure, cpu_seconds, mib, process_cpu_seconds, rss, spread};
 use super::{Requests, Tally, WORKERS, counting, start_host};
 
@@ -51,15 +49,6 @@ pub enum VmSide {
     Wasmctrl,
     /// The native controller, recording its Events this way.
     Native(Events),
-}
-
-/// How the native controller records an Event.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Events {
-    /// Created directly: one POST per Event.
-    Direct,
-    /// Through kube-runtime's `Recorder` (series, and a cache swept on every Event).
-    Recorder,
 }
 
 impl VmSide {
@@ -155,137 +144,6 @@ async fn all_active(client: &kube::Client, n: usize, started: Instant) -> Vec<f6
     seen.into_values().collect()
 }
 
-/// The native controller's context.
-struct Native {
-    client: kube::Client,
-    events: EventSink,
-    reconciles: AtomicU64,
-}
-
-/// Where the native controller's Events go.
-enum EventSink {
-    Direct(Reporter),
-    Recorder(Recorder),
-}
-
-impl EventSink {
-    /// Records `event` about `vm`, best effort (as the host records events).
-    async fn publish(&self, client: &kube::Client, event: &Event, vm: &VirtualMachine) {
-        let regarding = vm.object_ref(&());
-        match self {
-            EventSink::Recorder(recorder) => {
-                let _ = recorder.publish(event, &regarding).await;
-            }
-            EventSink::Direct(reporter) => {
-                use k8s_openapi::api::events::v1::Event as KubeEvent;
-                let namespace = vm.namespace().unwrap_or_default();
-                let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                    jiff::Timestamp::now(),
-                );
-                let object = KubeEvent {
-                    metadata: kube::api::ObjectMeta {
-                        // Named as client-go's recorder and the host name theirs. (A
-                        // `generateName` of `"{vm}."` is refused by kube, which validates
-                        // the prefix as a DNS subdomain: it cannot end in a dot.)
-                        name: Some(format!("{}.{:x}", vm.name_any(), now.0.as_nanosecond())),
-                        namespace: Some(namespace.clone()),
-                        ..Default::default()
-                    },
-                    event_time: Some(now),
-                    action: Some(event.action.clone()),
-                    note: event.note.clone(),
-                    reason: Some(event.reason.clone()),
-                    regarding: Some(regarding),
-                    reporting_controller: Some(reporter.controller.clone()),
-                    reporting_instance: reporter.instance.clone(),
-                    type_: Some("Normal".into()),
-                    ..Default::default()
-                };
-                let api: Api<KubeEvent> = Api::namespaced(client.clone(), &namespace);
-                // Best effort, as the host records events; a refused one fails the round
-                // (`round` checks that no request failed).
-                let _ = api.create(&Default::default(), &object).await;
-            }
-        }
-    }
-}
-
-async fn native_reconcile(
-    vm: Arc<VirtualMachine>,
-    ctx: Arc<Native>,
-) -> Result<Action, kube::Error> {
-    ctx.reconciles.fetch_add(1, Ordering::Relaxed);
-    let desired = desired_status(&vm);
-    let current = vm.status.clone().unwrap_or_default();
-    if reports(&current, &desired) {
-        return Ok(Action::await_change());
-    }
-    let mut status = desired;
-    status.last_update_time = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let api: Api<VirtualMachine> =
-        Api::namespaced(ctx.client.clone(), &vm.namespace().unwrap_or_default());
-    let ops: json_patch::Patch =
-        serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}])).unwrap();
-    api.patch_status(
-        &vm.name_any(),
-        &PatchParams::default(),
-        &Patch::<()>::Json(ops),
-    )
-    .await?;
-    if current.phase != status.phase {
-        let event = Event {
-            type_: EventType::Normal,
-            reason: status.phase.clone(),
-            note: Some(format!("{} is {}", vm.name_any(), status.phase)),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        ctx.events.publish(&ctx.client, &event, &vm).await;
-    }
-    Ok(Action::await_change())
-}
-
-fn native_error(_: Arc<VirtualMachine>, _: &kube::Error, _: Arc<Native>) -> Action {
-    Action::requeue(Duration::from_millis(100))
-}
-
-/// The native controller, running until the returned task is aborted, and its cache.
-fn start_native(
-    client: kube::Client,
-    events: Events,
-) -> (
-    tokio::task::JoinHandle<()>,
-    reflector::Store<VirtualMachine>,
-) {
-    let api: Api<VirtualMachine> = Api::all(client.clone());
-    let (reader, writer) = reflector::store();
-    let trigger = watcher::watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
-    let reporter = Reporter {
-        controller: "native/virtualmachine".into(),
-        instance: Some("bench".into()),
-    };
-    let events = match events {
-        Events::Direct => EventSink::Direct(reporter),
-        Events::Recorder => EventSink::Recorder(Recorder::new(client.clone(), reporter)),
-    };
-    let ctx = Arc::new(Native {
-        events,
-        client,
-        reconciles: AtomicU64::new(0),
-    });
-    let run = Controller::for_stream(trigger, reader.clone())
-        .with_config(controller::Config::default().concurrency(WORKERS))
-        .run(native_reconcile, native_error, ctx)
-        .for_each(|_| async {});
-    (tokio::spawn(run), reader)
-}
-
 /// Seconds from `started` until the host's caches hold their first full lists.
 async fn host_synced(host: &wasmctrl::reconcile::controller::Manager, started: Instant) -> f64 {
     // The host says which caches are still listing; a 5 ms poll is well under the times read.
@@ -346,7 +204,7 @@ pub async fn round(side: VmSide, plugin: &Arc<Plugin>, n: usize) -> Round {
             (Some(host), None, synced)
         }
         VmSide::Native(events) => {
-            let (native, reader) = start_native(client, events);
+            let (native, reader) = start_native(client, events, WORKERS);
             let synced = native_synced(&reader, started).await;
             (None, Some(native), synced)
         }

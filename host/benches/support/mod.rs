@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod native_vm;
+
 use std::path::{Path, PathBuf};
 
 use wasmctrl::apiserver::{ApiServer, HttpServer};

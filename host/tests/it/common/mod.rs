@@ -163,12 +163,22 @@ pub mod vms {
 
     /// Sets the CPUs of every VM `which` names (`(namespace, name)`), 32 patches at a time.
     pub async fn set_cpu(client: &kube::Client, which: &[(String, String)], cpu: i64) {
+        merge_spec(client, which, json!({"resource": {"cpu": cpu}})).await;
+    }
+
+    /// Merges `spec` into the spec of every VM `which` names, 32 patches at a time.
+    pub async fn merge_spec(
+        client: &kube::Client,
+        which: &[(String, String)],
+        spec: serde_json::Value,
+    ) {
+        let patch = json!({ "spec": spec });
         futures::stream::iter(which.iter().cloned())
             .map(|(ns, name)| {
                 let api = api(client, &ns);
+                let patch = &patch;
                 async move {
-                    let patch = json!({"spec": {"resource": {"cpu": cpu}}});
-                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                         .await
                         .expect("patch a VirtualMachine");
                 }
