@@ -103,7 +103,13 @@ async fn an_event_the_server_refuses_leaves_the_reconcile_and_its_status_write_s
         sample(&host, failed).filter(|n| *n >= 3.0)
     })
     .await;
-    let counts = host.counts("warn-refused").unwrap();
+    // An Event is refused during its reconcile, which is counted once it has ended: wait for
+    // three reconciles to have ended, not just for their Events to have been refused.
+    let counts = common::eventually(20, "three reconciles to end", || async {
+        host.counts("warn-refused")
+            .filter(|c| c.requeue + c.error >= 3)
+    })
+    .await;
     host.shutdown(Duration::from_secs(5)).await;
 
     assert_eq!(counts.error, 0, "no reconcile failed: {counts:?}");
