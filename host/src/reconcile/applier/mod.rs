@@ -149,13 +149,14 @@ impl<F> BuildRequest for F where
 }
 
 /// What a status write's response is read for: the version it produced, and the status as the
-/// server stored it (to tell whether it pruned fields the plugin wrote).
+/// server stored it (to tell whether it pruned fields the plugin wrote), left as text: it is
+/// parsed only when it differs from what was sent.
 #[derive(Deserialize)]
-struct StatusResponse {
+struct StatusResponse<'a> {
     #[serde(default)]
     metadata: ResponseMeta,
-    #[serde(default)]
-    status: Option<Value>,
+    #[serde(default, borrow)]
+    status: Option<&'a RawValue>,
 }
 
 /// The fields of `sent` (a status) that `stored` lacks, as `.status.a.b` paths: what the API
@@ -203,14 +204,18 @@ fn changed(before: Option<&str>, after: &str) -> bool {
     before != Some(after)
 }
 
-/// The `status` of an object's JSON, without building the rest of it.
-fn status_of(json: &str) -> Option<Value> {
+/// The `status` of an object's JSON as it is written there, without building any of it.
+///
+/// The cache holds objects as the host serialized them, compactly and with sorted keys, as
+/// `Value::to_string` writes a status: so the text equals a status's `to_string` exactly when
+/// the values are equal (`1` and `1.0` differ in both).
+fn status_of(json: &str) -> Option<&str> {
     #[derive(Deserialize)]
-    struct Status {
-        #[serde(default)]
-        status: Option<Value>,
+    struct Status<'a> {
+        #[serde(default, borrow)]
+        status: Option<&'a RawValue>,
     }
-    serde_json::from_str::<Status>(json).ok()?.status
+    Some(serde_json::from_str::<Status<'_>>(json).ok()?.status?.get())
 }
 
 /// A kind's discovered resource and whether it is namespaced, once some worker has found it.
@@ -685,9 +690,17 @@ mod tests {
         let object = json!({"apiVersion": "example.com/v1", "kind": "Thing",
             "metadata": {"name": "a", "labels": {"x": "y"}},
             "spec": {"value": 1}, "status": {"phase": "Ready", "observedGeneration": 2}});
-        assert_eq!(
-            status_of(&object.to_string()),
-            Some(json!({"phase": "Ready", "observedGeneration": 2}))
+        let json = object.to_string();
+        let status = json!({"phase": "Ready", "observedGeneration": 2});
+        assert_eq!(status_of(&json), Some(status.to_string().as_str()));
+        // The text compares as the values do: a float is not the integer it equals.
+        assert_ne!(
+            status_of(&json),
+            Some(
+                json!({"phase": "Ready", "observedGeneration": 2.0})
+                    .to_string()
+                    .as_str()
+            )
         );
         assert_eq!(status_of(r#"{"metadata": {"name": "a"}}"#), None);
         assert_eq!(status_of(r#"{"status": null}"#), None);

@@ -42,11 +42,23 @@ impl Applier {
         verb: &'static str,
         build: impl BuildRequest,
     ) -> Result<R, kube::Error> {
+        let text = self.send_text(api, verb, build).await?;
+        serde_json::from_str(&text).map_err(kube::Error::SerdeError)
+    }
+
+    /// Sends a request built against `api` and returns the response's body, for a reader that
+    /// parses only part of it.
+    pub(super) async fn send_text(
+        &self,
+        api: &Api<DynamicObject>,
+        verb: &'static str,
+        build: impl BuildRequest,
+    ) -> Result<String, kube::Error> {
         let mut request = build(&kube::core::Request::new(api.resource_url()))
             .map_err(kube::Error::BuildRequest)?;
         request.extensions_mut().insert(verb);
         // The client the Api was made with: the plugin's.
-        api.clone().into_client().request(request).await
+        api.clone().into_client().request_text(request).await
     }
 
     pub(super) fn remember(

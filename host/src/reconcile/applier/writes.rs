@@ -150,10 +150,12 @@ impl Applier {
         let Some(object) = subject.object else {
             return Ok(false);
         };
-        if status_of(&object.json).as_ref() == Some(status) {
+        // Compact with sorted keys, as the cache holds objects and the API server writes them.
+        let status_json = status.to_string();
+        if status_of(&object.json) == Some(status_json.as_str()) {
             return Ok(false);
         }
-        let status_hash = hash_of(&status.to_string());
+        let status_hash = hash_of(&status_json);
         let (namespace, name) = (object.key.namespace(), object.key.name());
         let to = WrittenTo::status(subject.manifest.kind(), namespace, name);
         if self
@@ -163,26 +165,34 @@ impl Applier {
             return Ok(false);
         }
         let (api, label) = self.subject_api(subject).await?;
-        let ops: json_patch::Patch =
-            serde_json::from_value(json!([{"op": "add", "path": "/status", "value": status}]))
-                .map_err(|e| Error::Malformed {
-                    target: label.clone(),
-                    message: e.to_string(),
-                })?;
         let params = PatchParams {
             field_manager: Some(subject.manifest.field_manager()),
             ..Default::default()
         };
-        let patch = Patch::<()>::Json(ops);
+        // One operation replacing the whole status, written around the text above: a
+        // `json_patch::Patch` would hold a copy of the status and serialize it again. kube builds
+        // the request (URL, query, content type) for an empty patch, whose body this replaces.
+        let body =
+            format!(r#"[{{"op":"add","path":"/status","value":{status_json}}}]"#).into_bytes();
+        let empty = Patch::<()>::Json(json_patch::Patch(Vec::new()));
         let result = self
-            .send(&api, "patch_subresource", |r| {
-                r.patch_subresource("status", object.key.name(), &params, &patch)
+            .send_text(&api, "patch_subresource", |r| {
+                r.patch_subresource("status", object.key.name(), &params, &empty)
+                    .map(|request| request.map(|_| body))
             })
             .await;
-        let written: StatusResponse = self.map(result, &label, "update status")?;
-        let pruned = pruned_fields(status, written.status.as_ref().unwrap_or(&Value::Null));
-        if !pruned.is_empty() {
-            self.report_pruned(subject, &label, &pruned).await;
+        let text = self.map(result, &label, "update status")?;
+        let parsed = serde_json::from_str(&text).map_err(kube::Error::SerdeError);
+        let written: StatusResponse<'_> = self.map(parsed, &label, "update status")?;
+        // The server writes a status back as it was sent unless it pruned or rewrote some of
+        // it: only then is it parsed and compared field by field.
+        let stored = written.status.map(RawValue::get);
+        if stored != Some(status_json.as_str()) {
+            let stored = stored.and_then(|s| serde_json::from_str(s).ok());
+            let pruned = pruned_fields(status, stored.as_ref().unwrap_or(&Value::Null));
+            if !pruned.is_empty() {
+                self.report_pruned(subject, &label, &pruned).await;
+            }
         }
         let after = written.metadata.resource_version.unwrap_or_default();
         let before = object.resource_version.to_string();
