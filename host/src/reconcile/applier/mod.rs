@@ -481,7 +481,7 @@ impl Applier {
                 },
             });
         };
-        let owner_uid = owner.meta().uid;
+        let owner_uid = owner.uid();
         for key in informer.children_of(&owner_uid) {
             let controlled = informer.get(&key).is_some_and(|child| {
                 !child.deleting

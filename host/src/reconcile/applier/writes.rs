@@ -314,7 +314,7 @@ impl Applier {
             kind: Some(kind.kind.clone()),
             namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
             name: Some(object.key.name().to_owned()),
-            uid: Some(object.meta().uid),
+            uid: Some(object.uid()),
             ..ObjectReference::default()
         };
         let controller = reporting_controller(plugin);

@@ -281,6 +281,24 @@ impl Entry {
             .unwrap_or_default()
     }
 
+    /// `metadata.uid`, parsed from the JSON without building the rest of the metadata (an event
+    /// about the object, an owner reference to it); empty if it has none.
+    pub fn uid(&self) -> String {
+        #[derive(Deserialize)]
+        struct Object<'a> {
+            #[serde(default, borrow)]
+            metadata: Uid<'a>,
+        }
+        #[derive(Default, Deserialize)]
+        struct Uid<'a> {
+            #[serde(default, borrow)]
+            uid: std::borrow::Cow<'a, str>,
+        }
+        serde_json::from_str::<Object<'_>>(&self.json)
+            .map(|o| o.metadata.uid.into_owned())
+            .unwrap_or_default()
+    }
+
     /// Its shard slot, as an object of a reconciled kind in a shard group: by its uid's hash or
     /// its key's namespace, as `shards` places keys.
     pub fn slot(&self, shards: &Shards) -> usize {
@@ -841,6 +859,7 @@ mod tests {
         );
         let meta = entry.meta();
         assert_eq!(meta.uid, "u-1");
+        assert_eq!(entry.uid(), "u-1");
         assert_eq!(meta.labels["tier"], "a \"quoted\" value");
         assert_eq!(meta.annotations["note"], "x");
         assert_eq!(meta.finalizers, ["example.com/f"]);
@@ -861,6 +880,7 @@ mod tests {
             .unwrap(),
         );
         assert_eq!(bare.meta(), Meta::default());
+        assert_eq!(bare.uid(), "");
         assert!(bare.owners().is_empty());
     }
 
