@@ -47,7 +47,7 @@ use wasmctrl_core::shard::hash;
 use common::process::{Process, wait_for};
 use common::vms::{merge_spec, resource, set_cpu};
 use support::native_vm::{Events, start_native};
-use support::{cpu_seconds, env_or, mib, process_cpu_seconds, rss, run_host_with, serve};
+use support::{anon, cpu_seconds, env_or, mib, process_cpu_seconds, rss, run_host_with, serve};
 
 const NAMESPACES: usize = 1000;
 const GROUP: &str = "sharding.wasmctrl.dev/group=wasmctrl";
@@ -291,6 +291,8 @@ struct Replica {
     cached: f64,
     owned: f64,
     rss: f64,
+    /// Of `rss`, the anonymous part (without the binary's code pages).
+    anon: f64,
 }
 
 struct Round {
@@ -374,6 +376,7 @@ async fn native_round(
             cached: f64::NAN,
             owned: f64::NAN,
             rss: rss(&p.pid().unwrap().to_string()) as f64,
+            anon: anon(&p.pid().unwrap().to_string()) as f64,
         })
         .collect();
     println!(
@@ -479,6 +482,7 @@ async fn bench() {
                 cached: h.sample(CACHED).unwrap_or(0.0),
                 owned: h.sample(OWNED).unwrap_or(0.0),
                 rss: rss(&h.pid().unwrap().to_string()) as f64,
+                anon: anon(&h.pid().unwrap().to_string()) as f64,
             })
             .collect();
         println!(
@@ -540,13 +544,14 @@ async fn bench() {
 
 fn report(rounds: &[Round], objects: usize, list_bytes: f64) {
     let single = rounds.iter().find(|r| r.replicas == 1);
-    let base = single.map(|r| (r.each[0].cached, r.each[0].rss));
+    let base = single.map(|r| (r.each[0].cached, r.each[0].rss, r.each[0].anon));
     println!(
-        "  {:>8} {:>12} {:>22} {:>22} {:>10} {:>10} {:>8}",
+        "  {:>8} {:>12} {:>22} {:>22} {:>22} {:>10} {:>10} {:>8}",
         "replicas",
         "converge s",
         "cached/replica (max)",
         "RSS MiB/replica (max)",
+        "anon MiB/replica (max)",
         "takeover s",
         "1,000 s",
         "moved"
@@ -554,15 +559,18 @@ fn report(rounds: &[Round], objects: usize, list_bytes: f64) {
     for r in rounds {
         let max_cached = r.each.iter().map(|e| e.cached).fold(0.0, f64::max);
         let max_rss = r.each.iter().map(|e| e.rss).fold(0.0, f64::max);
+        let max_anon = r.each.iter().map(|e| e.anon).fold(0.0, f64::max);
         let ratio = |v: f64, b: Option<f64>| b.map_or(String::new(), |b| format!(" {:.2}x", v / b));
         println!(
-            "  {:>8} {:>12.1} {:>13.0}{:<9} {:>13.1}{:<9} {:>10} {:>10} {:>7.1}%",
+            "  {:>8} {:>12.1} {:>13.0}{:<9} {:>13.1}{:<9} {:>13.1}{:<9} {:>10} {:>10} {:>7.1}%",
             r.replicas,
             r.convergence.as_secs_f64(),
             max_cached,
             ratio(max_cached, base.map(|b| b.0)),
             mib(max_rss),
             ratio(max_rss, base.map(|b| b.1)),
+            mib(max_anon),
+            ratio(max_anon, base.map(|b| b.2)),
             r.takeover
                 .map_or("-".into(), |d| format!("{:.1}", d.as_secs_f64())),
             r.sample
@@ -571,56 +579,55 @@ fn report(rounds: &[Round], objects: usize, list_bytes: f64) {
         );
         for (i, e) in r.each.iter().enumerate() {
             println!(
-                "           replica {i}: {:.0} cached, {:.0} owned, {:.1} MiB",
+                "           replica {i}: {:.0} cached, {:.0} owned, {:.1} MiB ({:.1} MiB anonymous)",
                 e.cached,
                 e.owned,
-                mib(e.rss)
+                mib(e.rss),
+                mib(e.anon)
             );
         }
     }
     println!("  against as many native processes (the same slots each, fixed; start-up included):");
     println!(
-        "  {:>8} {:>24} {:>24} {:>16} {:>24} {:>24}",
+        "  {:>8} {:>24} {:>24} {:>16} {:>24} {:>24} {:>24}",
         "replicas",
         "converge s (ratio)",
         "controller CPU s",
         "of which start",
         "API server CPU s",
-        "RSS MiB/process (max)"
+        "RSS MiB/process (max)",
+        "anon MiB/process (max)"
     );
     for r in rounds {
         let Some(n) = &r.native else { continue };
         let max_rss = |r: &Round| mib(r.each.iter().map(|e| e.rss).fold(0.0, f64::max));
+        let max_anon = |r: &Round| mib(r.each.iter().map(|e| e.anon).fold(0.0, f64::max));
         let pair = |w: f64, n: f64| format!("{w:.1} / {n:.1} ({:.2}x)", w / n);
         println!(
-            "  {:>8} {:>24} {:>24} {:>16.1} {:>24} {:>24}",
+            "  {:>8} {:>24} {:>24} {:>16.1} {:>24} {:>24} {:>24}",
             r.replicas,
             pair(r.convergence.as_secs_f64(), n.convergence.as_secs_f64()),
             pair(r.cpu, n.cpu),
             r.startup_cpu,
             pair(r.server_cpu, n.server_cpu),
             pair(max_rss(r), max_rss(n)),
+            pair(max_anon(r), max_anon(n)),
         );
     }
     // Resident bytes = fixed + per object x cached, fitted over every replica measured.
-    let points: Vec<(f64, f64)> = (rounds.iter())
-        .flat_map(|r| r.each.iter().map(|e| (e.cached, e.rss)))
-        .collect();
-    let n = points.len() as f64;
-    let (sx, sy) = points
-        .iter()
-        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
-    let (mx, my) = (sx / n, sy / n);
-    let sxx: f64 = points.iter().map(|(x, _)| (x - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-    if sxx > 0.0 {
-        let per_object = sxy / sxx;
-        let fixed = my - per_object * mx;
+    let replicas = || rounds.iter().flat_map(|r| r.each.iter());
+    if let Some((fixed, per_object)) = fit(replicas().map(|e| (e.cached, e.rss))) {
         let share = 1_000_000.0 / 16.0;
         println!(
             "  fit: resident = {:.1} MiB + {per_object:.0} bytes x cached objects ({objects} objects measured)",
             mib(fixed)
         );
+        if let Some((fixed, per_object)) = fit(replicas().map(|e| (e.cached, e.anon))) {
+            println!(
+                "  fit: anonymous = {:.1} MiB + {per_object:.0} bytes x cached objects",
+                mib(fixed)
+            );
+        }
         println!(
             "  estimate, 1,000,000 such objects over 16 replicas: {share:.0} cached each, {:.0} MiB resident each; its initial list {:.0} MiB; at 1,000 changes/s cluster-wide, {:.0} events/s and {:.0} KiB/s of watch per replica",
             mib(fixed + per_object * share),
@@ -629,4 +636,21 @@ fn report(rounds: &[Round], objects: usize, list_bytes: f64) {
             1000.0 / 16.0 * list_bytes / 1024.0
         );
     }
+}
+
+/// The least-squares line `y = fixed + slope * x` through `points`: `(fixed, slope)`, or `None`
+/// when every `x` is the same.
+fn fit(points: impl Iterator<Item = (f64, f64)>) -> Option<(f64, f64)> {
+    let points: Vec<(f64, f64)> = points.collect();
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = points.iter().map(|(x, _)| (x - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    (sxx > 0.0).then(|| {
+        let slope = sxy / sxx;
+        (my - slope * mx, slope)
+    })
 }

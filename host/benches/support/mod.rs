@@ -37,6 +37,19 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank - 1]
 }
 
+/// Resident anonymous bytes of process `pid` (`RssAnon` in /proc): what the process holds on its
+/// own, without the pages of files it maps (its binary's code, which processes of the same
+/// binary on one node share and the kernel can drop and read again).
+#[allow(dead_code)] // not every benchmark that includes this module reads it
+pub fn anon(pid: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: u64 = (status.lines())
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    kib * 1024
+}
+
 /// Resident bytes of process `pid` (`"self"` for this one), from /proc.
 pub fn rss(pid: &str) -> u64 {
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap_or_default();
