@@ -63,9 +63,10 @@ pub struct Note<'a> {
 /// kind, namespace, name and uid, packed into one allocation. Each field is written with its
 /// length (and whether it is there at all), so no two different keys pack alike.
 ///
-/// One allocation, not eight strings: the host keeps a series per object it recorded an event
-/// about for six minutes, so at 100,000 objects the eight strings and their map entry were
-/// about 800 bytes per object, a quarter of the host's memory per reconciled object.
+/// One allocation, not eight strings (and two more for the first event's name): the host keeps
+/// a series per object it recorded an event about for six minutes, and converging 100,000
+/// VirtualMachines the host held about 400 bytes per object more with them (resident added
+/// +280.6 against +240.9 MiB, `cargo bench --bench convergence`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct SeriesKey(Box<[u8]>);
 
