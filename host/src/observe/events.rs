@@ -32,6 +32,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::observe::metrics::Metrics;
+use crate::reconcile::applier::{BuildRequest, send_text};
 use wasmctrl_core::sync::lock;
 use wasmctrl_core::validation::EVENT_NOTE_MAX;
 
@@ -308,15 +309,10 @@ impl Recorders {
         client: &kube::Client,
         namespace: &str,
         verb: &'static str,
-        build: impl FnOnce(
-            &kube::core::Request,
-        ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        build: impl BuildRequest,
     ) -> Result<(), kube::Error> {
         let url = Event::url_path(&(), Some(namespace));
-        let mut request =
-            build(&kube::core::Request::new(url)).map_err(kube::Error::BuildRequest)?;
-        request.extensions_mut().insert(verb);
-        client.request_text(request).await.map(drop)
+        send_text(client, &url, verb, build).await.map(drop)
     }
 
     async fn create(

@@ -54,11 +54,9 @@ impl Applier {
         verb: &'static str,
         build: impl BuildRequest,
     ) -> Result<String, kube::Error> {
-        let mut request = build(&kube::core::Request::new(api.resource_url()))
-            .map_err(kube::Error::BuildRequest)?;
-        request.extensions_mut().insert(verb);
         // The client the Api was made with: the plugin's.
-        api.clone().into_client().request_text(request).await
+        let client = api.clone().into_client();
+        super::send_text(&client, api.resource_url(), verb, build).await
     }
 
     pub(super) fn remember(
