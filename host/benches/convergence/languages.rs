@@ -173,11 +173,13 @@ async fn converge(seeds: &[Seed], n: usize, rounds: usize) {
         for i in (0..seeds.len()).map(|i| (i + r) % seeds.len()) {
             let round = vm::round(vm::VmSide::Wasmctrl, &seeds[i].plugin, n).await;
             println!(
-                "  round {}: {}: all Active in {:.2} s, controller CPU {:.2} s, resident +{:.1} MiB",
+                "  round {}: {}: all Active in {:.2} s, controller CPU {:.2} s, API server CPU {:.2} s, \
+                 resident +{:.1} MiB",
                 r + 1,
                 seeds[i].language,
                 round.converge,
                 round.controller_cpu,
+                round.server_cpu,
                 mib(round.resident)
             );
             results[i].push(round);
