@@ -15,6 +15,7 @@
 //! A directory with a `pyproject.toml` instead is a Python plugin ([`python`]), one with a
 //! `package.json` a TypeScript (or JavaScript) one ([`typescript`]).
 
+pub mod immortal;
 pub mod python;
 pub mod toolchain;
 pub mod typescript;
@@ -180,6 +181,15 @@ pub enum Error {
         /// The core module's path.
         path: PathBuf,
         /// wit-component's error chain, on one line.
+        detail: String,
+    },
+    /// A componentize-py component's snapshot could not be read for its objects to be made
+    /// immortal ([`immortal`]).
+    #[error("plugin `{plugin}`: making the interpreter snapshot's objects immortal: {detail}")]
+    Immortal {
+        /// The plugin's name.
+        plugin: String,
+        /// What went wrong.
         detail: String,
     },
     /// Writing the component failed.
@@ -450,12 +460,14 @@ impl Scratch {
 }
 
 /// Builds `plugin` with another language's tool: `command` is given the scratch directory and
-/// the path the tool must write the component to, and returns the tool's command line; the
-/// component is then written to `<out_dir>/<plugin>.wasm`.
+/// the path the tool must write the component to, and returns the tool's command line;
+/// `finish` may then change the component's bytes and says how it was built (`Built::how`);
+/// the component is then written to `<out_dir>/<plugin>.wasm`.
 fn in_scratch(
     plugin: &str,
     out_dir: &Path,
     command: impl FnOnce(&Scratch, &Path) -> io::Result<Command>,
+    finish: impl FnOnce(&mut [u8]) -> Result<String, Error>,
 ) -> Result<Built, Error> {
     let scratch_error = |source| Error::Scratch {
         plugin: plugin.to_owned(),
@@ -472,11 +484,12 @@ fn in_scratch(
         .map_err(scratch_error)?;
     let mut cmd = command(&scratch, &component).map_err(scratch_error)?;
     run_tool(&mut cmd, plugin)?;
-    let bytes = fs::read(&component).map_err(|source| Error::Read {
+    let mut bytes = fs::read(&component).map_err(|source| Error::Read {
         krate: plugin.to_owned(),
         path: component.clone(),
         source,
     })?;
+    let how = finish(&mut bytes)?;
     let out = out_dir.join(format!("{plugin}.wasm"));
     write_atomically(&out, &bytes).map_err(|source| Error::Write {
         krate: plugin.to_owned(),
@@ -486,7 +499,7 @@ fn in_scratch(
     Ok(Built {
         path: out,
         size: bytes.len() as u64,
-        how: String::new(),
+        how,
     })
 }
 

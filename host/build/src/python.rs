@@ -129,22 +129,36 @@ impl Project {
 pub fn build(dir: &Path, out_dir: Option<&Path>) -> Result<Built, Error> {
     let project = Project::read(dir)?;
     let out_dir = out_dir.map_or_else(|| dir.join("target").join("plugins"), Path::to_path_buf);
-    let built = crate::in_scratch(&project.name, &out_dir, |scratch, component| {
-        let entry = scratch.entry_dir();
-        fs::create_dir_all(&entry)?;
-        fs::write(entry.join(format!("{ENTRY_MODULE}.py")), project.entry())?;
-        Ok(componentize_py(
-            &project,
-            dir,
-            &scratch.wit_dir(),
-            &entry,
-            component,
-        ))
-    })?;
-    Ok(Built {
-        how: "componentize-py".to_string(),
-        ..built
-    })
+    crate::in_scratch(
+        &project.name,
+        &out_dir,
+        |scratch, component| {
+            let entry = scratch.entry_dir();
+            fs::create_dir_all(&entry)?;
+            fs::write(entry.join(format!("{ENTRY_MODULE}.py")), project.entry())?;
+            Ok(componentize_py(
+                &project,
+                dir,
+                &scratch.wit_dir(),
+                &entry,
+                component,
+            ))
+        },
+        |component| {
+            let immortal =
+                crate::immortal::immortalize(component).map_err(|detail| Error::Immortal {
+                    plugin: project.name.clone(),
+                    detail,
+                })?;
+            Ok(match immortal {
+                Some(done) => format!(
+                    "componentize-py, {} snapshot objects immortal",
+                    done.objects
+                ),
+                None => "componentize-py".to_string(),
+            })
+        },
+    )
 }
 
 /// The componentize-py command line: the project's modules (and `src/`, and the SDK when the

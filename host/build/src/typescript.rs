@@ -69,13 +69,12 @@ pub fn build(dir: &Path, out_dir: Option<&Path>) -> Result<Built, Error> {
         });
     }
     let out_dir = out_dir.map_or_else(|| dir.join("target").join("plugins"), Path::to_path_buf);
-    let built = crate::in_scratch(&plugin, &out_dir, |scratch, component| {
-        Ok(build_script(&script, dir, &scratch.wit_dir(), component))
-    })?;
-    Ok(Built {
-        how: "componentize-js".to_string(),
-        ..built
-    })
+    crate::in_scratch(
+        &plugin,
+        &out_dir,
+        |scratch, component| Ok(build_script(&script, dir, &scratch.wit_dir(), component)),
+        |_| Ok("componentize-js".to_string()),
+    )
 }
 
 fn build_script(script: &Path, dir: &Path, wit: &Path, out: &Path) -> Command {

@@ -257,6 +257,22 @@ fn a_hostile_typescript_plugin_is_stopped_as_a_rust_one_is() {
 /// writes in every call are reset in place instead of faulted in again; a Rust plugin's small
 /// image runs in the other. Either way the next instance starts from the image as built: the
 /// same call gives the same answer however many times it runs in one slot.
+/// The Python SDK's marker and `wasmctrl build`'s reading of it agree: the seed `make
+/// test-plugins` built lists its snapshot's objects, and every one the build could write is
+/// immortal already (a second pass finds nothing left to write and changes no byte).
+#[test]
+fn the_python_seeds_snapshot_objects_are_immortal() {
+    let mut bytes = common::plugin_bytes("virtualmachine-py");
+    let built = bytes.clone();
+    let again = wasmctrl::build::immortal::immortalize(&mut bytes)
+        .expect("the component parses")
+        .expect("the SDK's marker is in the snapshot");
+    assert_eq!(again.objects, 0, "objects the build left mortal: {again:?}");
+    assert!(again.already > 10_000, "too few objects listed: {again:?}");
+    assert!(again.unheld < again.already / 100, "{again:?}");
+    assert!(bytes == built, "a second pass changed the component");
+}
+
 #[test]
 fn each_plugin_runs_in_the_pool_its_memory_image_needs() {
     let rt = runtime();

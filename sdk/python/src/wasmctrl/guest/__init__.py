@@ -36,6 +36,7 @@ from ..reconcile import Reconciler, run
 from ..request import Request
 from ..sql import Rows, SqlError, Statement
 from ..webhooks import Admission, Denied, UserInfo, convert_json, default_json, served, validate_json
+from . import immortal
 from .wire import Imports, Wire
 
 
@@ -293,4 +294,6 @@ def export(plugin: type[Reconciler[Any]], wire: Wire | None = None) -> tuple[typ
         def convert(self, settings: str, desired_api_version: str, objects: list[str]) -> list[str]:
             return guest.call(guest.convert, settings, desired_api_version, objects)
 
+    # Last, so that everything the calls use is in the snapshot by now.
+    immortal.mark()
     return ReconcilerExport, WebhooksExport
