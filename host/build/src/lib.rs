@@ -183,15 +183,6 @@ pub enum Error {
         /// wit-component's error chain, on one line.
         detail: String,
     },
-    /// A componentize-py component's snapshot could not be read for its objects to be made
-    /// immortal ([`immortal`]).
-    #[error("plugin `{plugin}`: making the interpreter snapshot's objects immortal: {detail}")]
-    Immortal {
-        /// The plugin's name.
-        plugin: String,
-        /// What went wrong.
-        detail: String,
-    },
     /// Writing the component failed.
     #[error("plugin `{krate}`: writing {}", path.display())]
     Write {
@@ -461,13 +452,13 @@ impl Scratch {
 
 /// Builds `plugin` with another language's tool: `command` is given the scratch directory and
 /// the path the tool must write the component to, and returns the tool's command line;
-/// `finish` may then change the component's bytes and says how it was built (`Built::how`);
+/// `finish` may then change the component's bytes, and says how it was built (`Built::how`);
 /// the component is then written to `<out_dir>/<plugin>.wasm`.
 fn in_scratch(
     plugin: &str,
     out_dir: &Path,
     command: impl FnOnce(&Scratch, &Path) -> io::Result<Command>,
-    finish: impl FnOnce(&mut [u8]) -> Result<String, Error>,
+    finish: impl FnOnce(&mut [u8]) -> String,
 ) -> Result<Built, Error> {
     let scratch_error = |source| Error::Scratch {
         plugin: plugin.to_owned(),
@@ -489,7 +480,7 @@ fn in_scratch(
         path: component.clone(),
         source,
     })?;
-    let how = finish(&mut bytes)?;
+    let how = finish(&mut bytes);
     let out = out_dir.join(format!("{plugin}.wasm"));
     write_atomically(&out, &bytes).map_err(|source| Error::Write {
         krate: plugin.to_owned(),

@@ -144,19 +144,14 @@ pub fn build(dir: &Path, out_dir: Option<&Path>) -> Result<Built, Error> {
                 component,
             ))
         },
-        |component| {
-            let immortal =
-                crate::immortal::immortalize(component).map_err(|detail| Error::Immortal {
-                    plugin: project.name.clone(),
-                    detail,
-                })?;
-            Ok(match immortal {
-                Some(done) => format!(
-                    "componentize-py, {} snapshot objects immortal",
-                    done.objects
-                ),
-                None => "componentize-py".to_string(),
-            })
+        |component| match crate::immortal::immortalize(component) {
+            Ok(Some(done)) => format!(
+                "componentize-py, {} snapshot objects immortal",
+                done.objects
+            ),
+            Ok(None) => "componentize-py".to_string(),
+            // A saving, not a requirement: a snapshot it cannot read is kept as it was made.
+            Err(why) => format!("componentize-py; snapshot objects left mortal: {why}"),
         },
     )
 }

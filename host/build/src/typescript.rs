@@ -73,7 +73,7 @@ pub fn build(dir: &Path, out_dir: Option<&Path>) -> Result<Built, Error> {
         &plugin,
         &out_dir,
         |scratch, component| Ok(build_script(&script, dir, &scratch.wit_dir(), component)),
-        |_| Ok("componentize-js".to_string()),
+        |_| "componentize-js".to_string(),
     )
 }
 
