@@ -11,7 +11,8 @@
 //!   [`identity`] (whose rights a plugin's requests use: the host's, or a tenant's
 //!   ServiceAccount's by impersonation), [`rbac`] (least-privilege RBAC from what plugins
 //!   declare, and the permission preflight that asks the API server before a plugin starts),
-//!   [`clock`] (the time plugins are told), [`memory`] (freed heap handed back);
+//!   [`clock`] (the time plugins are told), [`memory`] (freed heap handed back), [`requests`]
+//!   (requests whose responses are read as text);
 //! - [`observe`]: metrics, health probes, Kubernetes Events;
 //! - [`replicas`]: leader election and its fence, sharding, shard membership;
 //! - [`reconcile`]: informer -> queue -> controller -> applier, the controller loop;
@@ -38,6 +39,7 @@ pub mod plugins;
 pub mod rbac;
 pub mod reconcile;
 pub mod replicas;
+pub mod requests;
 pub mod webhooks;
 pub use wasmctrl_core::selector;
 pub use wasmctrl_runtime as runtime;

@@ -32,7 +32,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::observe::metrics::Metrics;
-use crate::reconcile::applier::{BuildRequest, send_text};
+use crate::requests::{BuildRequest, send_text};
 use wasmctrl_core::sync::lock;
 use wasmctrl_core::validation::EVENT_NOTE_MAX;
 

@@ -137,31 +137,6 @@ enum Patching<'a> {
     Json(&'a json_patch::Patch),
 }
 
-/// Builds a request against a resource's URL, as `kube::core::Request`'s methods do.
-pub(crate) trait BuildRequest:
-    FnOnce(&kube::core::Request) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>
-{
-}
-
-impl<F> BuildRequest for F where
-    F: FnOnce(&kube::core::Request) -> Result<http::Request<Vec<u8>>, kube::core::request::Error>
-{
-}
-
-/// Sends the request `build` makes against the resource at `url` with `client`, and returns
-/// the response's body as text, for a reader that parses only what it needs (or nothing but the
-/// status). `verb` names the request for the client's tracing, as `Api`'s methods do.
-pub(crate) async fn send_text(
-    client: &kube::Client,
-    url: &str,
-    verb: &'static str,
-    build: impl BuildRequest,
-) -> Result<String, kube::Error> {
-    let mut request = build(&kube::core::Request::new(url)).map_err(kube::Error::BuildRequest)?;
-    request.extensions_mut().insert(verb);
-    client.request_text(request).await
-}
-
 /// What a status write's response is read for: the version it produced, and the status as the
 /// server stored it (to tell whether it pruned fields the plugin wrote), left as text: it is
 /// parsed only when it differs from what was sent.

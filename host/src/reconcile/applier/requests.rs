@@ -2,6 +2,7 @@
 //! its kind resolved to a resource and an API of the right client.
 
 use super::*;
+use crate::requests::BuildRequest;
 
 impl Applier {
     /// Whether the same intent was written last and the target (at `cached` in the cache
@@ -56,7 +57,7 @@ impl Applier {
     ) -> Result<String, kube::Error> {
         // The client the Api was made with: the plugin's.
         let client = api.clone().into_client();
-        super::send_text(&client, api.resource_url(), verb, build).await
+        crate::requests::send_text(&client, api.resource_url(), verb, build).await
     }
 
     pub(super) fn remember(
