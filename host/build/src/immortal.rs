@@ -56,7 +56,7 @@ struct Marker {
 
 /// Writes the marker's count into each marked object of `binary` (a component or a core
 /// module). `Ok(None)`: there is no marker. An error: the binary does not parse, or holds more
-/// than one valid marker.
+/// than one valid marker; either way nothing was written (writes come after every check).
 pub fn immortalize(binary: &mut [u8]) -> Result<Option<Immortalized>, String> {
     let mut found = None;
     for segments in modules(binary)? {
