@@ -90,21 +90,22 @@ pub fn immortalize(binary: &mut [u8]) -> Result<Option<Immortalized>, String> {
     for address in marker.addresses {
         let address = address as usize;
         // The count's four bytes, where the binary holds each (a segment may end inside one).
-        let held: Option<Vec<usize>> = (address..address + 4)
+        let Some(offsets) = (address..address + 4)
             .map(|a| file_offset(&segments, a))
-            .collect();
-        let word = held
-            .as_ref()
-            .map(|offsets| u32::from_le_bytes(std::array::from_fn(|i| binary[offsets[i]])));
-        match (held, word) {
-            (Some(offsets), Some(word)) if (1..PLAUSIBLE_COUNT).contains(&word) => {
+            .collect::<Option<Vec<usize>>>()
+        else {
+            done.unheld += 1;
+            continue;
+        };
+        match u32::from_le_bytes(std::array::from_fn(|i| binary[offsets[i]])) {
+            0 => done.unheld += 1,
+            word if word >= PLAUSIBLE_COUNT => done.already += 1,
+            _ => {
                 for (offset, byte) in offsets.into_iter().zip(count) {
                     binary[offset] = byte;
                 }
                 done.objects += 1;
             }
-            (Some(_), Some(word)) if word >= PLAUSIBLE_COUNT => done.already += 1,
-            _ => done.unheld += 1,
         }
     }
     Ok(Some(done))
@@ -209,13 +210,14 @@ impl Marker {
         if version != VERSION || n > memory.held() / 4 {
             return None;
         }
-        let body: Vec<u8> = (0..3 + n).flat_map(|i| word(i).to_le_bytes()).collect();
+        let words: Vec<u32> = (0..3 + n).map(word).collect();
+        let body: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         if word(3 + n) != crc32fast::hash(&body) {
             return None;
         }
         Some(Marker {
             count,
-            addresses: (0..n).map(|i| word(3 + i)).collect(),
+            addresses: words[3..].to_vec(),
         })
     }
 }
@@ -260,7 +262,7 @@ mod tests {
 
     #[test]
     fn marked_objects_get_the_count_and_nothing_else_changes() {
-        // Three "objects" at 16, 32 and 64 (counts 1, 7, already immortal), one at 4096 that no
+        // Three "objects" at 16, 24 and 64 (counts 1, 7, already immortal), one at 4096 that no
         // segment holds, the marker at 1024.
         let objects = [1u32, 0x0001_0000, 7, 0x0002_0000];
         let mut first = Vec::new();

@@ -2,7 +2,7 @@
 //! its kind resolved to a resource and an API of the right client.
 
 use super::*;
-use crate::requests::BuildRequest;
+use crate::requests::{BuildRequest, send_text};
 
 impl Applier {
     /// Whether the same intent was written last and the target (at `cached` in the cache
@@ -57,7 +57,7 @@ impl Applier {
     ) -> Result<String, kube::Error> {
         // The client the Api was made with: the plugin's.
         let client = api.clone().into_client();
-        crate::requests::send_text(&client, api.resource_url(), verb, build).await
+        send_text(&client, api.resource_url(), verb, build).await
     }
 
     pub(super) fn remember(
