@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import vm from "node:vm";
 
 import { Action, Outcome } from "../src/action.js";
 import type { Context } from "../src/context.js";
 import { ReconcileError } from "../src/error.js";
-import { exportWith, hostOver, warmUp, type Imports } from "../src/export/glue.js";
+import { exportWith, hostOver, resolveGlobals, warmUp, type Imports } from "../src/export/glue.js";
 import { Failure, type AdmissionRequest, type Request as WireRequest } from "../src/export/wire.js";
 import { log } from "../src/logging.js";
 import { Manifest, Mapping, Operation, Predicate } from "../src/manifest.js";
@@ -313,4 +314,18 @@ test("warm-up without samples runs nothing, and one that throws fails nothing", 
     0,
   );
   assert.equal(reconciles, 0);
+});
+
+test("resolving globals reaches each global the functions were made in, once, and calls no getter", () => {
+  const context = vm.createContext({});
+  vm.runInContext(
+    "var reads = 0; Object.defineProperty(globalThis, 'probe', { get() { reads += 1; return 1; } });",
+    context,
+  );
+  const made = vm.runInContext("(function made() {})", context) as unknown;
+  const arrow = vm.runInContext("(() => 1)", context) as unknown;
+  // This module's global and the context's; what is not a function is passed over.
+  assert.equal(resolveGlobals([made, arrow, () => 0, "not a function", undefined]), 2);
+  assert.equal(resolveGlobals([]), 1);
+  assert.equal(vm.runInContext("reads", context), 0);
 });

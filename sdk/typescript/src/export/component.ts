@@ -19,7 +19,7 @@ import { execute } from "wasmctrl:plugin/sql@0.3.1";
 
 import type { KubeObject } from "../objects.js";
 import type { Plugin } from "../webhooks.js";
-import { exportWith, hostOver, warmUp, type PluginExports } from "./glue.js";
+import { exportWith, hostOver, resolveGlobals, warmUp, type PluginExports } from "./glue.js";
 
 export type { PluginExports } from "./glue.js";
 
@@ -30,6 +30,7 @@ export type { PluginExports } from "./glue.js";
  */
 export function exportPlugin<T extends KubeObject, S>(plugin: Plugin<T, S>): PluginExports {
   // The entry module runs when the component is built, before the snapshot.
+  resolveGlobals([log, get, list, children, execute]);
   warmUp(plugin);
   return exportWith(hostOver({ log, get, list, children, execute }), plugin);
 }

@@ -104,6 +104,55 @@ export function warmUp<T extends KubeObject, S>(plugin: Plugin<T, S>): number {
 }
 
 /**
+ * Builds, before the snapshot, what SpiderMonkey otherwise builds on first use: a standard
+ * class (its constructor, prototype and methods, each name atomized) is created the first time
+ * code names it, and every call starts from the build's snapshot, so a class first named during
+ * a call was created again in every call. A `perf` profile of the TypeScript seed put about a
+ * fifth of a call there: `Promise` for the export's async wrapper, `DataView` and `TextDecoder`
+ * in the bindings, `SavedFrame` for the stack the engine records with each promise. The
+ * bindings componentize-js generates run in a global of their own, so this resolves the
+ * classes of each global that `functions` (the world's imports, made there) belong to, and of
+ * this module's. Looking up each global's descriptor resolves it without calling a getter; an
+ * async function that awaits builds the promise machinery. Returns how many globals it
+ * resolved.
+ */
+export function resolveGlobals(functions: readonly unknown[]): number {
+  const globals = new Set<object>([globalThis]);
+  for (const f of functions) {
+    const global = globalOf(f);
+    if (global !== undefined) globals.add(global);
+  }
+  for (const global of globals) {
+    for (const name of Object.getOwnPropertyNames(global)) Object.getOwnPropertyDescriptor(global, name);
+    try {
+      const inRealm = functionConstructorOf(global);
+      void inRealm("return (async () => { await undefined; })()")();
+    } catch {
+      // No code from strings in this engine: the classes above are still resolved.
+    }
+  }
+  return globals.size;
+}
+
+type FunctionConstructor = (body: string) => () => unknown;
+
+function functionConstructorOf(global: object): FunctionConstructor {
+  return (global as { Function: FunctionConstructor }).Function;
+}
+
+/** The global a function was made in: its realm's `Function` evaluates `globalThis` there. */
+function globalOf(f: unknown): object | undefined {
+  if (typeof f !== "function") return undefined;
+  try {
+    const realmFunction = (Object.getPrototypeOf(f) as { constructor: FunctionConstructor }).constructor;
+    const global = realmFunction("return globalThis")();
+    return typeof global === "object" && global !== null ? global : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * An exception as a message: an `Error`'s message, its kind in front unless it is a plain
  * `Error` (so a `TypeError` from a bug reads as one).
  */
