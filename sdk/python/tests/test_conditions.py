@@ -3,11 +3,12 @@ conditions.rs tests them."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from wasmctrl import Condition, find_condition, set_condition
 from wasmctrl.conditions import UNKNOWN
+from wasmctrl.request import parse_time, rfc3339
 
 
 def t(hour: int) -> datetime:
@@ -74,3 +75,11 @@ def test_a_condition_stored_by_the_api_server_reads_back_equal() -> None:
     ]
     assert not set_condition(conditions, Condition.new("Ready", True, "Up"), t(5))
     assert conditions[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_times_are_written_as_kubernetes_writes_them():
+    # metav1.Time: UTC, to the second, a four-digit year; the zone it came in is converted.
+    assert rfc3339(datetime(2026, 11, 22, 10, 0, 0, 999_999, tzinfo=UTC)) == "2026-11-22T10:00:00Z"
+    assert rfc3339(datetime(2026, 1, 1, 1, 30, tzinfo=timezone(timedelta(hours=2)))) == "2025-12-31T23:30:00Z"
+    assert rfc3339(datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC)) == "0999-01-02T03:04:05Z"
+    assert parse_time(rfc3339(datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC))) == datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)

@@ -32,7 +32,7 @@ from .. import settings as settings_
 from ..context import Context, Host
 from ..error import Error, SettingsError
 from ..manifest import Gvk, Manifest, Operation
-from ..reconcile import Reconciler, run
+from ..reconcile import Reconciler, manifest_of, run
 from ..request import Request
 from ..sql import Rows, SqlError, Statement
 from ..webhooks import Admission, Denied, UserInfo, convert_json, default_json, served, validate_json
@@ -93,10 +93,21 @@ class Guest:
     export runs through :meth:`call`, which forwards logs and turns a :class:`Fail` into the
     ``Err`` the bindings expect."""
 
-    def __init__(self, plugin: type[Reconciler[Any]], wire: Wire, imports: Host | None = None) -> None:
+    def __init__(
+        self,
+        plugin: type[Reconciler[Any]],
+        wire: Wire,
+        imports: Host | None = None,
+        manifests: dict[str, Manifest] | None = None,
+    ) -> None:
         self.plugin = plugin
         self.wire = wire
         self.imports: Host = imports or Imports(wire)
+        #: The manifest of each settings text a reconcile has used. The host asks for the
+        #: manifest once per plugin version and settings and holds to it, so a reconcile may
+        #: too: the warm-up's (settings ``""``) is in the snapshot, and a call with the same
+        #: settings skips ``manifest()`` (about 7% of the VirtualMachine seed's reconcile).
+        self.manifests: dict[str, Manifest] = {} if manifests is None else manifests
 
     def warm_up(self, rounds: int = WARM_UP_ROUNDS) -> int:
         """Reconciles each of the plugin's :meth:`~wasmctrl.Reconciler.warm_up` samples
@@ -108,7 +119,7 @@ class Guest:
             samples = list(self.plugin().warm_up())
         except Exception:
             return 0
-        building = Guest(self.plugin, self.wire, Nothing())
+        building = Guest(self.plugin, self.wire, Nothing(), self.manifests)
         warmed = 0
         for obj in samples:
             try:
@@ -160,9 +171,17 @@ class Guest:
             # The host loaded the plugin with these settings, so they parsed then; they may
             # not if the plugin changed its mind, which is terminal for this version.
             raise Fail(self.wire.types.Error(str(e), False)) from None
+        plugin = self.plugin()
+
+        def declared() -> Manifest:
+            manifest = self.manifests.get(wire_request.settings)
+            if manifest is None:
+                manifest = self.manifests[wire_request.settings] = manifest_of(plugin, settings)
+            return manifest
+
         try:
             context = Context(self.imports, settings, request)
-            return self.wire.outcome(run(self.plugin(), request, context))
+            return self.wire.outcome(run(plugin, request, context, declared))
         except Error as e:
             raise Fail(self.wire.types.Error(e.message, e.is_retryable)) from None
         except BaseException as e:
