@@ -25,6 +25,7 @@ import builtins
 import sys
 import traceback
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .. import _json, codec, log
@@ -171,16 +172,10 @@ class Guest:
             # The host loaded the plugin with these settings, so they parsed then; they may
             # not if the plugin changed its mind, which is terminal for this version.
             raise Fail(self.wire.types.Error(str(e), False)) from None
-        plugin = self.plugin()
-
-        def declared() -> Manifest:
-            manifest = self.manifests.get(wire_request.settings)
-            if manifest is None:
-                manifest = self.manifests[wire_request.settings] = manifest_of(plugin, settings)
-            return manifest
-
         try:
+            plugin = self.plugin()
             context = Context(self.imports, settings, request)
+            declared = partial(self.kept_manifest, plugin, wire_request.settings, settings)
             return self.wire.outcome(run(plugin, request, context, declared))
         except Error as e:
             raise Fail(self.wire.types.Error(e.message, e.is_retryable)) from None
@@ -188,6 +183,14 @@ class Guest:
             message = f"{request.key}: reconcile raised {described(e)}"
             log.error(message, traceback="".join(traceback.format_exception(e)))
             raise Fail(self.wire.types.Error(message, False)) from None
+
+    def kept_manifest(self, plugin: Reconciler[Any], text: str, settings: Any) -> Manifest:
+        """The manifest for the settings ``text`` (parsed: ``settings``), asked of ``plugin``
+        the first time (a terminal :class:`Error` when it refuses them)."""
+        manifest = self.manifests.get(text)
+        if manifest is None:
+            manifest = self.manifests[text] = manifest_of(plugin, settings)
+        return manifest
 
     def declare(self, text: str) -> Any:
         """The ``webhooks`` export's ``declare``: what the manifest declares, checked against
