@@ -250,28 +250,3 @@ def test_a_warm_up_that_fails_fails_nothing(bindings: SimpleNamespace, host: Hos
     # The sql sample fails (no database at build time) and is not counted.
     assert Guest(Warmed, wire).warm_up() == 2
     assert host.logs == []
-
-
-class Counted(Plain):
-    """Plain, counting the manifests asked of it."""
-
-    asked: ClassVar[int] = 0
-
-    def manifest(self, settings: Any) -> Manifest:
-        Counted.asked += 1
-        return super().manifest(settings)
-
-
-def test_reconciles_ask_the_manifest_once_per_settings_text(bindings: SimpleNamespace, host: Host) -> None:
-    reconciler, _ = export(Counted)
-    Counted.asked = 0
-    # As the host, which asks once per version and settings: the first reconcile asks, the
-    # next ones with the same settings use that manifest; other settings are asked for again.
-    for _ in range(3):
-        reconciler().reconcile(request(bindings, thing()))
-    assert Counted.asked == 1
-    reconciler().reconcile(request(bindings, thing(), settings='{"other": 1}'))
-    assert Counted.asked == 2
-    # A deleted object needs no manifest.
-    reconciler().reconcile(request(bindings, None, settings='{"third": 1}'))
-    assert Counted.asked == 2

@@ -129,27 +129,11 @@ def outcome_of(result: object) -> Outcome:
     raise Error.terminal(f"reconcile returned {type(result).__name__}, not an Outcome")
 
 
-def manifest_of(plugin: Reconciler[Any], settings: Any) -> Manifest:
-    """``plugin``'s manifest for ``settings``; a terminal :class:`Error` when it refuses them
-    (``ValueError``)."""
-    try:
-        return plugin.manifest(settings)
-    except ValueError as e:
-        raise Error.terminal(e) from None
-
-
-def run(
-    plugin: Reconciler[Any],
-    request: Request,
-    ctx: Context[Any],
-    declared: Callable[[], Manifest] | None = None,
-) -> Outcome:
+def run(plugin: Reconciler[Any], request: Request, ctx: Context[Any]) -> Outcome:
     """Runs ``plugin`` for the host's ``request``: decodes the object, handles the finalizer
-    the manifest declares, and calls ``reconcile`` with what is left to do. ``declared``
-    gives the manifest for ``ctx.settings`` when the caller keeps it (asked of the plugin
-    otherwise, only when the object is live). Raises :class:`Error` for a failed reconcile
-    (an uncaught :class:`~wasmctrl.sql.SqlError` included); any other exception is the
-    caller's to report."""
+    the manifest declares, and calls ``reconcile`` with what is left to do. Raises
+    :class:`Error` for a failed reconcile (an uncaught :class:`~wasmctrl.sql.SqlError`
+    included); any other exception is the caller's to report."""
 
     def call(event: Reconcile) -> Outcome:
         try:
@@ -160,7 +144,10 @@ def run(
     obj = request.decoded()
     if obj is None:
         return call(Gone(request.namespace, request.name))
-    manifest = declared() if declared is not None else manifest_of(plugin, ctx.settings)
+    try:
+        manifest = plugin.manifest(ctx.settings)
+    except ValueError as e:
+        raise Error.terminal(e) from None
     if manifest.finalizer is not None:
         return finalizer(obj, manifest.finalizer, call)
     if meta.deleting(obj):

@@ -25,7 +25,6 @@ import builtins
 import sys
 import traceback
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from .. import _json, codec, log
@@ -33,7 +32,7 @@ from .. import settings as settings_
 from ..context import Context, Host
 from ..error import Error, SettingsError
 from ..manifest import Gvk, Manifest, Operation
-from ..reconcile import Reconciler, manifest_of, run
+from ..reconcile import Reconciler, run
 from ..request import Request
 from ..sql import Rows, SqlError, Statement
 from ..webhooks import Admission, Denied, UserInfo, convert_json, default_json, served, validate_json
@@ -94,21 +93,10 @@ class Guest:
     export runs through :meth:`call`, which forwards logs and turns a :class:`Fail` into the
     ``Err`` the bindings expect."""
 
-    def __init__(
-        self,
-        plugin: type[Reconciler[Any]],
-        wire: Wire,
-        imports: Host | None = None,
-        manifests: dict[str, Manifest] | None = None,
-    ) -> None:
+    def __init__(self, plugin: type[Reconciler[Any]], wire: Wire, imports: Host | None = None) -> None:
         self.plugin = plugin
         self.wire = wire
         self.imports: Host = imports or Imports(wire)
-        #: The manifest of each settings text a reconcile has used. The host asks for the
-        #: manifest once per plugin version and settings and holds to it, so a reconcile may
-        #: too: the warm-up's (settings ``""``) is in the snapshot, and a call with the same
-        #: settings skips ``manifest()`` (about 7% of the VirtualMachine seed's reconcile).
-        self.manifests: dict[str, Manifest] = {} if manifests is None else manifests
 
     def warm_up(self, rounds: int = WARM_UP_ROUNDS) -> int:
         """Reconciles each of the plugin's :meth:`~wasmctrl.Reconciler.warm_up` samples
@@ -120,7 +108,7 @@ class Guest:
             samples = list(self.plugin().warm_up())
         except Exception:
             return 0
-        building = Guest(self.plugin, self.wire, Nothing(), self.manifests)
+        building = Guest(self.plugin, self.wire, Nothing())
         warmed = 0
         for obj in samples:
             try:
@@ -173,24 +161,14 @@ class Guest:
             # not if the plugin changed its mind, which is terminal for this version.
             raise Fail(self.wire.types.Error(str(e), False)) from None
         try:
-            plugin = self.plugin()
             context = Context(self.imports, settings, request)
-            declared = partial(self.kept_manifest, plugin, wire_request.settings, settings)
-            return self.wire.outcome(run(plugin, request, context, declared))
+            return self.wire.outcome(run(self.plugin(), request, context))
         except Error as e:
             raise Fail(self.wire.types.Error(e.message, e.is_retryable)) from None
         except BaseException as e:
             message = f"{request.key}: reconcile raised {described(e)}"
             log.error(message, traceback="".join(traceback.format_exception(e)))
             raise Fail(self.wire.types.Error(message, False)) from None
-
-    def kept_manifest(self, plugin: Reconciler[Any], text: str, settings: Any) -> Manifest:
-        """The manifest for the settings ``text`` (parsed: ``settings``), asked of ``plugin``
-        the first time (a terminal :class:`Error` when it refuses them)."""
-        manifest = self.manifests.get(text)
-        if manifest is None:
-            manifest = self.manifests[text] = manifest_of(plugin, settings)
-        return manifest
 
     def declare(self, text: str) -> Any:
         """The ``webhooks`` export's ``declare``: what the manifest declares, checked against
