@@ -77,7 +77,7 @@ def test_a_condition_stored_by_the_api_server_reads_back_equal() -> None:
     assert conditions[0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
 
 
-def test_times_are_written_as_kubernetes_writes_them():
+def test_times_are_written_as_kubernetes_writes_them() -> None:
     # metav1.Time: UTC, to the second, a four-digit year; the zone it came in is converted.
     assert rfc3339(datetime(2026, 11, 22, 10, 0, 0, 999_999, tzinfo=UTC)) == "2026-11-22T10:00:00Z"
     assert rfc3339(datetime(2026, 1, 1, 1, 30, tzinfo=timezone(timedelta(hours=2)))) == "2025-12-31T23:30:00Z"

@@ -30,7 +30,8 @@ export type { PluginExports } from "./glue.js";
  */
 export function exportPlugin<T extends KubeObject, S>(plugin: Plugin<T, S>): PluginExports {
   // The entry module runs when the component is built, before the snapshot.
-  resolveGlobals([log, get, list, children, execute]);
+  const imports = { log, get, list, children, execute };
+  resolveGlobals(Object.values(imports));
   warmUp(plugin);
-  return exportWith(hostOver({ log, get, list, children, execute }), plugin);
+  return exportWith(hostOver(imports), plugin);
 }
