@@ -148,11 +148,11 @@ struct Inner {
     /// Where plugins with small memory images run.
     native: Pool,
     /// Where plugins that start from a language runtime's snapshot run: a pool that keeps more
-    /// of each slot resident ([`Config::keep_resident_snapshot`]). `None` without pooling,
-    /// where nothing is kept and one engine serves all.
+    /// of each slot resident ([`Config::keep_resident_snapshot`]) and catches out-of-bounds
+    /// accesses with guard pages ([`Bounds`]). `None` without pooling, where nothing is kept
+    /// and one engine serves all.
     snapshot: Option<Pool>,
     config: Config,
-    artifacts: artifacts::Artifacts,
     permits: Arc<Permits>,
     pooling: bool,
 }
@@ -161,7 +161,11 @@ impl Runtime {
     /// Builds the engine: epoch interruption, and the pooling allocator when the machine lets us
     /// reserve its address space (falling back to on-demand allocation when it does not).
     pub fn new(config: Config) -> Result<Self, SetupError> {
-        let (native, pooling) = match Pool::new(&config, Some(config.keep_resident)) {
+        let native_slots = Slots {
+            keep_resident: config.keep_resident,
+            bounds: Bounds::Checked,
+        };
+        let (native, pooling) = match Pool::new(&config, Some(native_slots)) {
             Ok(pool) => (pool, true),
             Err(e) => {
                 tracing::warn!(error = %e.0, "instance pool unavailable; allocating on demand");
@@ -169,7 +173,11 @@ impl Runtime {
             }
         };
         let snapshot = if pooling {
-            match Pool::new(&config, Some(config.keep_resident_snapshot)) {
+            let slots = Slots {
+                keep_resident: config.keep_resident_snapshot,
+                bounds: Bounds::Guarded,
+            };
+            match Pool::new(&config, Some(slots)) {
                 Ok(pool) => Some(pool),
                 Err(e) => {
                     tracing::warn!(error = %e.0, "no second instance pool for plugins that start from a language runtime's snapshot; they share the first");
@@ -179,18 +187,12 @@ impl Runtime {
         } else {
             None
         };
-        // The same code generation and memory settings, without reserving an instance pool.
-        let mut compile_config = engine_config(&config, pooling.then_some(config.keep_resident));
-        compile_config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-        let artifacts =
-            artifacts::Artifacts::new(&native.engine, compile_config, config.cache_dir.clone());
         let permits = Arc::new(Permits::new(config.max_instances as usize));
         Ok(Self {
             inner: Arc::new(Inner {
                 native,
                 snapshot,
                 config,
-                artifacts,
                 permits,
                 pooling,
             }),
@@ -225,7 +227,17 @@ impl Runtime {
 
     /// How plugins were compiled (or not) since the runtime started.
     pub fn artifact_stats(&self) -> ArtifactStats {
-        self.inner.artifacts.stats()
+        self.pools().map(|pool| pool.artifacts.stats()).fold(
+            ArtifactStats::default(),
+            |all, one| ArtifactStats {
+                compiled: all.compiled + one.compiled,
+                from_disk: all.from_disk + one.from_disk,
+            },
+        )
+    }
+
+    fn pools(&self) -> impl Iterator<Item = &Pool> {
+        std::iter::once(&self.inner.native).chain(&self.inner.snapshot)
     }
 
     /// Instances alive now (calls running).
@@ -259,8 +271,7 @@ impl Runtime {
         let source_name = source.to_string();
         let digest = digest(bytes);
         let pool = self.pool_for(bytes);
-        let component = self
-            .inner
+        let component = pool
             .artifacts
             .get(&pool.engine, &digest, bytes)
             .map_err(|e| LoadError::Compile {
@@ -345,7 +356,9 @@ impl Runtime {
 
     /// Drops compiled code that no loaded plugin uses any more.
     pub fn retain_artifacts(&self, digests: &[&str]) {
-        self.inner.artifacts.retain(digests);
+        for pool in self.pools() {
+            pool.artifacts.retain(digests);
+        }
     }
 }
 
@@ -850,19 +863,55 @@ fn action_size(action: &wit::Action) -> usize {
     }
 }
 
-/// An engine with its instance pool (or none), its epoch ticker and the linker for it.
+/// An engine with its instance pool (or none), its epoch ticker, the linker for it and the
+/// code compiled for it.
 struct Pool {
     engine: Engine,
     linker: Linker<State>,
     /// Bytes of each slot's memory kept resident between instances (0 without a pool).
     keep_resident: usize,
+    /// Plugins compiled for this engine's settings (code compiled for one pool's bounds
+    /// checking does not load into the other's engine).
+    artifacts: artifacts::Artifacts,
+}
+
+/// The slots of an instance pool: how much of each one's memory stays resident between
+/// instances, and how accesses past a memory's end are caught.
+#[derive(Debug, Clone, Copy)]
+struct Slots {
+    keep_resident: usize,
+    bounds: Bounds,
+}
+
+/// How the code of a pool's plugins catches a memory access out of bounds.
+///
+/// Bounds checks in code (`Checked`) let a slot reserve no more address space than its memory
+/// cap and need no guard pages: a memory that grew (every Rust guest's allocator grows it on each
+/// call) is not `mprotect`-ed back on each reuse and again on each grow; `mprotect` takes the
+/// process-wide mm write lock, and with it two cores reconciled no faster than one (a trivial
+/// plugin: 8.7k -> 85k reconciles/s on 2 cores). Guard pages (`Guarded`: a 4 GiB reservation
+/// per memory and signal handlers, wasmtime's defaults) spare the check on every load and store,
+/// which an interpreter does all the time: `cargo bench --bench convergence` (`languages`, 2,000
+/// calls, alternated runs) put the TypeScript seed's call at 0.74 -> 0.53 ms and the Python
+/// seed's at 0.65 -> 0.63 ms, and the Rust seed's at 0.037 -> 0.044 ms (its memory grows each
+/// call). So plugins that start from a language runtime's snapshot, whose memory is the
+/// snapshot's and seldom grows, run guarded, and Rust ones checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bounds {
+    Checked,
+    Guarded,
 }
 
 impl Pool {
-    /// With `keep_resident`, an engine whose instances come from a pool keeping that much of
-    /// each slot's memory resident; without, one allocating on demand.
-    fn new(config: &Config, keep_resident: Option<usize>) -> Result<Self, SetupError> {
-        let engine = Engine::new(&engine_config(config, keep_resident)).map_err(SetupError)?;
+    /// With `slots`, an engine whose instances come from a pool of such slots; without, one
+    /// allocating on demand.
+    fn new(config: &Config, slots: Option<Slots>) -> Result<Self, SetupError> {
+        let engine = Engine::new(&engine_config(config, slots)).map_err(SetupError)?;
+        // The same code generation and memory settings, without reserving an instance pool.
+        let mut compile_config = engine_config(config, slots);
+        compile_config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+        let artifacts =
+            artifacts::Artifacts::new(&engine, compile_config, config.cache_dir.clone());
         let mut linker = Linker::new(&engine);
         type Data = wasmtime::component::HasSelf<State>;
         current::PluginWithWebhooks::add_to_linker::<State, Data>(&mut linker, |s| s)
@@ -877,7 +926,8 @@ impl Pool {
         Ok(Self {
             engine,
             linker,
-            keep_resident: keep_resident.unwrap_or(0),
+            keep_resident: slots.map_or(0, |s| s.keep_resident),
+            artifacts,
         })
     }
 }
@@ -899,9 +949,8 @@ fn memory_image_bytes(bytes: &[u8]) -> usize {
     total
 }
 
-/// The engine's configuration; `keep_resident` (bytes kept resident per slot) asks for the
-/// pooling allocator.
-fn engine_config(config: &Config, keep_resident: Option<usize>) -> wasmtime::Config {
+/// The engine's configuration; `slots` asks for the pooling allocator.
+fn engine_config(config: &Config, slots: Option<Slots>) -> wasmtime::Config {
     let mut c = wasmtime::Config::new();
     c.wasm_component_model(true);
     c.epoch_interruption(true);
@@ -912,7 +961,11 @@ fn engine_config(config: &Config, keep_resident: Option<usize>) -> wasmtime::Con
     if std::env::var_os(PERF_MAP_ENV).is_some() {
         c.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
-    if let Some(keep_resident) = keep_resident {
+    if let Some(Slots {
+        keep_resident,
+        bounds,
+    }) = slots
+    {
         let n = config.max_instances;
         let mut pool = PoolingAllocationConfig::default();
         // A Rust (wit-bindgen) component is a handful of core instances (module, shims,
@@ -937,15 +990,18 @@ fn engine_config(config: &Config, keep_resident: Option<usize>) -> wasmtime::Con
             .table_keep_resident(64 << 10)
             .pagemap_scan(Enabled::Auto);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        // Bounds checks in code instead of guard pages and signal handlers. With guard pages, a
-        // memory that grew (every Rust guest's allocator grows it) is mprotect-ed back on each
-        // reuse and again on each grow, and mprotect takes the process-wide mm write lock: two
-        // cores reconciled no faster than one. Measured on 2 cores: 8.7k -> 85k reconciles/s
-        // for a trivial plugin (guest code itself runs ~8% slower). Without guard pages a slot
-        // needs no more address space than its memory cap.
-        c.signals_based_traps(false)
-            .memory_guard_size(0)
-            .memory_reservation(config.memory_limit as u64);
+        match bounds {
+            // Without guard pages a slot needs no more address space than its memory cap.
+            Bounds::Checked => {
+                c.signals_based_traps(false)
+                    .memory_guard_size(0)
+                    .memory_reservation(config.memory_limit as u64);
+            }
+            // wasmtime's defaults: 4 GiB and guard pages per memory slot, signal handlers.
+            Bounds::Guarded => {
+                c.signals_based_traps(true);
+            }
+        }
     }
     c
 }

@@ -252,11 +252,6 @@ fn a_hostile_typescript_plugin_is_stopped_as_a_rust_one_is() {
     is_stopped_as_rust_is("hostile-ts");
 }
 
-/// A plugin that starts from a language runtime's snapshot (megabytes of initialised memory)
-/// runs in the pool that keeps more of each slot resident, where the pages its interpreter
-/// writes in every call are reset in place instead of faulted in again; a Rust plugin's small
-/// image runs in the other. Either way the next instance starts from the image as built: the
-/// same call gives the same answer however many times it runs in one slot.
 /// The Python SDK's marker and `wasmctrl build`'s reading of it agree: the seed `make
 /// test-plugins` built lists its snapshot's objects, and every one the build could write is
 /// immortal already (a second pass finds nothing left to write and changes no byte).
@@ -273,6 +268,11 @@ fn the_python_seeds_snapshot_objects_are_immortal() {
     assert!(bytes == built, "a second pass changed the component");
 }
 
+/// A plugin that starts from a language runtime's snapshot (megabytes of initialised memory)
+/// runs in the pool that keeps more of each slot resident, where the pages its interpreter
+/// writes in every call are reset in place instead of faulted in again; a Rust plugin's small
+/// image runs in the other. Either way the next instance starts from the image as built: the
+/// same call gives the same answer however many times it runs in one slot.
 #[test]
 fn each_plugin_runs_in_the_pool_its_memory_image_needs() {
     let rt = runtime();
@@ -294,4 +294,41 @@ fn each_plugin_runs_in_the_pool_its_memory_image_needs() {
             assert_eq!(answer(call), first, "{plugin}, call {call}");
         }
     }
+}
+
+/// The pools' code differs (bounds checked by the code in one, by guard pages in the other), so
+/// each compiles and caches its plugins for its own engine: a Rust and a Python plugin leave
+/// artifacts of two engine tags, and a second runtime loads both from the disk and runs them.
+#[test]
+fn each_pool_compiles_and_caches_its_plugins_for_its_own_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = wasmctrl::runtime::Config {
+        cache_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let plugins = ["hostile", "hostile-py"];
+    let first = Runtime::new(config.clone()).unwrap();
+    for plugin in plugins {
+        hostile(&first, plugin, "ok");
+    }
+    assert_eq!(first.artifact_stats().compiled, 2);
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    // `<digest>-<engine tag>.cwasm`
+    let tags: std::collections::BTreeSet<&str> = (names.iter())
+        .filter_map(|name| name.strip_suffix(".cwasm")?.rsplit_once('-'))
+        .map(|(_, tag)| tag)
+        .collect();
+    assert_eq!(tags.len(), 2, "one engine tag per pool: {names:?}");
+
+    let second = Runtime::new(config).unwrap();
+    for plugin in plugins {
+        let loaded = hostile(&second, plugin, "ok");
+        let done = loaded.reconcile(request(), Arc::new(EmptyView));
+        assert!(done.is_ok(), "{plugin}: {done:?}");
+    }
+    let stats = second.artifact_stats();
+    assert_eq!((stats.compiled, stats.from_disk), (0, 2), "{stats:?}");
 }
