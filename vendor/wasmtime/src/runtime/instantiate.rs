@@ -32,7 +32,24 @@ pub struct CompiledModule {
     /// code takes a reference to or first calls indirectly; finding both in `index` (a search
     /// of its namespaces, then a binary search of the sparse trampolines) for each was a
     /// quarter of a CPython component's reconcile.
-    func_starts: TryPrimaryMap<DefinedFuncIndex, [u32; 2]>,
+    func_starts: TryPrimaryMap<DefinedFuncIndex, FuncRefTemplate>,
+}
+
+/// What a defined function's `VMFuncRef` holds apart from its instance's `vmctx`: where its
+/// body and its array-to-wasm trampoline start in the text section (`u32::MAX` when it has
+/// none), its engine type, and its slot among the instance's function references. (wasmctrl
+/// patch, see `vendor/README.md`.) Sixteen bytes in one array by function, so that filling in a
+/// fresh instance's reference reads one entry, not the module's function table and then this.
+#[derive(Clone, Copy, Debug)]
+pub struct FuncRefTemplate {
+    /// Offset of the function's body in the text section.
+    pub wasm: u32,
+    /// Offset of its array-to-wasm trampoline.
+    pub array: u32,
+    /// Its type, as registered with the engine (the reserved default before registration).
+    pub type_index: wasmtime_environ::VMSharedTypeIndex,
+    /// Its slot among the instance's function references (reserved when it does not escape).
+    pub func_ref: wasmtime_environ::FuncRefIndex,
 }
 
 impl CompiledModule {
@@ -63,10 +80,13 @@ impl CompiledModule {
         let mut func_starts = TryPrimaryMap::with_capacity(module.num_defined_funcs())?;
         for i in module.defined_func_indices() {
             let start = |key| index.func_loc(key).map_or(u32::MAX, |loc| loc.start);
-            func_starts.push([
-                start(FuncKey::DefinedWasmFunction(module.module_index, i)),
-                start(FuncKey::ArrayToWasmTrampoline(module.module_index, i)),
-            ])?;
+            let func = &module.functions[module.func_index(i)];
+            func_starts.push(FuncRefTemplate {
+                wasm: start(FuncKey::DefinedWasmFunction(module.module_index, i)),
+                array: start(FuncKey::ArrayToWasmTrampoline(module.module_index, i)),
+                type_index: func.signature.as_engine_type_index().unwrap_or_default(),
+                func_ref: func.func_ref,
+            })?;
         }
         let mut ret = Self {
             unique_id: CompiledModuleId::new(),
@@ -194,17 +214,32 @@ impl CompiledModule {
     /// read from `func_starts` for this module's functions and their array-to-wasm trampolines.
     #[inline]
     pub fn func_start(&self, key: FuncKey) -> u32 {
-        let which = match key {
-            FuncKey::DefinedWasmFunction(module, i) if module == self.module_index() => Some((i, 0)),
+        let start = match key {
+            FuncKey::DefinedWasmFunction(module, i) if module == self.module_index() => {
+                self.func_starts.get(i).map(|t| t.wasm)
+            }
             FuncKey::ArrayToWasmTrampoline(module, i) if module == self.module_index() => {
-                Some((i, 1))
+                self.func_starts.get(i).map(|t| t.array)
             }
             _ => None,
         };
-        match which.and_then(|(i, which)| Some(self.func_starts.get(i)?[which])) {
+        match start {
             Some(start) if start != u32::MAX => start,
             _ => self.func_loc(key).start,
         }
+    }
+
+    /// The `VMFuncRef` template of defined function `i`, when both its body and its trampoline
+    /// are in this module's code and its type is registered with the engine.
+    #[inline]
+    pub fn func_ref_template(&self, i: DefinedFuncIndex) -> Option<&FuncRefTemplate> {
+        self.func_starts
+            .get(i)
+            .filter(|t| {
+                t.wasm != u32::MAX
+                    && t.array != u32::MAX
+                    && t.type_index != wasmtime_environ::VMSharedTypeIndex::default()
+            })
     }
 
     /// Returns the original binary offset in the file that `index` was defined

@@ -889,6 +889,33 @@ impl Instance {
         registry: &ModuleRegistry,
         def_index: DefinedFuncIndex,
     ) -> Option<NonNull<VMFuncRef>> {
+        // [wasmctrl: a fresh instance's references are filled in from the module's
+        // template (one 16-byte read) when its code's place in the store is known; see
+        // `vendor/README.md`.]
+        if let (Some(text), Some(runtime)) = (self.store_text, self.runtime_module()) {
+            if let Some(t) = runtime.compiled_module().func_ref_template(def_index) {
+                let t = *t;
+                let vmctx_offset = self.offsets().vmctx_func_ref(t.func_ref);
+                let at = |start: u32| {
+                    // SAFETY: `text` is the start of this module's code in the store, and the
+                    // template's offsets are within that code.
+                    unsafe { text.as_non_null().add(usize::try_from(start).unwrap()) }
+                };
+                let func_ref = VMFuncRef {
+                    array_call: VmPtr::from(at(t.array).cast()),
+                    wasm_call: Some(VmPtr::from(at(t.wasm).cast::<VMWasmCallFunction>())),
+                    vmctx: VMOpaqueContext::from_vmcontext(self.vmctx()).into(),
+                    type_index: t.type_index,
+                };
+                // SAFETY: the offset is `vmctx_func_ref` of this function's slot, within our
+                // `VMContext` area.
+                unsafe {
+                    let ptr = self.vmctx_plus_offset_raw::<VMFuncRef>(vmctx_offset);
+                    ptr.write(func_ref);
+                    return Some(ptr);
+                }
+            }
+        }
         let module = self.env_module();
         let index = module.func_index(def_index);
         let func = &module.functions[index];
