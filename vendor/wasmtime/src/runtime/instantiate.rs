@@ -233,13 +233,11 @@ impl CompiledModule {
     /// are in this module's code and its type is registered with the engine.
     #[inline]
     pub fn func_ref_template(&self, i: DefinedFuncIndex) -> Option<&FuncRefTemplate> {
-        self.func_starts
-            .get(i)
-            .filter(|t| {
-                t.wasm != u32::MAX
-                    && t.array != u32::MAX
-                    && t.type_index != wasmtime_environ::VMSharedTypeIndex::default()
-            })
+        self.func_starts.get(i).filter(|t| {
+            t.wasm != u32::MAX
+                && t.array != u32::MAX
+                && t.type_index != wasmtime_environ::VMSharedTypeIndex::default()
+        })
     }
 
     /// Returns the original binary offset in the file that `index` was defined
