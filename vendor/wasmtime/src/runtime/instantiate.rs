@@ -26,12 +26,13 @@ pub struct CompiledModule {
     index: Arc<CompiledFunctionsTable>,
     /// Sorted list, by function index, of names we have for this module.
     func_names: Vec<FunctionName>,
-    /// Where each defined function's body and its array-to-wasm trampoline start in the text
-    /// section (`u32::MAX` when it has none), by function. (wasmctrl patch, see
-    /// `vendor/README.md`.) A fresh instance fills in a `VMFuncRef` for each function its
-    /// code takes a reference to or first calls indirectly; finding both in `index` (a search
-    /// of its namespaces, then a binary search of the sparse trampolines) for each was a
-    /// quarter of a CPython component's reconcile.
+    /// Each defined function's `VMFuncRef` template: where its body and its array-to-wasm
+    /// trampoline start in the text section (`u32::MAX` when it has none), its type and its
+    /// reference slot, by function. (wasmctrl patch, see `vendor/README.md`.) A fresh instance
+    /// fills in a `VMFuncRef` for each function its code takes a reference to or first calls
+    /// indirectly; finding the starts in `index` (a search of its namespaces, then a binary
+    /// search of the sparse trampolines) for each was a quarter of a CPython component's
+    /// reconcile.
     func_starts: TryPrimaryMap<DefinedFuncIndex, FuncRefTemplate>,
 }
 
