@@ -896,7 +896,7 @@ struct Slots {
 /// seed's at 0.65 -> 0.63 ms, and the Rust seed's at 0.037 -> 0.044 ms (its memory grows each
 /// call). So plugins that start from a language runtime's snapshot, whose memory is the
 /// snapshot's and seldom grows, run guarded, and Rust ones checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Bounds {
     Checked,
     Guarded,
@@ -906,9 +906,10 @@ impl Pool {
     /// With `slots`, an engine whose instances come from a pool of such slots; without, one
     /// allocating on demand.
     fn new(config: &Config, slots: Option<Slots>) -> Result<Self, SetupError> {
-        let engine = Engine::new(&engine_config(config, slots)).map_err(SetupError)?;
+        let engine_config = engine_config(config, slots);
+        let engine = Engine::new(&engine_config).map_err(SetupError)?;
         // The same code generation and memory settings, without reserving an instance pool.
-        let mut compile_config = engine_config(config, slots);
+        let mut compile_config = engine_config;
         compile_config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
         let artifacts =
             artifacts::Artifacts::new(&engine, compile_config, config.cache_dir.clone());
