@@ -80,10 +80,10 @@ const WASI_LIBC: &str = "usr/lib/wasm32-wasi";
 /// The cargo profile a plugin is built with.
 ///
 /// [`Profile::Release`] (`plugin`: opt-level 3, fat LTO, one codegen unit) is what `push`, images
-/// and `make test` use: reconciles are the hot path. [`Profile::Dev`] (`plugin-dev`: opt-level 1,
-/// no LTO, 16 codegen units, incremental) is for the edit-build loop: a one-line edit of a small
-/// plugin rebuilds in seconds rather than most of a minute. Both abort on panic (wasm32 cannot
-/// unwind) and strip debug information.
+/// and `make bench` use: reconciles are the hot path. [`Profile::Dev`] (`plugin-dev`: opt-level 1,
+/// no LTO, 16 codegen units, incremental) is for the edit-build loop (and `make test`): a one-line
+/// edit of a small plugin rebuilds in seconds rather than most of a minute. Both abort on panic
+/// (wasm32 cannot unwind) and strip debug information.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Profile {
     /// `plugin`: optimised for reconcile speed.

@@ -28,8 +28,9 @@ fn repo_root() -> PathBuf {
 
 #[test]
 fn builds_a_guest_into_a_component_exporting_the_contract() {
-    // A plugin crate of this workspace, built into the workspace's target directory: the wasm
-    // std that `make test-plugins` compiled (minutes on the Debian toolchain) is reused.
+    // A plugin crate of this workspace, built into the workspace's target directory with the
+    // profile `make test-plugins` builds with (`--dev`): the wasm std it compiled (minutes on
+    // the Debian toolchain) is reused.
     let guest = repo_root().join("tests/plugins/trivial");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -54,6 +55,7 @@ fn builds_a_guest_into_a_component_exporting_the_contract() {
     let out = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_wasmctrl"))
         .arg("build")
+        .arg("--dev")
         .arg(&guest)
         .arg("--out-dir")
         .arg(out.path())

@@ -71,12 +71,17 @@ fn a_new_plugin_crate_tests_builds_and_reconciles_its_sample_as_generated() {
         .env("CARGO_TARGET_DIR", &native)
         .env_remove("WASMCTRL_UPDATE_CRDS"));
 
-    // Built like any plugin, into the workspace's wasm target (its std is already built).
+    // Built as its README says (`--dev`), into the workspace's wasm target, where `make
+    // test-plugins` built std for that profile already.
     let plugins = tmp.path().join("plugins");
-    let out = run(
-        wasmctrl(&["build", dir_arg, "--out-dir", plugins.to_str().unwrap()])
-            .env("CARGO_TARGET_DIR", target_dir()),
-    );
+    let out = run(wasmctrl(&[
+        "build",
+        "--dev",
+        dir_arg,
+        "--out-dir",
+        plugins.to_str().unwrap(),
+    ])
+    .env("CARGO_TARGET_DIR", target_dir()));
     let wasm = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     assert_eq!(wasm, plugins.join("website.wasm"));
 
