@@ -33,7 +33,7 @@ pub struct CompiledModule {
     /// indirectly; finding the starts in `index` (a search of its namespaces, then a binary
     /// search of the sparse trampolines) for each was a quarter of a CPython component's
     /// reconcile.
-    func_starts: TryPrimaryMap<DefinedFuncIndex, FuncRefTemplate>,
+    func_ref_templates: TryPrimaryMap<DefinedFuncIndex, FuncRefTemplate>,
 }
 
 /// What a defined function's `VMFuncRef` holds apart from its instance's `vmctx`: where its
@@ -78,11 +78,11 @@ impl CompiledModule {
         profiler: &dyn ProfilingAgent,
     ) -> Result<Self> {
         let module = info.module;
-        let mut func_starts = TryPrimaryMap::with_capacity(module.num_defined_funcs())?;
+        let mut func_ref_templates = TryPrimaryMap::with_capacity(module.num_defined_funcs())?;
         for i in module.defined_func_indices() {
             let start = |key| index.func_loc(key).map_or(u32::MAX, |loc| loc.start);
             let func = &module.functions[module.func_index(i)];
-            func_starts.push(FuncRefTemplate {
+            func_ref_templates.push(FuncRefTemplate {
                 wasm: start(FuncKey::DefinedWasmFunction(module.module_index, i)),
                 array: start(FuncKey::ArrayToWasmTrampoline(module.module_index, i)),
                 type_index: func.signature.as_engine_type_index().unwrap_or_default(),
@@ -96,7 +96,7 @@ impl CompiledModule {
             meta: info.meta,
             index,
             func_names: info.func_names,
-            func_starts,
+            func_ref_templates,
         };
         ret.register_profiling(profiler)?;
 
@@ -212,15 +212,15 @@ impl CompiledModule {
     }
 
     /// The offset in the text section where `key`'s function starts: `func_loc(key).start`,
-    /// read from `func_starts` for this module's functions and their array-to-wasm trampolines.
+    /// read from `func_ref_templates` for this module's functions and their array-to-wasm trampolines.
     #[inline]
     pub fn func_start(&self, key: FuncKey) -> u32 {
         let start = match key {
             FuncKey::DefinedWasmFunction(module, i) if module == self.module_index() => {
-                self.func_starts.get(i).map(|t| t.wasm)
+                self.func_ref_templates.get(i).map(|t| t.wasm)
             }
             FuncKey::ArrayToWasmTrampoline(module, i) if module == self.module_index() => {
-                self.func_starts.get(i).map(|t| t.array)
+                self.func_ref_templates.get(i).map(|t| t.array)
             }
             _ => None,
         };
@@ -234,7 +234,7 @@ impl CompiledModule {
     /// are in this module's code and its type is registered with the engine.
     #[inline]
     pub fn func_ref_template(&self, i: DefinedFuncIndex) -> Option<&FuncRefTemplate> {
-        self.func_starts.get(i).filter(|t| {
+        self.func_ref_templates.get(i).filter(|t| {
             t.wasm != u32::MAX
                 && t.array != u32::MAX
                 && t.type_index != wasmtime_environ::VMSharedTypeIndex::default()
